@@ -1,0 +1,2 @@
+//! `zovn`: the lab / perf / diagnose CLI.
+fn main() {}

@@ -1,0 +1,1 @@
+//! `.ovsschema` parsing: filled in next.
