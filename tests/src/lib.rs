@@ -1,5 +1,102 @@
 //! # tests — end-to-end tests on real components
 //!
-//! Shared helpers for the integration tests under `tests/tests/`: the real-component gate
-//! (skip with a reason, or fail when `ZOVN_REQUIRE_REAL=1`), and a lock that serialises
-//! heavy lab tests on this 2-core machine.
+//! Shared helpers for the integration tests under `tests/tests/`:
+//!
+//! - [`require_real`]: the real-component gate. A test that needs root and the OVN/OVS
+//!   binaries calls it first; when something is missing it prints `SKIP <test>: <reason>`
+//!   and the test returns early — unless `ZOVN_REQUIRE_REAL=1` (set by `.ci/run`), in
+//!   which case the missing prerequisite fails the test, so CI can never pass on skips.
+//! - [`heavy_lock`]: a file lock that serialises the heavy lab tests (daemons in network
+//!   namespaces) on this 2-core machine; light tests run in parallel.
+//! - [`scratch`]: a private state directory and a short, unique name prefix per test, so
+//!   concurrent tests never share sockets, databases or namespaces.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// Binaries every real-component test needs.
+pub const OVSDB_BINS: &[&str] = &["ovsdb-server", "ovsdb-tool", "ovn-nbctl"];
+
+/// Returns true when the test can run on real components. Otherwise prints the skip reason
+/// and returns false, or panics with it when `ZOVN_REQUIRE_REAL=1`.
+pub fn require_real(test: &str, bins: &[&str]) -> bool {
+    match missing_prerequisite(bins) {
+        None => true,
+        Some(reason) => {
+            if std::env::var("ZOVN_REQUIRE_REAL").as_deref() == Ok("1") {
+                panic!("{test}: real components required (ZOVN_REQUIRE_REAL=1) but {reason}");
+            }
+            eprintln!("SKIP {test}: {reason}");
+            false
+        }
+    }
+}
+
+fn missing_prerequisite(bins: &[&str]) -> Option<String> {
+    if !nix_is_root() {
+        return Some("not running as root".into());
+    }
+    for b in bins {
+        if find_in_path(b).is_none() {
+            return Some(format!("`{b}` is not installed (run `make deps`)"));
+        }
+    }
+    None
+}
+
+fn nix_is_root() -> bool {
+    // effective uid from /proc, to avoid a libc dependency here
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Looks a program up in `PATH` (and the Debian sbin/libexec places OVS uses).
+pub fn find_in_path(bin: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .chain(["/usr/sbin", "/sbin", "/usr/lib/openvswitch-switch"])
+        .map(|d| Path::new(d).join(bin))
+        .find(|p| p.is_file())
+}
+
+/// Holds the heavy-test lock until dropped.
+pub struct HeavyLock(#[allow(dead_code)] File);
+
+/// Serialises heavy tests across test binaries (an advisory `flock` on a file in the
+/// system temp dir). Blocks until the lock is free.
+pub fn heavy_lock() -> HeavyLock {
+    let path = std::env::temp_dir().join("zovn-heavy-tests.lock");
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    f.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    HeavyLock(f)
+}
+
+/// A private scratch area for one test: a temp dir (removed on drop) and a short unique
+/// prefix for network namespace and interface names.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+    pub prefix: String,
+}
+
+/// Creates a [`Scratch`] for `tag` (a few letters naming the test).
+pub fn scratch(tag: &str) -> Scratch {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("zovn-{tag}-"))
+        .tempdir()
+        .expect("create scratch dir");
+    // pid-derived suffix keeps names unique across concurrently running test binaries
+    let prefix = format!("{}{:x}", &tag[..tag.len().min(3)], std::process::id() % 0xfff);
+    Scratch { dir, prefix }
+}
