@@ -1,0 +1,56 @@
+//! Typed rows: the [`Table`] trait implemented by the structs generated from the
+//! `.ovsschema` files ([`crate::nb`], [`crate::sb`], [`crate::vswitch`]).
+//!
+//! A generated struct has one field per column with a proper Rust type (`String`, `i64`,
+//! `bool`, `f64`, [`Uuid`], `Option<T>` for 0..1 columns, `BTreeSet<T>` for sets,
+//! `BTreeMap<K, V>` for maps) and a column enum, so a misspelled table or column is a
+//! compile error:
+//!
+//! ```
+//! use ovsdb::nb::{LogicalSwitchPort, LogicalSwitchPortColumn as C};
+//! use ovsdb::typed::{Column, Table};
+//!
+//! let mut lsp = LogicalSwitchPort::default();
+//! lsp.name = "default_pod1".into();
+//! lsp.addresses.insert("0a:58:0a:00:00:05 10.0.0.5".into());
+//! let row = lsp.to_row();
+//! assert_eq!(LogicalSwitchPort::TABLE, "Logical_Switch_Port");
+//! assert_eq!(C::Addresses.name(), "addresses");
+//! let back = LogicalSwitchPort::from_row(ovsdb::Uuid::nil(), &row).unwrap();
+//! assert_eq!(back, lsp);
+//! ```
+
+use crate::value::{Row, Uuid, ValueError};
+
+/// A column of a generated table.
+pub trait Column: Copy + Eq + std::fmt::Debug + 'static {
+    /// The column's name in the schema.
+    fn name(self) -> &'static str;
+    /// Every column of the table, in schema order.
+    fn all() -> &'static [Self];
+}
+
+/// A table row type generated from a schema.
+pub trait Table: Sized + Clone + std::fmt::Debug + PartialEq + Default {
+    /// The table's name in the schema.
+    const TABLE: &'static str;
+    /// The table's column enum.
+    type Column: Column;
+    /// Builds the typed row from a replica/select row (absent columns read as empty).
+    fn from_row(uuid: Uuid, row: &Row) -> Result<Self, ValueError>;
+    /// Every column of this row as a [`Row`] (for insert/update). The uuid is not included.
+    fn to_row(&self) -> Row;
+    /// This row's `_uuid` (nil for a row not read from a database).
+    fn uuid(&self) -> Uuid;
+    /// The columns named, as a [`Row`] (for an update of only those columns).
+    fn to_row_of(&self, columns: &[Self::Column]) -> Row {
+        let mut all = self.to_row();
+        let mut out = Row::new();
+        for c in columns {
+            if let Some(v) = all.remove(c.name()) {
+                out.insert(c.name().to_string(), v);
+            }
+        }
+        out
+    }
+}
