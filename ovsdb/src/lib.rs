@@ -10,7 +10,15 @@
 //!
 //! Every fallible entry point returns an error; nothing panics on server input.
 
+pub mod codegen;
+#[rustfmt::skip]
+pub mod nb;
+#[rustfmt::skip]
+pub mod sb;
 pub mod schema;
+pub mod typed;
 pub mod value;
+#[rustfmt::skip]
+pub mod vswitch;
 
 pub use value::{Atom, FromValue, IntoValue, Row, Uuid, Value, ValueError};
