@@ -1,0 +1,35 @@
+# The two entry points of the README:
+#   make lab   - bring up the local 2-node lab, show OVN/OVS running, tear it down
+#   make test  - the whole test suite on real components (what CI runs)
+# Both install what they need first (scripts/install-deps.sh, idempotent).
+
+CARGO ?= cargo
+LAB_DIR ?= /tmp/zovn-lab
+NODES ?= 2
+
+.PHONY: lab test deps build lint codegen bench-ovsdb clean-lab
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --workspace --bins
+
+lab: build
+	@scripts/lab-demo.sh "$(LAB_DIR)" "$(NODES)"
+
+test:
+	@scripts/run-tests.sh
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+codegen:
+	$(CARGO) run -q -p ovsdb --bin ovsdb-codegen -- --from-system
+
+bench-ovsdb: build
+	$(CARGO) run --release -p perf --bin zovn-perf -- ovsdb-insert --ports 10000
+
+clean-lab:
+	-target/debug/zovn lab down --dir "$(LAB_DIR)"

@@ -1,0 +1,32 @@
+#!/bin/bash
+# install-deps.sh - install what the lab and the tests need on Debian 12 (run as root).
+# Idempotent: only missing packages are installed, and apt is not touched when none are.
+# Nothing is started: the lab starts its own daemons in private directories.
+set -euo pipefail
+
+PACKAGES=(
+  openvswitch-switch openvswitch-switch-dpdk   # ovsdb-server, ovs-vswitchd (+ DPDK build), ovs-vsctl
+  ovn-central ovn-host                         # ovn-northd, ovn-nbctl/sbctl, ovn-controller
+  dpdk                                         # DPDK runtime (PMDs) used by ovs-vswitchd-dpdk
+  iproute2 ethtool iperf3 qperf                # namespaces, veths, offload settings, traffic
+)
+
+die() { echo "install-deps: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "run as root (the lab creates namespaces and starts OVS/OVN daemons)"
+command -v dpkg-query >/dev/null || die "this script supports Debian 12 (dpkg/apt) only"
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain >= 1.95 (rustup) and retry"
+rustc_minor=$(rustc --version | sed -E 's/rustc 1\.([0-9]+).*/\1/')
+[ "$rustc_minor" -ge 95 ] || die "rustc $(rustc --version) is older than 1.95"
+echo "install-deps: all present ($(ovs-vsctl --version | head -1), $(ovn-nbctl --version | head -1))"

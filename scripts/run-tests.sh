@@ -1,0 +1,36 @@
+#!/bin/bash
+# run-tests.sh - the whole test suite on real components (`make test`, and CI through .ci/run).
+#  1. installs missing packages (scripts/install-deps.sh)
+#  2. fmt + clippy (-D warnings)
+#  3. cargo test --workspace with ZOVN_REQUIRE_REAL=1: a real-component test whose
+#     prerequisites are missing fails instead of skipping
+#  4. fails unless the real-component tests actually ran (they record themselves)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh || exit 1
+
+mkdir -p target
+LOG=target/test.log
+export ZOVN_REAL_LOG=$PWD/target/real-tests.log
+rm -f "$ZOVN_REAL_LOG"
+status=0
+echo "== lint (fmt, clippy)"
+cargo fmt --all --check || status=1
+cargo clippy --workspace --all-targets -q -- -D warnings || status=1
+
+echo "== tests"
+ZOVN_REQUIRE_REAL=1 cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+
+# Every real-component test records itself in $ZOVN_REAL_LOG when its gate lets it run
+# (under ZOVN_REQUIRE_REAL=1 a missing prerequisite fails the test instead of skipping).
+real=$(sort -u "$ZOVN_REAL_LOG" 2>/dev/null | wc -l)
+if [ "$real" -lt "${ZOVN_MIN_REAL_TESTS:-8}" ]; then
+  echo "run-tests: only $real real-component tests ran (expected >= ${ZOVN_MIN_REAL_TESTS:-8})" >&2
+  status=1
+fi
+passed=$(grep -oE '[0-9]+ passed' "$LOG" | awk '{s+=$1} END {print s+0}')
+failed=$(grep -oE '[0-9]+ failed' "$LOG" | awk '{s+=$1} END {print s+0}')
+echo "run-tests: real-component tests that ran: $real; overall status $status"
+echo "summary: $passed passed, $failed failed"
+exit $status
