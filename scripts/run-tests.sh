@@ -14,9 +14,10 @@ LOG=target/test.log
 export ZOVN_REAL_LOG=$PWD/target/real-tests.log
 rm -f "$ZOVN_REAL_LOG"
 status=0
-echo "== lint (fmt, clippy)"
+echo "== lint (fmt, clippy, dependency licences)"
 cargo fmt --all --check || status=1
 cargo clippy --workspace --all-targets -q -- -D warnings || status=1
+python3 scripts/check-licences.py || status=1
 
 echo "== tests"
 ZOVN_REQUIRE_REAL=1 cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG"
