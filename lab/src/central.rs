@@ -1,0 +1,542 @@
+//! [`Central`]: the OVN central daemons — NB and SB ovsdb-servers (standalone, or a
+//! 3-member Raft cluster each) and ovn-northd — on unix sockets in a private directory
+//! (`<dir>/{run,db,log}`), optionally also listening on TCP 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::cluster::{ClusterStatus, parse_cluster_status};
+use crate::ctl;
+use crate::error::{LabError, Result};
+use crate::process::{DaemonRecord, DaemonSpec, signal_daemon, start_daemon, stop_daemon};
+use crate::wait::wait_for;
+
+/// OVN NB schema shipped by Debian's ovn-common.
+pub const NB_SCHEMA: &str = "/usr/share/ovn/ovn-nb.ovsschema";
+/// OVN SB schema shipped by Debian's ovn-common.
+pub const SB_SCHEMA: &str = "/usr/share/ovn/ovn-sb.ovsschema";
+/// Members of a Raft cluster started with `raft: true`.
+pub const RAFT_MEMBERS: usize = 3;
+/// Longest path a unix socket address may have (sun_path minus NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// How to start [`Central`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CentralConfig {
+    /// Private directory; `run/`, `db/` and `log/` are created inside.
+    pub dir: PathBuf,
+    /// Three-member Raft clusters for NB and SB instead of standalone servers.
+    pub raft: bool,
+    /// Start ovn-northd.
+    pub northd: bool,
+    /// Also listen on `ptcp:<random port>:127.0.0.1` (see [`Member::tcp_remote`]).
+    pub tcp: bool,
+}
+
+/// Which OVN database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Db {
+    Nb,
+    Sb,
+}
+
+impl Db {
+    /// The schema (database) name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Db::Nb => "OVN_Northbound",
+            Db::Sb => "OVN_Southbound",
+        }
+    }
+    fn schema(self) -> &'static str {
+        match self {
+            Db::Nb => NB_SCHEMA,
+            Db::Sb => SB_SCHEMA,
+        }
+    }
+    fn stem(self) -> &'static str {
+        match self {
+            Db::Nb => "ovnnb_db",
+            Db::Sb => "ovnsb_db",
+        }
+    }
+    fn global_table(self) -> &'static str {
+        match self {
+            Db::Nb => "NB_Global",
+            Db::Sb => "SB_Global",
+        }
+    }
+}
+
+/// One ovsdb-server serving NB or SB (a Raft member, or the single standalone server).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub db: Db,
+    /// 0-based index in [`Central::nb_members`] / [`Central::sb_members`].
+    pub index: usize,
+    /// Client remote, `unix:<dir>/run/<stem>.sock`.
+    pub remote: String,
+    /// `tcp:127.0.0.1:<port>` when started with `tcp: true` (same port after a restart).
+    pub tcp_remote: Option<String>,
+    /// Raft address `unix:<dir>/run/<stem>.raft` (Raft only).
+    pub raft_remote: Option<String>,
+    /// Current pid (last pid after [`Central::kill_member`]).
+    pub pid: i32,
+    /// `ovs-appctl -t` target.
+    pub unixctl: PathBuf,
+    pub db_file: PathBuf,
+    /// The daemon as recorded for stopping (pidfile, log file, program).
+    pub daemon: DaemonRecord,
+}
+
+impl Member {
+    /// True while this member's ovsdb-server runs.
+    pub fn is_alive(&self) -> bool {
+        self.daemon.is_alive()
+    }
+
+    /// `ovs-appctl cluster/status` of this member (Raft only).
+    pub fn cluster_status(&self) -> Result<ClusterStatus> {
+        let out = ctl::appctl(&self.unixctl, &["cluster/status", self.db.name()])?;
+        Ok(parse_cluster_status(&out))
+    }
+}
+
+/// Everything needed to re-attach to running central daemons (stored in the lab manifest).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CentralState {
+    pub config: CentralConfig,
+    pub nb: Vec<Member>,
+    pub sb: Vec<Member>,
+    pub northd: Option<DaemonRecord>,
+}
+
+/// Running OVN central daemons. Stopped by [`Central::stop`], or best effort on drop unless
+/// [`Central::keep_running`] was called (or it was [`Central::attach`]ed).
+#[derive(Debug)]
+pub struct Central {
+    state: CentralState,
+    stop_on_drop: bool,
+}
+
+/// Paths of one member, derived from the config.
+struct MemberPaths {
+    db_file: PathBuf,
+    sock: PathBuf,
+    raft: PathBuf,
+    ctl: PathBuf,
+    pidfile: PathBuf,
+    log: PathBuf,
+}
+
+fn member_paths(dir: &Path, db: Db, index: usize, raft: bool) -> MemberPaths {
+    let stem = if raft {
+        format!("{}{}", db.stem(), index + 1)
+    } else {
+        db.stem().to_string()
+    };
+    MemberPaths {
+        db_file: dir.join("db").join(format!("{stem}.db")),
+        sock: dir.join("run").join(format!("{stem}.sock")),
+        raft: dir.join("run").join(format!("{stem}.raft")),
+        ctl: dir.join("run").join(format!("{stem}.ctl")),
+        pidfile: dir.join("run").join(format!("{stem}.pid")),
+        log: dir.join("log").join(format!("ovsdb-server-{stem}.log")),
+    }
+}
+
+impl Central {
+    /// Creates the databases, starts the servers (and northd), and returns once every
+    /// member answers (`ovsdb-client wait ... connected`, so Raft members have joined) and
+    /// the NB is initialised.
+    pub fn start(cfg: CentralConfig) -> Result<Central> {
+        let t = Instant::now();
+        for sub in ["run", "db", "log"] {
+            let d = cfg.dir.join(sub);
+            std::fs::create_dir_all(&d).map_err(|e| LabError::io("create dir", &d, e))?;
+        }
+        let probe = member_paths(&cfg.dir, Db::Nb, 0, cfg.raft).raft;
+        if probe.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(LabError::Invalid(format!(
+                "central dir {} is too long for unix socket paths",
+                cfg.dir.display()
+            )));
+        }
+        // from here on, Drop cleans up whatever was started if a later step fails
+        let mut central = Central {
+            state: CentralState {
+                config: cfg.clone(),
+                nb: Vec::new(),
+                sb: Vec::new(),
+                northd: None,
+            },
+            stop_on_drop: true,
+        };
+        let n = if cfg.raft { RAFT_MEMBERS } else { 1 };
+        for db in [Db::Nb, Db::Sb] {
+            for i in 0..n {
+                create_db(&cfg, db, i)?;
+                let m = spawn_member(&cfg, db, i, None)?;
+                central.members_mut(db).push(m);
+            }
+        }
+        for m in central.state.nb.iter().chain(&central.state.sb) {
+            ctl::ovsdb_wait_connected(&m.remote, m.db.name(), 30)?;
+        }
+        ctl::nbctl(&central.nb_remote(), &["--no-wait", "init"])?;
+        ctl::sbctl(&central.sb_remote(), &["init"])?;
+        if cfg.northd {
+            central.state.northd = Some(central.spawn_northd()?);
+        }
+        info!(dir = %cfg.dir.display(), raft = cfg.raft, elapsed_ms = t.elapsed().as_millis() as u64, "central up");
+        Ok(central)
+    }
+
+    /// Re-attaches to daemons described by `state` (e.g. from a lab manifest). The result
+    /// does not stop them on drop.
+    pub fn attach(state: CentralState) -> Central {
+        Central {
+            state,
+            stop_on_drop: false,
+        }
+    }
+
+    /// The state to record (and later [`Central::attach`] to).
+    pub fn state(&self) -> &CentralState {
+        &self.state
+    }
+
+    /// Leave the daemons running when this value is dropped.
+    pub fn keep_running(&mut self) {
+        self.stop_on_drop = false;
+    }
+
+    /// The configuration it was started with.
+    pub fn config(&self) -> &CentralConfig {
+        &self.state.config
+    }
+
+    /// NB remote for clients: `unix:…/ovnnb_db.sock`, or `unix:a,unix:b,unix:c` for Raft.
+    pub fn nb_remote(&self) -> String {
+        join_remotes(self.state.nb.iter().map(|m| m.remote.as_str()))
+    }
+
+    /// SB remote for clients (see [`Central::nb_remote`]).
+    pub fn sb_remote(&self) -> String {
+        join_remotes(self.state.sb.iter().map(|m| m.remote.as_str()))
+    }
+
+    /// NB remote over TCP (`tcp:127.0.0.1:p[,…]`), if started with `tcp: true`.
+    pub fn nb_tcp_remote(&self) -> Option<String> {
+        tcp_remotes(&self.state.nb)
+    }
+
+    /// SB remote over TCP, if started with `tcp: true`.
+    pub fn sb_tcp_remote(&self) -> Option<String> {
+        tcp_remotes(&self.state.sb)
+    }
+
+    /// NB servers (1, or 3 with Raft).
+    pub fn nb_members(&self) -> &[Member] {
+        &self.state.nb
+    }
+
+    /// SB servers (1, or 3 with Raft).
+    pub fn sb_members(&self) -> &[Member] {
+        &self.state.sb
+    }
+
+    /// Members of `db`.
+    pub fn members(&self, db: Db) -> &[Member] {
+        match db {
+            Db::Nb => &self.state.nb,
+            Db::Sb => &self.state.sb,
+        }
+    }
+
+    fn members_mut(&mut self, db: Db) -> &mut Vec<Member> {
+        match db {
+            Db::Nb => &mut self.state.nb,
+            Db::Sb => &mut self.state.sb,
+        }
+    }
+
+    /// The ovn-northd daemon, if started.
+    pub fn northd(&self) -> Option<&DaemonRecord> {
+        self.state.northd.as_ref()
+    }
+
+    /// Index of the NB Raft leader, waiting (bounded, 20 s) while an election is going on.
+    /// Standalone: always 0.
+    pub fn nb_leader(&self) -> Result<usize> {
+        self.leader(Db::Nb)
+    }
+
+    /// Index of the SB Raft leader (see [`Central::nb_leader`]).
+    pub fn sb_leader(&self) -> Result<usize> {
+        self.leader(Db::Sb)
+    }
+
+    /// Index of the Raft leader of `db`: the alive member whose `cluster/status` says
+    /// `Role: leader`.
+    pub fn leader(&self, db: Db) -> Result<usize> {
+        if !self.state.config.raft {
+            return Ok(0);
+        }
+        wait_for(
+            &format!("a {} Raft leader", db.name()),
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            |last| {
+                let mut seen = Vec::new();
+                for m in self.members(db).iter().filter(|m| m.is_alive()) {
+                    match m.cluster_status() {
+                        Ok(st) if st.is_leader() => return Ok(Some(m.index)),
+                        Ok(st) => {
+                            seen.push(format!("{}: {}", m.index, st.role.unwrap_or_default()))
+                        }
+                        Err(e) => seen.push(format!("{}: {e}", m.index)),
+                    }
+                }
+                *last = Some(seen.join(", "));
+                Ok(None)
+            },
+        )
+    }
+
+    /// Sends `sig` to member `idx` of `db`; for SIGKILL/SIGTERM/SIGINT waits until the
+    /// process is gone (or a zombie).
+    pub fn kill_member(&mut self, db: Db, idx: usize, sig: Signal) -> Result<()> {
+        let m = self.member(db, idx)?;
+        warn!(db = db.name(), idx, pid = m.pid, %sig, "killing central member");
+        signal_daemon(&m.daemon, sig)
+    }
+
+    /// Restarts member `idx` of `db` on the same database file and sockets (and TCP port),
+    /// and waits until it serves the database again (rejoined, for Raft).
+    pub fn restart_member(&mut self, db: Db, idx: usize) -> Result<()> {
+        let old = self.member(db, idx)?.clone();
+        if old.is_alive() {
+            stop_daemon(&old.daemon)?;
+        }
+        let port = old
+            .tcp_remote
+            .as_deref()
+            .and_then(|r| r.rsplit(':').next())
+            .and_then(|p| p.parse::<u16>().ok());
+        let cfg = self.state.config.clone();
+        let m = spawn_member(&cfg, db, idx, port)?;
+        ctl::ovsdb_wait_connected(&m.remote, db.name(), 30)?;
+        self.members_mut(db)[idx] = m;
+        Ok(())
+    }
+
+    fn member(&self, db: Db, idx: usize) -> Result<&Member> {
+        self.members(db).get(idx).ok_or_else(|| {
+            LabError::Invalid(format!(
+                "{} has no member {idx} ({} members)",
+                db.name(),
+                self.members(db).len()
+            ))
+        })
+    }
+
+    fn spawn_northd(&self) -> Result<DaemonRecord> {
+        let dir = &self.state.config.dir;
+        let mut spec = DaemonSpec::new(
+            "ovn-northd",
+            "ovn-northd",
+            dir.join("run/ovn-northd.pid"),
+            dir.join("log/ovn-northd.log"),
+        );
+        spec.unixctl = Some(dir.join("run/ovn-northd.ctl"));
+        spec.args = vec![
+            format!("--ovnnb-db={}", self.nb_remote()),
+            format!("--ovnsb-db={}", self.sb_remote()),
+        ];
+        spec.env = ovn_env(dir);
+        start_daemon(&spec)
+    }
+
+    /// Every daemon of this central (northd first, the order they are stopped in).
+    pub fn daemons(&self) -> Vec<&DaemonRecord> {
+        let mut v: Vec<&DaemonRecord> = self.state.northd.iter().collect();
+        v.extend(
+            self.state
+                .nb
+                .iter()
+                .chain(&self.state.sb)
+                .map(|m| &m.daemon),
+        );
+        v
+    }
+
+    /// Stops northd and every server by pid (each confirmed gone).
+    pub fn stop(mut self) -> Result<()> {
+        self.stop_on_drop = false;
+        self.stop_all()
+    }
+
+    fn stop_all(&mut self) -> Result<()> {
+        let mut first_err = None;
+        for d in self.daemons() {
+            if let Err(e) = stop_daemon(d) {
+                warn!(name = %d.name, error = %e, "stopping central daemon failed");
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Central {
+    fn drop(&mut self) {
+        if self.stop_on_drop {
+            let _ = self.stop_all();
+        }
+    }
+}
+
+fn join_remotes<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    it.collect::<Vec<_>>().join(",")
+}
+
+fn tcp_remotes(members: &[Member]) -> Option<String> {
+    members
+        .iter()
+        .map(|m| m.tcp_remote.as_deref())
+        .collect::<Option<Vec<_>>>()
+        .map(|v| v.join(","))
+}
+
+/// Environment for OVN daemons/tools so nothing touches the system run dirs.
+fn ovn_env(dir: &Path) -> Vec<(String, String)> {
+    let run = dir.join("run").to_string_lossy().into_owned();
+    let db = dir.join("db").to_string_lossy().into_owned();
+    let log = dir.join("log").to_string_lossy().into_owned();
+    vec![
+        ("OVS_RUNDIR".into(), run.clone()),
+        ("OVS_DBDIR".into(), db.clone()),
+        ("OVS_LOGDIR".into(), log.clone()),
+        ("OVN_RUNDIR".into(), run),
+        ("OVN_DBDIR".into(), db),
+        ("OVN_LOGDIR".into(), log),
+    ]
+}
+
+/// Creates the database file of member `i` (standalone, create-cluster, or join-cluster).
+fn create_db(cfg: &CentralConfig, db: Db, i: usize) -> Result<()> {
+    let p = member_paths(&cfg.dir, db, i, cfg.raft);
+    if p.db_file.exists() {
+        std::fs::remove_file(&p.db_file)
+            .map_err(|e| LabError::io("remove old db", &p.db_file, e))?;
+    }
+    let raft_addr = |p: &MemberPaths| format!("unix:{}", p.raft.display());
+    match (cfg.raft, i) {
+        (false, _) => ctl::ovsdb_create(&p.db_file, db.schema()),
+        (true, 0) => ctl::ovsdb_create_cluster(&p.db_file, db.schema(), &raft_addr(&p)),
+        (true, _) => {
+            let first = member_paths(&cfg.dir, db, 0, true);
+            ctl::ovsdb_join_cluster(&p.db_file, db.name(), &raft_addr(&p), &raft_addr(&first))
+        }
+    }
+}
+
+/// Starts the ovsdb-server of member `i` on its existing database file.
+fn spawn_member(cfg: &CentralConfig, db: Db, i: usize, tcp_port: Option<u16>) -> Result<Member> {
+    let p = member_paths(&cfg.dir, db, i, cfg.raft);
+    let name = if cfg.raft {
+        format!("{}{}", db.stem(), i + 1)
+    } else {
+        db.stem().to_string()
+    };
+    let mut spec = DaemonSpec::new(&name, "ovsdb-server", p.pidfile.clone(), p.log.clone());
+    spec.unixctl = Some(p.ctl.clone());
+    spec.args = vec![
+        p.db_file.to_string_lossy().into_owned(),
+        format!("--remote=punix:{}", p.sock.display()),
+        format!(
+            "--remote=db:{},{},connections",
+            db.name(),
+            db.global_table()
+        ),
+    ];
+    if cfg.tcp {
+        spec.args
+            .push(format!("--remote=ptcp:{}:127.0.0.1", tcp_port.unwrap_or(0)));
+    }
+    spec.env = ovn_env(&cfg.dir);
+    let log_len = std::fs::metadata(&p.log).map(|m| m.len()).unwrap_or(0);
+    let daemon = start_daemon(&spec)?;
+    let tcp_remote = if cfg.tcp {
+        let port = match tcp_port {
+            Some(p) => p,
+            None => listening_port(&p.log, log_len)?,
+        };
+        Some(format!("tcp:127.0.0.1:{port}"))
+    } else {
+        None
+    };
+    Ok(Member {
+        db,
+        index: i,
+        remote: format!("unix:{}", p.sock.display()),
+        tcp_remote,
+        raft_remote: cfg.raft.then(|| format!("unix:{}", p.raft.display())),
+        pid: daemon.pid,
+        unixctl: p.ctl,
+        db_file: p.db_file,
+        daemon,
+    })
+}
+
+/// The port from the "listening on port N" line ovsdb-server logs for `ptcp:0:…`, looking
+/// only at what was appended after byte `from`.
+fn listening_port(log: &Path, from: u64) -> Result<u16> {
+    wait_for(
+        &format!("the TCP port in {}", log.display()),
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        |_| {
+            let text =
+                std::fs::read_to_string(log).map_err(|e| LabError::io("read log", log, e))?;
+            let new = text.get(from as usize..).unwrap_or("");
+            Ok(parse_listening_port(new))
+        },
+    )
+}
+
+/// Parses `…|socket_util|INFO|0:127.0.0.1: listening on port 38361`.
+pub fn parse_listening_port(log: &str) -> Option<u16> {
+    log.lines()
+        .filter_map(|l| l.split("listening on port ").nth(1))
+        .filter_map(|p| p.trim().parse().ok())
+        .next_back()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_listening_port() {
+        let log = "2026-11-26T01:16:05.872Z|00001|vlog|INFO|opened log file /tmp/nb.log\n\
+                   2026-11-26T01:16:05.875Z|00002|socket_util|INFO|0:127.0.0.1: listening on port 38361\n";
+        assert_eq!(parse_listening_port(log), Some(38361));
+        assert_eq!(parse_listening_port("nothing"), None);
+    }
+
+    #[test]
+    fn raft_member_paths_are_distinct() {
+        let a = member_paths(Path::new("/x"), Db::Nb, 0, true);
+        let b = member_paths(Path::new("/x"), Db::Nb, 1, true);
+        let s = member_paths(Path::new("/x"), Db::Sb, 0, false);
+        assert_ne!(a.sock, b.sock);
+        assert_eq!(a.raft, Path::new("/x/run/ovnnb_db1.raft"));
+        assert_eq!(s.sock, Path::new("/x/run/ovnsb_db.sock"));
+    }
+}
