@@ -7,6 +7,12 @@
 //! - [`schema`]: `.ovsschema` parsing (used by the typed-row generator and for validation).
 //! - [`typed`]: the [`typed::Table`] trait and the generated typed rows for `OVN_Northbound`,
 //!   `OVN_Southbound` and `Open_vSwitch` (`nb`, `sb`, `vswitch`).
+//! - [`client`]: [`Client`], the connection (unix/tcp/ssl, reconnect with backoff, Raft
+//!   leader awareness, echo/inactivity probe) with `transact`, `monitor`, `echo`,
+//!   `list_dbs`, `get_schema`.
+//! - [`ops`]: transaction operations, conditions, mutations and results.
+//! - [`replica`]: the in-memory copy a monitor keeps current, with bounded `wait_for`.
+//! - [`monitor`], [`rpc`], [`codec`], [`transport`], [`server`], [`error`]: the layers below.
 //!
 //! Every fallible entry point returns an error; nothing panics on server input.
 
@@ -21,4 +27,20 @@ pub mod value;
 #[rustfmt::skip]
 pub mod vswitch;
 
+pub mod client;
+pub mod codec;
+pub mod error;
+pub mod monitor;
+pub mod ops;
+pub mod replica;
+pub mod rpc;
+pub mod server;
+pub mod transport;
+
+pub use client::{Client, ClientConfig, Status};
+pub use error::{Error, Result};
+pub use monitor::MonitorRequest;
+pub use ops::{Condition, Function, Mutation, Mutator, OpResult, Operation, WaitUntil};
+pub use replica::{Replica, RowView, View};
+pub use transport::{Remote, TlsConfig};
 pub use value::{Atom, FromValue, IntoValue, Row, Uuid, Value, ValueError};
