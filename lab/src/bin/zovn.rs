@@ -1,2 +1,0 @@
-//! `zovn`: the lab / perf / diagnose CLI.
-fn main() {}

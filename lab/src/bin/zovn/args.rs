@@ -1,0 +1,75 @@
+//! Command-line arguments (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// zovn — Kubernetes networking on OVN: lab, perf and diagnostics.
+#[derive(Debug, Parser)]
+#[command(name = "zovn", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// A local lab of real OVN/OVS daemons in network namespaces.
+    Lab {
+        #[command(subcommand)]
+        command: LabCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Start central + N nodes and wait until every chassis is registered.
+    Up(UpArgs),
+    /// Daemons (pid, alive), chassis, NB/SB remotes.
+    Status(DirArgs),
+    /// Stop every daemon, delete every netns, undo hugepage changes, remove the state dir.
+    Down(DownArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DirArgs {
+    /// Lab state directory.
+    #[arg(long, env = "ZOVN_LAB_DIR", default_value = "/tmp/zovn-lab")]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum EncapArg {
+    Geneve,
+    Vxlan,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// Number of simulated nodes.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// 3-member Raft clusters for NB and SB.
+    #[arg(long)]
+    pub raft: bool,
+    /// Use ovs-vswitchd-dpdk on every node (sets up hugepages if needed).
+    #[arg(long)]
+    pub dpdk: bool,
+    /// Tunnel encapsulation.
+    #[arg(long, value_enum, default_value = "geneve")]
+    pub encap: EncapArg,
+    /// Prefix of every netns/interface name (1-8 chars [a-z0-9]).
+    #[arg(long, default_value = "zovn")]
+    pub prefix: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// Keep the state directory (logs, databases); only the manifest is removed.
+    #[arg(long)]
+    pub keep_files: bool,
+}

@@ -1,0 +1,141 @@
+//! [`LabConfig`]: what lab to build.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{LabError, Result};
+use crate::names::{MAX_NODES, Names};
+
+/// Tunnel encapsulation between nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Encap {
+    #[default]
+    Geneve,
+    Vxlan,
+}
+
+impl Encap {
+    /// The `ovn-encap-type` / OVS interface type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Encap::Geneve => "geneve",
+            Encap::Vxlan => "vxlan",
+        }
+    }
+}
+
+/// Which nodes run the OVS-DPDK build of ovs-vswitchd.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dpdk {
+    #[default]
+    Off,
+    All,
+    /// 1-based node indices.
+    Nodes(Vec<usize>),
+}
+
+impl Dpdk {
+    /// Whether node `i` (1-based) uses DPDK.
+    pub fn node(&self, i: usize) -> bool {
+        match self {
+            Dpdk::Off => false,
+            Dpdk::All => true,
+            Dpdk::Nodes(v) => v.contains(&i),
+        }
+    }
+
+    /// Whether any of `nodes` nodes uses DPDK.
+    pub fn any(&self, nodes: usize) -> bool {
+        (1..=nodes).any(|i| self.node(i))
+    }
+}
+
+impl From<bool> for Dpdk {
+    fn from(b: bool) -> Dpdk {
+        if b { Dpdk::All } else { Dpdk::Off }
+    }
+}
+
+/// A lab: central + `nodes` simulated nodes, state under `dir`, names prefixed by `prefix`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabConfig {
+    pub dir: PathBuf,
+    /// 1–8 chars `[a-z0-9]`; prefixes every netns/interface name.
+    pub prefix: String,
+    pub nodes: usize,
+    /// 3-member Raft clusters for NB and SB.
+    pub raft: bool,
+    pub dpdk: Dpdk,
+    pub encap: Encap,
+}
+
+impl LabConfig {
+    /// A single-node, standalone, Geneve, non-DPDK lab.
+    pub fn new(dir: impl Into<PathBuf>, prefix: &str) -> LabConfig {
+        LabConfig {
+            dir: dir.into(),
+            prefix: prefix.to_string(),
+            nodes: 1,
+            raft: false,
+            dpdk: Dpdk::Off,
+            encap: Encap::Geneve,
+        }
+    }
+
+    /// Checks prefix, node count and DPDK node indices.
+    pub fn validate(&self) -> Result<Names> {
+        let names = Names::new(&self.prefix)?;
+        if self.nodes == 0 || self.nodes > MAX_NODES {
+            return Err(LabError::Invalid(format!(
+                "nodes must be 1-{MAX_NODES}, got {}",
+                self.nodes
+            )));
+        }
+        if let Dpdk::Nodes(v) = &self.dpdk
+            && let Some(bad) = v.iter().find(|i| **i == 0 || **i > self.nodes)
+        {
+            return Err(LabError::Invalid(format!(
+                "dpdk node {bad} is not in 1..={}",
+                self.nodes
+            )));
+        }
+        if !self.dir.is_absolute() {
+            return Err(LabError::Invalid(format!(
+                "lab dir {} must be absolute",
+                self.dir.display()
+            )));
+        }
+        Ok(names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dpdk_selection() {
+        assert!(!Dpdk::Off.any(3));
+        assert!(Dpdk::All.node(2));
+        let d = Dpdk::Nodes(vec![2]);
+        assert!(!d.node(1) && d.node(2) && d.any(2) && !d.any(1));
+        assert_eq!(Dpdk::from(true), Dpdk::All);
+    }
+
+    #[test]
+    fn validation() {
+        let mut c = LabConfig::new("/tmp/x", "lab");
+        assert!(c.validate().is_ok());
+        c.nodes = 0;
+        assert!(c.validate().is_err());
+        c.nodes = 2;
+        c.dpdk = Dpdk::Nodes(vec![3]);
+        assert!(c.validate().is_err());
+        c.dpdk = Dpdk::Off;
+        c.dir = "rel".into();
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,495 @@
+//! [`Lab`]: central + N nodes + underlay, built from a [`LabConfig`], recorded in a
+//! manifest, torn down exactly.
+//!
+//! `down` stops every daemon by pid (confirmed gone), deletes every netns the lab created
+//! (which removes their veths), undoes hugepage changes the lab made, and removes the state
+//! directory. [`Lab::down_keep_files`] keeps the directory (logs, databases) for debugging.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+
+use crate::central::{Central, CentralConfig};
+use crate::config::LabConfig;
+use crate::ctl;
+use crate::error::{LabError, Result};
+use crate::hugepages;
+use crate::names::{Names, check_pod_name};
+use crate::netns;
+use crate::node::{self, NodeSpec};
+use crate::process::{
+    DaemonRecord, StopOutcome, cmdline_matches, read_pidfile, stop_daemon, stop_pid,
+};
+use crate::state::{Layout, Manifest, NodeState, PodState, Timings, pidfiles};
+use crate::wait::wait_for;
+
+/// How long `up` waits for every chassis to appear in the SB.
+pub const CHASSIS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A step of `up` that just finished (for progress output).
+#[derive(Debug, Clone)]
+pub struct Step<'a> {
+    pub what: &'a str,
+    /// Duration of this step.
+    pub took: Duration,
+    /// Time since `up` started.
+    pub since_start: Duration,
+}
+
+/// A test pod to attach to a node's br-int (see [`Lab::add_pod`]).
+#[derive(Debug, Clone)]
+pub struct PodConfig<'a> {
+    /// 1-based node index.
+    pub node: usize,
+    /// Short name (≤ 5 chars `[a-z0-9]`), also the `iface-id` / LSP name.
+    pub name: &'a str,
+    pub mac: &'a str,
+    /// e.g. `10.0.0.11/24`.
+    pub ip_cidr: &'a str,
+    /// Pod MTU (1400 leaves room for Geneve over the 1500 underlay).
+    pub mtu: u32,
+}
+
+/// Liveness of one daemon, for [`LabStatus`].
+#[derive(Debug, Clone)]
+pub struct DaemonStatus {
+    pub name: String,
+    pub program: String,
+    pub pid: i32,
+    pub alive: bool,
+}
+
+/// What [`Lab::status`] reports.
+#[derive(Debug, Clone)]
+pub struct LabStatus {
+    pub dir: PathBuf,
+    pub prefix: String,
+    pub complete: bool,
+    pub nb_remote: String,
+    pub sb_remote: String,
+    pub daemons: Vec<DaemonStatus>,
+    /// Chassis (with Encap) in the SB, or why they could not be listed.
+    pub chassis: std::result::Result<Vec<String>, String>,
+    /// Recorded netns and whether each exists.
+    pub netns: Vec<(String, bool)>,
+    pub timings: Timings,
+}
+
+/// A running lab.
+#[derive(Debug)]
+pub struct Lab {
+    layout: Layout,
+    names: Names,
+    manifest: Manifest,
+    central: Option<Central>,
+    stop_on_drop: bool,
+}
+
+impl Lab {
+    /// Builds the lab (see [`Lab::up_with_progress`]).
+    pub fn up(cfg: LabConfig) -> Result<Lab> {
+        Lab::up_with_progress(cfg, |_| {})
+    }
+
+    /// Builds the lab, calling `progress` after each step. A state dir left by a crashed
+    /// lab is cleaned first (only what its manifest/pidfiles name). Returns once every
+    /// node's chassis is in the SB with an Encap. On failure everything started is torn
+    /// down before the error is returned. The returned lab stops on drop unless
+    /// [`Lab::keep_running`] is called.
+    pub fn up_with_progress(cfg: LabConfig, mut progress: impl FnMut(&Step)) -> Result<Lab> {
+        let names = cfg.validate()?;
+        let layout = Layout::new(&cfg.dir);
+        let t0 = Instant::now();
+        let mut step_start = t0;
+        let mut step = |what: &str, progress: &mut dyn FnMut(&Step)| -> Duration {
+            let took = step_start.elapsed();
+            step_start = Instant::now();
+            progress(&Step {
+                what,
+                took,
+                since_start: t0.elapsed(),
+            });
+            took
+        };
+        let stale = cleanup_stale(&layout)?;
+        let stale_took = step("stale state cleaned", &mut progress);
+
+        std::fs::create_dir_all(&layout.dir)
+            .map_err(|e| LabError::io("create dir", &layout.dir, e))?;
+        let mut lab = Lab {
+            layout,
+            names,
+            manifest: Manifest::new(cfg.clone()),
+            central: None,
+            stop_on_drop: true,
+        };
+        if stale {
+            lab.manifest.timings.stale_cleanup = Some(stale_took);
+        }
+        lab.save()?;
+        // any error below: Drop tears down what the manifest recorded
+        if cfg.dpdk.any(cfg.nodes) {
+            let r = hugepages::ensure(&lab.layout.hugepages(), &mut lab.manifest.hugepages);
+            lab.save()?;
+            r?;
+            lab.manifest.timings.hugepages = Some(step("hugepages", &mut progress));
+        }
+
+        let mut central = Central::start(CentralConfig {
+            dir: lab.layout.central(),
+            raft: cfg.raft,
+            northd: true,
+            tcp: false,
+        })?;
+        central.keep_running();
+        lab.manifest.central = Some(central.state().clone());
+        lab.central = Some(central);
+        lab.save()?;
+        lab.manifest.timings.central = step(
+            if cfg.raft {
+                "central up (Raft NB+SB, northd)"
+            } else {
+                "central up (NB, SB, northd)"
+            },
+            &mut progress,
+        );
+
+        let ul_ns = lab.names.underlay_netns();
+        let ul_br = lab.names.underlay_bridge();
+        lab.add_netns(&ul_ns)?;
+        netns::add_bridge(&ul_ns, &ul_br)?;
+        lab.manifest.timings.underlay = step("underlay bridge", &mut progress);
+
+        let sb_remote = lab.sb_remote();
+        let (names, layout) = (lab.names.clone(), lab.layout.clone());
+        for i in 1..=cfg.nodes {
+            let spec = NodeSpec {
+                index: i,
+                names: &names,
+                layout: &layout,
+                sb_remote: &sb_remote,
+                encap: cfg.encap,
+                dpdk: cfg.dpdk.node(i),
+            };
+            let mut st = node::initial_state(&spec);
+            lab.add_netns(&st.netns)?;
+            let r = node::start(&spec, &ul_ns, &ul_br, &mut st);
+            lab.manifest.nodes.push(st);
+            lab.save()?;
+            r?;
+            let label = format!(
+                "node{i} up ({})",
+                if cfg.dpdk.node(i) {
+                    "ovs-vswitchd-dpdk"
+                } else {
+                    "ovs-vswitchd"
+                }
+            );
+            let took = step(&label, &mut progress);
+            lab.manifest.timings.nodes.push(took);
+        }
+
+        lab.wait_chassis()?;
+        lab.manifest.timings.chassis = step("all chassis registered in SB", &mut progress);
+        lab.manifest.timings.total = t0.elapsed();
+        lab.manifest.complete = true;
+        lab.save()?;
+        info!(dir = %cfg.dir.display(), total_ms = t0.elapsed().as_millis() as u64, "lab up");
+        Ok(lab)
+    }
+
+    /// Attaches to the lab recorded in `<dir>/lab.json`. The result does not stop the lab
+    /// on drop.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Lab> {
+        let layout = Layout::new(dir.as_ref());
+        let manifest = Manifest::load(&layout.manifest())?;
+        let names = Names::new(&manifest.config.prefix)?;
+        let central = manifest.central.clone().map(Central::attach);
+        Ok(Lab {
+            layout,
+            names,
+            manifest,
+            central,
+            stop_on_drop: false,
+        })
+    }
+
+    /// Leave the lab running when this value is dropped (e.g. `zovn lab up`).
+    pub fn keep_running(&mut self) {
+        self.stop_on_drop = false;
+    }
+
+    pub fn config(&self) -> &LabConfig {
+        &self.manifest.config
+    }
+    pub fn dir(&self) -> &Path {
+        &self.layout.dir
+    }
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+    pub fn nodes(&self) -> &[NodeState] {
+        &self.manifest.nodes
+    }
+    pub fn timings(&self) -> &Timings {
+        &self.manifest.timings
+    }
+    /// The central daemons.
+    pub fn central(&self) -> Option<&Central> {
+        self.central.as_ref()
+    }
+    /// NB remote for clients ("" before central started).
+    pub fn nb_remote(&self) -> String {
+        self.central
+            .as_ref()
+            .map(Central::nb_remote)
+            .unwrap_or_default()
+    }
+    /// SB remote for clients ("" before central started).
+    pub fn sb_remote(&self) -> String {
+        self.central
+            .as_ref()
+            .map(Central::sb_remote)
+            .unwrap_or_default()
+    }
+    /// Node `i` (1-based).
+    pub fn node(&self, i: usize) -> Result<&NodeState> {
+        self.manifest
+            .nodes
+            .iter()
+            .find(|n| n.index == i)
+            .ok_or_else(|| LabError::Invalid(format!("lab has no node {i}")))
+    }
+
+    /// Every recorded daemon (stop order).
+    pub fn daemons(&self) -> Vec<&DaemonRecord> {
+        self.manifest.daemons_stop_order()
+    }
+
+    /// Daemons, chassis, remotes and netns.
+    pub fn status(&self) -> LabStatus {
+        let chassis = if self.central.is_some() {
+            ctl::sb_chassis_with_encap(&self.sb_remote()).map_err(|e| e.to_string())
+        } else {
+            Err("central not started".into())
+        };
+        let mut daemons: Vec<DaemonStatus> = self
+            .daemons()
+            .into_iter()
+            .map(|d| DaemonStatus {
+                name: d.name.clone(),
+                program: d.program.clone(),
+                pid: d.pid,
+                alive: d.is_alive(),
+            })
+            .collect();
+        daemons.reverse();
+        LabStatus {
+            dir: self.layout.dir.clone(),
+            prefix: self.manifest.config.prefix.clone(),
+            complete: self.manifest.complete,
+            nb_remote: self.nb_remote(),
+            sb_remote: self.sb_remote(),
+            daemons,
+            chassis,
+            netns: self
+                .manifest
+                .netns
+                .iter()
+                .map(|n| (n.clone(), netns::exists(n)))
+                .collect(),
+            timings: self.manifest.timings.clone(),
+        }
+    }
+
+    /// Waits (bounded) until every node's chassis is in the SB with an Encap.
+    pub fn wait_chassis(&self) -> Result<Vec<String>> {
+        let sb = self.sb_remote();
+        let mut want: Vec<String> = self
+            .manifest
+            .nodes
+            .iter()
+            .map(|n| n.system_id.clone())
+            .collect();
+        want.sort();
+        wait_for(
+            "every chassis (with Encap) in the SB",
+            CHASSIS_TIMEOUT,
+            Duration::from_millis(20),
+            |last| {
+                let have = ctl::sb_chassis_with_encap(&sb)?;
+                let ok = want.iter().all(|w| have.contains(w));
+                *last = Some(format!("have {have:?}, want {want:?}"));
+                Ok(ok.then_some(have))
+            },
+        )
+    }
+
+    /// Attaches a test pod to node `cfg.node`: netns `<prefix>q<name>` with `eth0` (MAC,
+    /// IP, MTU, tx checksum offload off — OVS userspace forwards partial checksums as-is)
+    /// ⇄ `<prefix>v<name>` on br-int with `external_ids:iface-id=<name>`. The LSP is the
+    /// caller's business. The netns is recorded, so `down` removes it.
+    pub fn add_pod(&mut self, cfg: &PodConfig) -> Result<PodState> {
+        check_pod_name(cfg.name)?;
+        let node = self.node(cfg.node)?.clone();
+        let pod = PodState {
+            name: cfg.name.to_string(),
+            node: cfg.node,
+            netns: self.names.pod_netns(cfg.name),
+            ifname: "eth0".into(),
+            host_veth: self.names.pod_host_veth(cfg.name),
+            iface_id: cfg.name.to_string(),
+            mac: cfg.mac.to_string(),
+            ip_cidr: cfg.ip_cidr.to_string(),
+        };
+        self.add_netns(&pod.netns)?;
+        self.manifest.pods.push(pod.clone());
+        self.save()?;
+        netns::add_veth(&pod.host_veth, &node.netns, &pod.ifname, &pod.netns)?;
+        netns::link_up(&node.netns, &pod.host_veth)?;
+        netns::set_mac_mtu_up(&pod.netns, &pod.ifname, cfg.mac, cfg.mtu)?;
+        netns::addr_add(&pod.netns, &pod.ifname, cfg.ip_cidr)?;
+        netns::exec(&pod.netns, &["ethtool", "-K", &pod.ifname, "tx", "off"])?;
+        let iface_id = format!("external_ids:iface-id={}", pod.iface_id);
+        ctl::vsctl(
+            &node.db_remote,
+            &[
+                "add-port",
+                "br-int",
+                &pod.host_veth,
+                "--",
+                "set",
+                "Interface",
+                &pod.host_veth,
+                &iface_id,
+            ],
+        )?;
+        Ok(pod)
+    }
+
+    /// Tears the lab down and removes the state directory.
+    pub fn down(mut self) -> Result<()> {
+        self.stop_on_drop = false;
+        teardown(&self.layout, &self.manifest, true)
+    }
+
+    /// Tears the lab down but keeps the state directory (logs, databases); the manifest is
+    /// removed so a later `up` starts fresh.
+    pub fn down_keep_files(mut self) -> Result<()> {
+        self.stop_on_drop = false;
+        teardown(&self.layout, &self.manifest, false)
+    }
+
+    fn add_netns(&mut self, name: &str) -> Result<()> {
+        self.manifest.record_netns(name);
+        self.save()?;
+        netns::add(name)
+    }
+
+    fn save(&self) -> Result<()> {
+        self.manifest.save(&self.layout.manifest())
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if self.stop_on_drop
+            && let Err(e) = teardown(&self.layout, &self.manifest, true)
+        {
+            warn!(dir = %self.layout.dir.display(), error = %e, "lab teardown on drop failed");
+        }
+    }
+}
+
+/// Stops everything `manifest` names (daemons by pid after a cmdline check, netns in
+/// reverse order, hugepage changes), plus daemons whose pidfiles are in the state dir, then
+/// removes the state dir (`purge`) or just the manifest. Continues past errors and returns
+/// the first.
+fn teardown(layout: &Layout, manifest: &Manifest, purge: bool) -> Result<()> {
+    let mut first_err: Option<LabError> = None;
+    let mut note = |r: Result<()>| {
+        if let Err(e) = r {
+            warn!(error = %e, "teardown step failed");
+            first_err.get_or_insert(e);
+        }
+    };
+    for d in manifest.daemons_stop_order() {
+        note(stop_daemon(d).map(drop));
+    }
+    note(stop_unrecorded(layout));
+    for ns in manifest.netns.iter().rev() {
+        note(netns::delete(ns));
+    }
+    note(hugepages::restore(&manifest.hugepages));
+    let r = if purge {
+        remove_dir_all(&layout.dir)
+    } else {
+        remove_file(&layout.manifest())
+    };
+    note(r);
+    info!(dir = %layout.dir.display(), purge, "lab down");
+    first_err.map_or(Ok(()), Err)
+}
+
+/// Stops daemons with a pidfile under `<dir>/*/run` not (or no longer) in the manifest —
+/// only if their cmdline names that very pidfile.
+fn stop_unrecorded(layout: &Layout) -> Result<()> {
+    for pf in pidfiles(&layout.dir) {
+        let Ok(pid) = read_pidfile(&pf) else { continue };
+        let argv0 = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .ok()
+            .and_then(|c| {
+                c.split(|b| *b == 0)
+                    .next()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+            });
+        if let Some(program) = argv0
+            && cmdline_matches(pid, &program, Some(&pf))
+        {
+            let outcome = stop_pid(pid, &program, Some(&pf))?;
+            if outcome != StopOutcome::NotRunning {
+                warn!(pid, %program, pidfile = %pf.display(), ?outcome, "stopped unrecorded daemon");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// If `layout.dir` holds a manifest (or pidfiles) from a crashed or never-downed lab,
+/// tears that down first. Returns whether there was anything.
+fn cleanup_stale(layout: &Layout) -> Result<bool> {
+    let path = layout.manifest();
+    if path.exists() {
+        let m = Manifest::load(&path)?;
+        warn!(dir = %layout.dir.display(), "stale lab state found, cleaning up");
+        teardown(layout, &m, true)?;
+        return Ok(true);
+    }
+    if !pidfiles(&layout.dir).is_empty() {
+        warn!(dir = %layout.dir.display(), "stale pidfiles without manifest, cleaning up");
+        stop_unrecorded(layout)?;
+        remove_dir_all(&layout.dir)?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+fn remove_dir_all(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(LabError::io("remove dir", dir, e)),
+    }
+}
+
+fn remove_file(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(LabError::io("remove", path, e)),
+    }
+}

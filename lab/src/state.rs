@@ -1,0 +1,276 @@
+//! The lab's private state directory and its `lab.json` manifest.
+//!
+//! Layout: `<dir>/lab.json`, `<dir>/central/{run,db,log}`, `<dir>/node<i>/{run,db,log,etc}`,
+//! `<dir>/hugepages` (only if the lab mounted hugetlbfs). The manifest records everything
+//! the lab created — daemons (pid, program, pidfile), network namespaces, hugepage changes
+//! — and is saved after every step, so `down` (or the stale-state cleanup of the next `up`)
+//! removes exactly that.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::central::CentralState;
+use crate::config::LabConfig;
+use crate::error::{LabError, Result};
+use crate::hugepages::HugepageChange;
+use crate::process::DaemonRecord;
+
+/// Manifest format version.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// Paths inside a lab's state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    pub fn new(dir: impl Into<PathBuf>) -> Layout {
+        Layout { dir: dir.into() }
+    }
+    pub fn manifest(&self) -> PathBuf {
+        self.dir.join("lab.json")
+    }
+    pub fn central(&self) -> PathBuf {
+        self.dir.join("central")
+    }
+    pub fn node(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("node{i}"))
+    }
+    pub fn hugepages(&self) -> PathBuf {
+        self.dir.join("hugepages")
+    }
+    /// Creates `node<i>/{run,db,log,etc}`.
+    pub fn create_node_dirs(&self, i: usize) -> Result<PathBuf> {
+        let n = self.node(i);
+        for sub in ["run", "db", "log", "etc"] {
+            let d = n.join(sub);
+            std::fs::create_dir_all(&d).map_err(|e| LabError::io("create dir", &d, e))?;
+        }
+        Ok(n)
+    }
+}
+
+/// One simulated node as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeState {
+    /// 1-based.
+    pub index: usize,
+    /// Chassis name (`external_ids:system-id`).
+    pub system_id: String,
+    pub netns: String,
+    pub dir: PathBuf,
+    /// `unix:<node>/run/db.sock` — the node's Open_vSwitch database.
+    pub db_remote: String,
+    /// Tunnel endpoint IP on br-phy.
+    pub encap_ip: String,
+    pub dpdk: bool,
+    /// Started daemons in start order (ovsdb-server, ovs-vswitchd, ovn-controller).
+    pub daemons: Vec<DaemonRecord>,
+}
+
+/// A test pod attached to a node's br-int.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodState {
+    pub name: String,
+    pub node: usize,
+    pub netns: String,
+    /// Interface inside the pod netns.
+    pub ifname: String,
+    /// br-int port in the node netns.
+    pub host_veth: String,
+    /// `external_ids:iface-id` (the LSP name).
+    pub iface_id: String,
+    pub mac: String,
+    pub ip_cidr: String,
+}
+
+/// Start-up time of each step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timings {
+    pub stale_cleanup: Option<Duration>,
+    pub hugepages: Option<Duration>,
+    pub central: Duration,
+    pub underlay: Duration,
+    /// Per node, in order.
+    pub nodes: Vec<Duration>,
+    /// Waiting for every chassis (with Encap) in the SB.
+    pub chassis: Duration,
+    pub total: Duration,
+}
+
+/// Everything a lab created, saved as `<dir>/lab.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub version: u32,
+    pub config: LabConfig,
+    pub central: Option<CentralState>,
+    pub nodes: Vec<NodeState>,
+    pub pods: Vec<PodState>,
+    /// Network namespaces in creation order (recorded before creation).
+    pub netns: Vec<String>,
+    pub hugepages: HugepageChange,
+    pub timings: Timings,
+    /// Set once `up` completed.
+    pub complete: bool,
+}
+
+impl Manifest {
+    /// An empty manifest for `config`.
+    pub fn new(config: LabConfig) -> Manifest {
+        Manifest {
+            version: MANIFEST_VERSION,
+            config,
+            central: None,
+            nodes: Vec::new(),
+            pods: Vec::new(),
+            netns: Vec::new(),
+            hugepages: HugepageChange::default(),
+            timings: Timings::default(),
+            complete: false,
+        }
+    }
+
+    /// Every recorded daemon, in stop order: nodes last-to-first (ovn-controller,
+    /// ovs-vswitchd, ovsdb-server), then central (northd, NB, SB).
+    pub fn daemons_stop_order(&self) -> Vec<&DaemonRecord> {
+        let mut v: Vec<&DaemonRecord> = Vec::new();
+        for n in self.nodes.iter().rev() {
+            v.extend(n.daemons.iter().rev());
+        }
+        if let Some(c) = &self.central {
+            v.extend(c.northd.iter());
+            v.extend(c.nb.iter().chain(&c.sb).map(|m| &m.daemon));
+        }
+        v
+    }
+
+    /// Records a netns (before it is created); no duplicates.
+    pub fn record_netns(&mut self, name: &str) {
+        if !self.netns.iter().any(|n| n == name) {
+            self.netns.push(name.to_string());
+        }
+    }
+
+    /// Reads `path`.
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let text = std::fs::read_to_string(path).map_err(|e| LabError::io("read", path, e))?;
+        let m: Manifest = serde_json::from_str(&text).map_err(|e| LabError::Manifest {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+        if m.version != MANIFEST_VERSION {
+            return Err(LabError::Manifest {
+                path: path.to_path_buf(),
+                detail: format!("version {} (expected {MANIFEST_VERSION})", m.version),
+            });
+        }
+        Ok(m)
+    }
+
+    /// Writes `path` atomically (temp file + rename).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| LabError::Manifest {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text).map_err(|e| LabError::io("write", &tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| LabError::io("rename to", path, e))
+    }
+}
+
+/// Pidfiles (`*.pid`) under `<dir>/*/run/`: daemons a crashed run may have started
+/// without recording them.
+pub fn pidfiles(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.filter_map(|e| e.ok()) {
+        let run = e.path().join("run");
+        if let Ok(files) = std::fs::read_dir(&run) {
+            out.extend(
+                files
+                    .filter_map(|f| f.ok())
+                    .map(|f| f.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "pid")),
+            );
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Dpdk, Encap};
+
+    fn sample() -> Manifest {
+        let mut cfg = LabConfig::new("/tmp/lab", "lab");
+        cfg.nodes = 2;
+        cfg.dpdk = Dpdk::Nodes(vec![2]);
+        cfg.encap = Encap::Vxlan;
+        let mut m = Manifest::new(cfg);
+        let rec = |name: &str, pid| DaemonRecord {
+            name: name.into(),
+            program: "ovs-vswitchd".into(),
+            pid,
+            pidfile: format!("/tmp/lab/{name}.pid").into(),
+            unixctl: None,
+            log_file: "/tmp/lab/x.log".into(),
+            netns: Some("labn1".into()),
+        };
+        m.nodes.push(NodeState {
+            index: 1,
+            system_id: "lab-node1".into(),
+            netns: "labn1".into(),
+            dir: "/tmp/lab/node1".into(),
+            db_remote: "unix:/tmp/lab/node1/run/db.sock".into(),
+            encap_ip: "172.16.0.1".into(),
+            dpdk: false,
+            daemons: vec![rec("a", 10), rec("b", 11)],
+        });
+        m.record_netns("labul");
+        m.record_netns("labn1");
+        m.record_netns("labn1");
+        m.hugepages.pages = Some((0, 512));
+        m.timings.nodes.push(Duration::from_millis(250));
+        m
+    }
+
+    #[test]
+    fn manifest_round_trip() {
+        let dir = std::env::temp_dir().join(format!("lab-manifest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("lab.json");
+        let m = sample();
+        m.save(&path).expect("save");
+        let back = Manifest::load(&path).expect("load");
+        assert_eq!(back, m);
+        assert_eq!(back.netns, vec!["labul", "labn1"]);
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn stop_order_is_reverse_start_order() {
+        let m = sample();
+        let names: Vec<&str> = m
+            .daemons_stop_order()
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["b", "a"]);
+    }
+
+    #[test]
+    fn layout_paths() {
+        let l = Layout::new("/tmp/lab");
+        assert_eq!(l.manifest(), Path::new("/tmp/lab/lab.json"));
+        assert_eq!(l.node(3), Path::new("/tmp/lab/node3"));
+        assert_eq!(l.central(), Path::new("/tmp/lab/central"));
+    }
+}
