@@ -93,7 +93,8 @@ impl Lab {
     }
 
     /// Builds the lab, calling `progress` after each step. A state dir left by a crashed
-    /// lab is cleaned first (only what its manifest/pidfiles name). Returns once every
+    /// lab is cleaned first (only what its manifest/pidfiles name); a lab that is complete
+    /// and fully alive in `cfg.dir` is an error (take it down first). Returns once every
     /// node's chassis is in the SB with an Encap. On failure everything started is torn
     /// down before the error is returned. The returned lab stops on drop unless
     /// [`Lab::keep_running`] is called.
@@ -277,8 +278,9 @@ impl Lab {
         } else {
             Err("central not started".into())
         };
-        let mut daemons: Vec<DaemonStatus> = self
-            .daemons()
+        let daemons: Vec<DaemonStatus> = self
+            .manifest
+            .daemons_start_order()
             .into_iter()
             .map(|d| DaemonStatus {
                 name: d.name.clone(),
@@ -287,7 +289,6 @@ impl Lab {
                 alive: d.is_alive(),
             })
             .collect();
-        daemons.reverse();
         LabStatus {
             dir: self.layout.dir.clone(),
             prefix: self.manifest.config.prefix.clone(),
@@ -465,6 +466,13 @@ fn cleanup_stale(layout: &Layout) -> Result<bool> {
     let path = layout.manifest();
     if path.exists() {
         let m = Manifest::load(&path)?;
+        if m.is_running() {
+            return Err(LabError::Invalid(format!(
+                "a lab is already running in {} ({} daemons alive): take it down first",
+                layout.dir.display(),
+                m.daemons_start_order().len()
+            )));
+        }
         warn!(dir = %layout.dir.display(), "stale lab state found, cleaning up");
         teardown(layout, &m, true)?;
         return Ok(true);

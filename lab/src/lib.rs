@@ -11,6 +11,32 @@
 //! - [`process`]: commands with clear errors; daemons started/stopped by pid.
 //! - [`netns`], [`names`], [`hugepages`], [`cluster`], [`wait`].
 //! - [`ctl`]: the OVS/OVN command-line tools used (to be swapped for the ovsdb client).
+//!
+//! ```no_run
+//! use lab::{Central, CentralConfig, Db, Lab, LabConfig, Signal};
+//!
+//! # fn main() -> Result<(), lab::LabError> {
+//! // just the OVN databases (a Raft cluster each), e.g. for OVSDB client tests
+//! let mut central = Central::start(CentralConfig {
+//!     dir: "/tmp/my-test/central".into(),
+//!     raft: true,
+//!     northd: false,
+//!     tcp: false,
+//! })?;
+//! let leader = central.nb_leader()?;
+//! central.kill_member(Db::Nb, leader, Signal::SIGKILL)?;
+//! central.restart_member(Db::Nb, leader)?;
+//! central.stop()?;
+//!
+//! // a whole lab: central + 2 nodes in network namespaces
+//! let mut cfg = LabConfig::new("/tmp/my-lab", "mylab");
+//! cfg.nodes = 2;
+//! let lab = Lab::up(cfg)?; // returns once both chassis are in the SB
+//! println!("{:?}", lab.timings());
+//! lab.down()?; // every pid stopped, every netns deleted, state dir removed
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod central;
 pub mod cluster;

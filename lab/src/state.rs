@@ -147,6 +147,26 @@ impl Manifest {
         v
     }
 
+    /// Every recorded daemon, in start order: central (NB, SB, northd), then each node's
+    /// ovsdb-server, ovs-vswitchd, ovn-controller.
+    pub fn daemons_start_order(&self) -> Vec<&DaemonRecord> {
+        let mut v: Vec<&DaemonRecord> = Vec::new();
+        if let Some(c) = &self.central {
+            v.extend(c.nb.iter().chain(&c.sb).map(|m| &m.daemon));
+            v.extend(c.northd.iter());
+        }
+        for n in &self.nodes {
+            v.extend(n.daemons.iter());
+        }
+        v
+    }
+
+    /// True if `up` completed and every recorded daemon is still alive: a running lab,
+    /// not stale state.
+    pub fn is_running(&self) -> bool {
+        self.complete && self.daemons_start_order().iter().all(|d| d.is_alive())
+    }
+
     /// Records a netns (before it is created); no duplicates.
     pub fn record_netns(&mut self, name: &str) {
         if !self.netns.iter().any(|n| n == name) {
@@ -264,6 +284,13 @@ mod tests {
             .map(|d| d.name.as_str())
             .collect();
         assert_eq!(names, vec!["b", "a"]);
+        let start: Vec<&str> = m
+            .daemons_start_order()
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect();
+        assert_eq!(start, vec!["a", "b"]);
+        assert!(!m.is_running(), "incomplete manifest is never running");
     }
 
     #[test]

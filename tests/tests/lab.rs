@@ -270,6 +270,10 @@ fn stale_state_is_cleaned_by_next_up() {
     let cfg = lab_config(s.dir.path(), &s.prefix, 2);
     let mut lab = Lab::up(cfg.clone()).expect("first lab up");
     let old: Vec<lab::process::DaemonRecord> = lab.daemons().into_iter().cloned().collect();
+    // a running lab is not stale: a second `up` on its dir is refused and leaves it alone
+    let err = Lab::up(cfg.clone()).expect_err("up over a running lab must fail");
+    assert!(err.to_string().contains("already running"), "{err}");
+    assert!(old.iter().all(|d| d.is_alive()));
     // crash: some daemons SIGKILLed, the rest and the netns left behind, no down
     for d in old
         .iter()
