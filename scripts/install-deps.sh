@@ -8,7 +8,7 @@ PACKAGES=(
   openvswitch-switch openvswitch-switch-dpdk   # ovsdb-server, ovs-vswitchd (+ DPDK build), ovs-vsctl
   ovn-central ovn-host                         # ovn-northd, ovn-nbctl/sbctl, ovn-controller
   dpdk                                         # DPDK runtime (PMDs) used by ovs-vswitchd-dpdk
-  iproute2 ethtool iperf3 qperf                # namespaces, veths, offload settings, traffic
+  iproute2 iputils-ping ethtool iperf3 qperf   # namespaces, veths, ping, offload settings, traffic
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }
