@@ -20,7 +20,10 @@
 //! assert_eq!(back, lsp);
 //! ```
 
-use crate::value::{Row, Uuid, ValueError};
+use crate::monitor::MonitorRequest;
+use crate::ops::{Condition, Function, Operation};
+use crate::replica::{Replica, View};
+use crate::value::{Row, Uuid, Value, ValueError};
 
 /// A column of a generated table.
 pub trait Column: Copy + Eq + std::fmt::Debug + 'static {
@@ -52,5 +55,48 @@ pub trait Table: Sized + Clone + std::fmt::Debug + PartialEq + Default {
             }
         }
         out
+    }
+}
+
+impl Operation {
+    /// `insert` of a typed row (every column; the row's uuid is ignored).
+    pub fn insert_typed<T: Table>(row: &T) -> Self {
+        Operation::insert(T::TABLE, row.to_row())
+    }
+
+    /// `update` of the named columns of a typed row, on the rows matching `where`.
+    pub fn update_typed<T: Table>(row: &T, columns: &[T::Column], r#where: Vec<Condition>) -> Self {
+        Operation::update(T::TABLE, r#where, row.to_row_of(columns))
+    }
+}
+
+impl Condition {
+    /// A condition on a typed column: `Condition::on(LogicalSwitchColumn::Name, Function::Eq, v)`.
+    pub fn on<C: Column>(column: C, function: Function, value: Value) -> Self {
+        Condition::new(column.name(), function, value)
+    }
+}
+
+impl MonitorRequest {
+    /// Monitors every column of the typed table `T`.
+    pub fn of<T: Table>() -> Self {
+        MonitorRequest::table(T::TABLE)
+    }
+}
+
+impl View<'_> {
+    /// Every row of `T`'s table as typed rows (a row that does not fit the type is an error
+    /// naming the column).
+    pub fn typed<T: Table>(&self) -> Result<Vec<T>, ValueError> {
+        self.rows(T::TABLE)
+            .map(|r| T::from_row(r.uuid(), &r.to_row()))
+            .collect()
+    }
+}
+
+impl Replica {
+    /// A snapshot of `T`'s table as typed rows.
+    pub fn typed<T: Table>(&self) -> Result<Vec<T>, ValueError> {
+        self.read(|v| v.typed::<T>())
     }
 }
