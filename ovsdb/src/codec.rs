@@ -11,6 +11,9 @@ use crate::error::{Error, Result};
 /// Default maximum size of one message (256 MiB).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
 
+/// Deepest bracket nesting accepted (serde_json itself stops at 128).
+const MAX_DEPTH: usize = 1024;
+
 /// Incremental splitter of a byte stream into JSON messages.
 #[derive(Debug)]
 pub struct Decoder {
@@ -21,7 +24,8 @@ pub struct Decoder {
     pos: usize,
     /// Start of the message being scanned, if inside one.
     start: Option<usize>,
-    depth: usize,
+    /// Open brackets of the message being scanned (`{` or `[`).
+    stack: Vec<u8>,
     in_string: bool,
     escape: bool,
     max: usize,
@@ -35,7 +39,7 @@ impl Decoder {
             consumed: 0,
             pos: 0,
             start: None,
-            depth: 0,
+            stack: Vec::new(),
             in_string: false,
             escape: false,
             max: max.max(2),
@@ -102,7 +106,8 @@ impl Decoder {
                     }
                     b'{' | b'[' => {
                         self.start = Some(at);
-                        self.depth = 1;
+                        self.stack.clear();
+                        self.stack.push(b);
                         continue;
                     }
                     other => {
@@ -123,10 +128,21 @@ impl Decoder {
             } else {
                 match b {
                     b'"' => self.in_string = true,
-                    b'{' | b'[' => self.depth += 1,
+                    b'{' | b'[' => {
+                        if self.stack.len() >= MAX_DEPTH {
+                            return Err(Error::protocol("malformed JSON: nesting too deep"));
+                        }
+                        self.stack.push(b);
+                    }
                     b'}' | b']' => {
-                        self.depth -= 1;
-                        if self.depth == 0 {
+                        let open = if b == b'}' { b'{' } else { b'[' };
+                        if self.stack.pop() != Some(open) {
+                            return Err(Error::protocol(format!(
+                                "malformed JSON: mismatched '{}'",
+                                b as char
+                            )));
+                        }
+                        if self.stack.is_empty() {
                             let start = self.start.take().unwrap_or(at);
                             self.consumed = self.pos;
                             return Ok(Some((start, self.pos)));
@@ -212,7 +228,7 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error() {
-        for bad in [&b"hello"[..], b"}", b"{\"a\":}"] {
+        for bad in [&b"hello"[..], b"}", b"{\"a\":}", b"{\"id\":1,\"result\":[}"] {
             let mut d = Decoder::new(1024);
             d.push(bad);
             assert!(d.decode().is_err(), "{:?}", String::from_utf8_lossy(bad));
