@@ -524,7 +524,7 @@ impl Task {
                 }
             }
             let d = jittered(*backoff);
-            *backoff = (*backoff * 2).min(self.cfg.backoff_max);
+            *backoff = backoff.saturating_mul(2).min(self.cfg.backoff_max);
             tracing::debug!(delay = ?d, "no usable remote; backing off");
             tokio::select! {
                 _ = wait_closed(&mut closed) => return None,
@@ -544,7 +544,7 @@ impl Task {
         }
         let mut closed = self.closed.clone();
         let probe = self.cfg.inactivity_probe;
-        let mut probe_at = probe.map(|p| Instant::now() + p);
+        let mut probe_at = probe.and_then(|p| Instant::now().checked_add(p));
         let mut probe_sent = false;
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -563,7 +563,7 @@ impl Task {
                         Ok(n) => n,
                         Err(e) => return self.lost(conn, e.into()),
                     };
-                    probe_at = probe.map(|p| Instant::now() + p);
+                    probe_at = probe.and_then(|p| Instant::now().checked_add(p));
                     probe_sent = false;
                     conn.decoder.push(&buf[..n]);
                     loop {
@@ -591,7 +591,7 @@ impl Task {
                         return self.lost(conn, e);
                     }
                     probe_sent = true;
-                    probe_at = probe.map(|p| Instant::now() + p);
+                    probe_at = probe.and_then(|p| Instant::now().checked_add(p));
                     if let Err(e) = conn.send_request(method::ECHO, json!([]), Pending::Ignore).await {
                         return self.lost(conn, e);
                     }

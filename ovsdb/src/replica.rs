@@ -599,4 +599,34 @@ mod tests {
             .unwrap();
         assert_eq!(replica.rows("LS").len(), 1);
     }
+
+    proptest::proptest! {
+        /// Arbitrary (even inconsistent) update sequences never panic the replica.
+        #[test]
+        fn random_updates_never_panic(ops in proptest::collection::vec(
+            (0usize..3, 0u8..4, proptest::sample::select(vec![
+                json!("x"), json!(["set", ["a", "b"]]), json!(["map", [["k", "v"]]]),
+                json!(5), json!(["set", []]), json!(["uuid", U1]), json!(true),
+            ]), proptest::sample::select(vec!["name", "ports", "addresses", "tag", "other", "n", "zz"])),
+            0..40)) {
+            let uuids = [U1, "46bdd8f4-7e9d-4a0c-9a8e-5f1b0d1c2e3f", "56bdd8f4-7e9d-4a0c-9a8e-5f1b0d1c2e3f"];
+            let mut d = ReplicaData::new(&shape(), &[MonitorRequest::table("LS")]);
+            for (row, kind, value, col) in ops {
+                let body = match kind {
+                    0 => json!({"initial": {col: value}}),
+                    1 => json!({"insert": {col: value}}),
+                    2 => json!({"modify": {col: value}}),
+                    _ => json!({"delete": null}),
+                };
+                if let Ok(u) = parse_updates2(&json!({"LS": {uuids[row]: body}})) {
+                    d.apply(u, false);
+                }
+                let v = View { data: &d };
+                for r in v.rows("LS") {
+                    let _ = r.to_row();
+                    let _ = r.get_as::<Vec<String>>("addresses");
+                }
+            }
+        }
+    }
 }
