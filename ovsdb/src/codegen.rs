@@ -11,10 +11,10 @@ use crate::schema::{AtomicType, BaseType, ColumnType, Schema};
 
 /// Rust keywords that appear as OVSDB column names.
 const KEYWORDS: &[&str] = &[
-    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
-    "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod",
-    "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait",
-    "true", "try", "type", "unsafe", "use", "where", "while", "yield",
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut",
+    "pub", "ref", "return", "self", "static", "struct", "super", "trait", "true", "try", "type",
+    "unsafe", "use", "where", "while", "yield",
 ];
 
 /// The generated modules: (module name, schema file in `ovsdb/schemas/`, title).
@@ -154,7 +154,11 @@ pub fn generate(schema: &Schema, module_doc: &str) -> String {
         o.push_str("        }\n    }\n\n");
         o.push_str("    fn all() -> &'static [Self] {\n        &[\n");
         for cname in t.columns.keys() {
-            let _ = writeln!(o, "            {col_ty}::{},", type_name(&field_name(cname)));
+            let _ = writeln!(
+                o,
+                "            {col_ty}::{},",
+                type_name(&field_name(cname))
+            );
         }
         o.push_str("        ]\n    }\n}\n\n");
         // Table impl
@@ -213,8 +217,8 @@ mod tests {
             let text = std::fs::read_to_string(root.join("schemas").join(file)).unwrap();
             let schema = Schema::parse(&text).unwrap();
             let want = generate(&schema, &format!("Typed rows of the `{title}` database."));
-            let have = std::fs::read_to_string(root.join("src").join(format!("{module}.rs")))
-                .unwrap();
+            let have =
+                std::fs::read_to_string(root.join("src").join(format!("{module}.rs"))).unwrap();
             assert!(
                 have == want,
                 "src/{module}.rs is stale: run `make codegen` (cargo run -p ovsdb --bin ovsdb-codegen)"
@@ -230,7 +234,10 @@ mod tests {
         for (installed, file) in [
             ("/usr/share/ovn/ovn-nb.ovsschema", "ovn-nb.ovsschema"),
             ("/usr/share/ovn/ovn-sb.ovsschema", "ovn-sb.ovsschema"),
-            ("/usr/share/openvswitch/vswitch.ovsschema", "vswitch.ovsschema"),
+            (
+                "/usr/share/openvswitch/vswitch.ovsschema",
+                "vswitch.ovsschema",
+            ),
         ] {
             let Ok(sys) = std::fs::read_to_string(installed) else {
                 eprintln!("SKIP compare {file}: {installed} not installed");

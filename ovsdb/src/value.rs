@@ -144,9 +144,7 @@ impl Atom {
                 }
             }
             Json::Array(a) if a.len() == 2 => match (&a[0], &a[1]) {
-                (Json::String(tag), Json::String(s)) if tag == "uuid" => {
-                    Ok(Atom::Uuid(s.parse()?))
-                }
+                (Json::String(tag), Json::String(s)) if tag == "uuid" => Ok(Atom::Uuid(s.parse()?)),
                 (Json::String(tag), Json::String(s)) if tag == "named-uuid" => {
                     Ok(Atom::NamedUuid(s.clone()))
                 }
@@ -238,9 +236,7 @@ impl Value {
     pub fn to_json(&self) -> Json {
         match self {
             Value::Atom(a) => a.to_json(),
-            Value::Set(s) => {
-                Json::Array(vec!["set".into(), s.iter().map(Atom::to_json).collect()])
-            }
+            Value::Set(s) => Json::Array(vec!["set".into(), s.iter().map(Atom::to_json).collect()]),
             Value::Map(m) => Json::Array(vec![
                 "map".into(),
                 m.iter()

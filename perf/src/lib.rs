@@ -1,4 +1,13 @@
 //! # perf — the perf harness
 //!
-//! Benchmarks that stand on the real lab: OVSDB bulk insert through our client versus
-//! `ovn-nbctl`, replica memory per row; later iperf3/qperf/testpmd drivers.
+//! Benchmarks that stand on the real lab, run by the `zovn-perf` binary. Figures are
+//! reported as rates and as ratios against a baseline measured in the same run (these
+//! machines are shared and noisy), printed as a table and written as JSON.
+//!
+//! - [`ovsdb_insert`]: bulk insert of logical switch ports into a real NB through our
+//!   client (batched transactions) versus `ovn-nbctl` (one invocation per port, and one
+//!   invocation with every command), plus the replica's memory per row.
+//! - [`alloc`]: the counting allocator behind the memory figures.
+
+pub mod alloc;
+pub mod ovsdb_insert;

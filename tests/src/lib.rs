@@ -113,6 +113,10 @@ pub fn scratch(tag: &str) -> Scratch {
         .tempdir()
         .expect("create scratch dir");
     // pid-derived suffix keeps names unique across concurrently running test binaries
-    let prefix = format!("{}{:x}", &tag[..tag.len().min(3)], std::process::id() % 0xfff);
+    let prefix = format!(
+        "{}{:x}",
+        &tag[..tag.len().min(3)],
+        std::process::id() % 0xfff
+    );
     Scratch { dir, prefix }
 }

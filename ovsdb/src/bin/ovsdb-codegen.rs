@@ -13,7 +13,10 @@ use ovsdb::schema::Schema;
 const SYSTEM: &[(&str, &str)] = &[
     ("ovn-nb.ovsschema", "/usr/share/ovn/ovn-nb.ovsschema"),
     ("ovn-sb.ovsschema", "/usr/share/ovn/ovn-sb.ovsschema"),
-    ("vswitch.ovsschema", "/usr/share/openvswitch/vswitch.ovsschema"),
+    (
+        "vswitch.ovsschema",
+        "/usr/share/openvswitch/vswitch.ovsschema",
+    ),
 ];
 
 fn run(from_system: bool) -> Result<(), String> {

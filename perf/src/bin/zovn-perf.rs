@@ -1,0 +1,75 @@
+//! `zovn-perf`: the benchmark runner.
+//!
+//! `zovn-perf ovsdb-insert [--ports 10000] [--batch 1000] [--nbctl-loop-ports 1000]
+//! [--json FILE]` inserts logical switch ports into real NB databases through our client
+//! and through `ovn-nbctl`, and prints rates, ratios and the replica's memory per row.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOC: perf::alloc::Counting = perf::alloc::Counting;
+
+#[derive(Parser)]
+#[command(name = "zovn-perf", about = "Benchmarks on the real lab")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Bulk insert of logical switch ports: our client vs ovn-nbctl; replica memory per row.
+    OvsdbInsert {
+        /// Ports written by the client and by the single ovn-nbctl invocation.
+        #[arg(long, default_value_t = 10_000)]
+        ports: usize,
+        /// Ports per client transaction.
+        #[arg(long, default_value_t = 1_000)]
+        batch: usize,
+        /// Ports written by the one-invocation-per-port ovn-nbctl loop.
+        #[arg(long, default_value_t = 1_000)]
+        nbctl_loop_ports: usize,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::OvsdbInsert {
+            ports,
+            batch,
+            nbctl_loop_ports,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::ovsdb_insert::Config {
+                dir: dir.clone(),
+                ports,
+                batch,
+                nbctl_loop_ports,
+            };
+            let report = perf::ovsdb_insert::run(cfg).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&report.to_json())?)
+                    .with_context(|| format!("write {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("zovn-perf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    Ok(dir)
+}
