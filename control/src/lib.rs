@@ -1,9 +1,19 @@
 //! # control — the control plane
 //!
-//! Reconciles Kubernetes objects (the `network.zstack.io/v1` Subnet CRD, Pods, Services,
-//! NetworkPolicies, Nodes) into the OVN Northbound database: pure translators produce the
-//! desired rows, a reconciler diffs them against an [`ovsdb`] replica and writes batched
-//! transactions touching only rows it owns. Ships the `zstack-ovnkube-controller` binary.
+//! Reconciles Kubernetes objects (the `network.zstack.io/v1` Subnet CRD, Pods, Nodes, and
+//! later Services and NetworkPolicies) into the OVN Northbound database. Pure translators
+//! produce the desired rows, a reconciler diffs them against an [`ovsdb`] replica and writes
+//! batched transactions touching only rows it owns. Ships the `zstack-ovnkube-controller`
+//! binary and `crdgen` (writes `deploy/crds/subnet.yaml` from the Rust types).
 //!
-//! Status: the foundation (OVSDB client, lab) is in place; the translators arrive with the
-//! control-plane issue.
+//! | module | holds |
+//! |---|---|
+//! | [`model`] | the plain cluster model (pods, nodes, validated subnets, addresses) |
+//! | [`crd`] | the Subnet custom resource (`network.zstack.io/v1`) and its YAML |
+//! | [`validate`] | Subnet spec → [`model::ValidSubnet`] or reasons a person understands |
+//! | [`ipam`] | per-Subnet address and MAC allocation, pod annotation requests |
+
+pub mod crd;
+pub mod ipam;
+pub mod model;
+pub mod validate;

@@ -1,0 +1,1 @@
+//! The Subnet custom resource (`network.zstack.io/v1`): in progress.

@@ -1,0 +1,1 @@
+//! IPAM: in progress.

@@ -1,0 +1,163 @@
+//! The cluster model the control plane works on: plain Rust types, independent of where
+//! objects come from (kube-rs watchers in production, the lab's in-process store).
+//!
+//! Sources convert Kubernetes objects into these; the pure translators turn them into
+//! desired OVN rows; IPAM and validation speak in these types.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+/// An inclusive range of addresses of one family (`excludeIPs` entries, platform ranges).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct IpRange {
+    pub start: IpAddr,
+    pub end: IpAddr,
+}
+
+impl IpRange {
+    /// A single address.
+    pub fn single(ip: IpAddr) -> Self {
+        IpRange { start: ip, end: ip }
+    }
+
+    /// True when `ip` lies in the range (same family).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.start, self.end, ip) {
+            (IpAddr::V4(s), IpAddr::V4(e), IpAddr::V4(i)) => s <= i && i <= e,
+            (IpAddr::V6(s), IpAddr::V6(e), IpAddr::V6(i)) => s <= i && i <= e,
+            _ => false,
+        }
+    }
+}
+
+/// The address families a Subnet serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Protocol {
+    IPv4,
+    IPv6,
+    Dual,
+}
+
+/// A Subnet that passed validation: every field parsed and consistent.
+///
+/// `cidrs` and `gateways` are parallel: one entry per family, IPv4 first when dual-stack.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValidSubnet {
+    pub name: String,
+    pub protocol: Protocol,
+    pub cidrs: Vec<IpNet>,
+    pub gateways: Vec<IpAddr>,
+    /// `excludeIPs`, plus (external mode) the platform's own address ranges.
+    pub excludes: Vec<IpRange>,
+    pub vlan_id: Option<u16>,
+    pub provider: Option<String>,
+    /// External mode: the platform's logical switch this Subnet reuses.
+    pub external_logical_switch: Option<String>,
+    /// Namespaces that draw pod addresses from this Subnet.
+    pub namespaces: Vec<String>,
+    /// The cluster default Subnet (pods of namespaces no Subnet names).
+    pub default: bool,
+}
+
+/// A MAC address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Mac(pub [u8; 6]);
+
+impl std::fmt::Display for Mac {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    }
+}
+
+/// Why a string is not a usable MAC address.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid MAC address {0:?}: expected six hex bytes like 0a:58:0a:00:00:05, unicast")]
+pub struct BadMac(pub String);
+
+impl std::str::FromStr for Mac {
+    type Err = BadMac;
+    fn from_str(s: &str) -> Result<Self, BadMac> {
+        let parts: Vec<&str> = s.split([':', '-']).collect();
+        if parts.len() != 6 {
+            return Err(BadMac(s.to_string()));
+        }
+        let mut b = [0u8; 6];
+        for (i, p) in parts.iter().enumerate() {
+            if p.len() != 2 {
+                return Err(BadMac(s.to_string()));
+            }
+            b[i] = u8::from_str_radix(p, 16).map_err(|_| BadMac(s.to_string()))?;
+        }
+        // multicast bit set: not usable as a port address
+        if b[0] & 1 == 1 {
+            return Err(BadMac(s.to_string()));
+        }
+        Ok(Mac(b))
+    }
+}
+
+/// What a pod asks of IPAM, from its annotations (kube-ovn's names, see [`crate::ipam`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodIpRequest {
+    /// `ovn.kubernetes.io/ip_address`: one address, or one per family (comma-separated).
+    pub static_ips: Vec<IpAddr>,
+    /// `ovn.kubernetes.io/mac_address`.
+    pub static_mac: Option<Mac>,
+    /// `ovn.kubernetes.io/ip_pool`: the pod takes a free address from this list.
+    pub ip_pool: Vec<IpAddr>,
+    /// KubeVirt: the VirtualMachineInstance this pod runs (pods of one VMI keep IP/MAC).
+    pub vm: Option<String>,
+}
+
+/// A pod as the control plane sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInfo {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: Option<String>,
+    pub host_network: bool,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Terminal phase (Succeeded/Failed): its addresses are released.
+    pub completed: bool,
+}
+
+impl PodInfo {
+    /// `<namespace>/<name>`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+    /// The Logical_Switch_Port name: `<namespace>_<name>`.
+    pub fn lsp_name(&self) -> String {
+        format!("{}_{}", self.namespace, self.name)
+    }
+}
+
+/// A node as the control plane sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub name: String,
+    /// The node's primary (underlay) addresses.
+    pub addresses: Vec<IpAddr>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// The addresses IPAM gave a pod: what goes into the LSP and the pod annotation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodAddresses {
+    pub subnet: String,
+    /// One per family, with the Subnet's prefix length.
+    pub ips: Vec<IpNet>,
+    pub mac: Mac,
+    pub gateways: Vec<IpAddr>,
+}

@@ -1,0 +1,1 @@
+//! Subnet validation: in progress.
