@@ -12,8 +12,15 @@
 //! | [`crd`] | the Subnet custom resource (`network.zstack.io/v1`) and its YAML |
 //! | [`validate`] | Subnet spec → [`model::ValidSubnet`] or reasons a person understands |
 //! | [`ipam`] | per-Subnet address and MAC allocation, pod annotation requests |
+//! | [`names`] | row names and the `external_ids` ownership marks |
+//! | [`translate`] | pure translators: model → [`desired::DesiredNb`] |
+//! | [`reconcile`] | diff desired rows against the NB replica → batched transactions |
 
 pub mod crd;
+pub mod desired;
 pub mod ipam;
 pub mod model;
+pub mod names;
+pub mod reconcile;
+pub mod translate;
 pub mod validate;

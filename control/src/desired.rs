@@ -1,0 +1,97 @@
+//! The desired OVN Northbound state: what the translators produce and the reconciler makes
+//! true.
+//!
+//! Rows are typed ([`ovsdb::nb`]) and keyed by name. Parents (routers, switches) own their
+//! children (router ports, switch ports) through their `ports` column. A parent marked
+//! `owned: false` is a foreign row (external mode: the platform's switch): the reconciler
+//! never changes it beyond adding and removing its own ports in its `ports` set.
+
+use std::collections::BTreeMap;
+
+use ovsdb::nb::{
+    LogicalRouter, LogicalRouterColumn as LrCol, LogicalRouterPort,
+    LogicalRouterPortColumn as LrpCol, LogicalSwitch, LogicalSwitchColumn as LsCol,
+    LogicalSwitchPort, LogicalSwitchPortColumn as LspCol,
+};
+
+/// A parent row and its children, by name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parent<P, C> {
+    pub row: P,
+    /// False for a foreign parent whose only managed part is our children in its `ports`.
+    pub owned: bool,
+    pub children: BTreeMap<String, C>,
+}
+
+impl<P, C> Parent<P, C> {
+    pub fn owned(row: P) -> Self {
+        Parent {
+            row,
+            owned: true,
+            children: BTreeMap::new(),
+        }
+    }
+    pub fn foreign(row: P) -> Self {
+        Parent {
+            row,
+            owned: false,
+            children: BTreeMap::new(),
+        }
+    }
+}
+
+/// Everything the control plane wants in the NB.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DesiredNb {
+    pub routers: BTreeMap<String, Parent<LogicalRouter, LogicalRouterPort>>,
+    pub switches: BTreeMap<String, Parent<LogicalSwitch, LogicalSwitchPort>>,
+}
+
+impl DesiredNb {
+    /// Adds a switch port under `switch` (which must have been added).
+    pub fn add_switch_port(&mut self, switch: &str, port: LogicalSwitchPort) -> bool {
+        match self.switches.get_mut(switch) {
+            Some(p) => {
+                p.children.insert(port.name.clone(), port);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Number of rows (parents and children).
+    pub fn len(&self) -> usize {
+        self.routers
+            .values()
+            .map(|p| 1 + p.children.len())
+            .sum::<usize>()
+            + self
+                .switches
+                .values()
+                .map(|p| 1 + p.children.len())
+                .sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routers.is_empty() && self.switches.is_empty()
+    }
+}
+
+/// The columns the reconciler manages on each table; others (e.g. columns northd or an
+/// operator sets) are left alone.
+pub const ROUTER_COLUMNS: &[LrCol] = &[LrCol::ExternalIds, LrCol::Options];
+pub const ROUTER_PORT_COLUMNS: &[LrpCol] = &[
+    LrpCol::Mac,
+    LrpCol::Networks,
+    LrpCol::ExternalIds,
+    LrpCol::Options,
+];
+pub const SWITCH_COLUMNS: &[LsCol] = &[LsCol::ExternalIds, LsCol::OtherConfig];
+pub const SWITCH_PORT_COLUMNS: &[LspCol] = &[
+    LspCol::Addresses,
+    LspCol::PortSecurity,
+    LspCol::Type,
+    LspCol::Options,
+    LspCol::ExternalIds,
+    LspCol::Tag,
+];

@@ -1,0 +1,84 @@
+//! Names and ownership marks of the OVN rows the control plane creates.
+//!
+//! Every row we create carries `external_ids` [`OWNER`] = the cluster id (default
+//! `zstack-ovn`), [`KIND`] and [`OBJECT`] (the Kubernetes object it comes from). The
+//! reconciler only updates or deletes rows whose [`OWNER`] is ours, so foreign rows (an
+//! IaaS platform's switches and ports in external mode) are never touched.
+
+use std::collections::BTreeMap;
+
+/// `external_ids` key: which cluster's controller owns the row.
+pub const OWNER: &str = "zstack.io/owner";
+/// `external_ids` key: what the row is for (`cluster-router`, `join-switch`, `subnet`,
+/// `subnet-router-port`, `pod`, `node`).
+pub const KIND: &str = "zstack.io/kind";
+/// `external_ids` key: the Kubernetes object the row comes from (`ns/name` or `name`).
+pub const OBJECT: &str = "zstack.io/object";
+
+/// The distributed router joining every Subnet and the join switch.
+pub const CLUSTER_ROUTER: &str = "ovn_cluster_router";
+/// The switch holding each node's management port (host ↔ pods).
+pub const JOIN_SWITCH: &str = "join";
+
+/// The logical switch of Subnet `name`.
+pub fn subnet_switch(subnet: &str) -> String {
+    format!("subnet-{subnet}")
+}
+
+/// The cluster router's port towards switch `switch`.
+pub fn router_port(switch: &str) -> String {
+    format!("{CLUSTER_ROUTER}-{switch}")
+}
+
+/// The switch-side port peering with [`router_port`].
+pub fn switch_router_port(switch: &str) -> String {
+    format!("{switch}-{CLUSTER_ROUTER}")
+}
+
+/// The localnet port of an underlay (VLAN) Subnet switch.
+pub fn localnet_port(switch: &str) -> String {
+    format!("{switch}-localnet")
+}
+
+/// Node `name`'s management port on the join switch.
+pub fn node_port(node: &str) -> String {
+    format!("node-{node}")
+}
+
+/// The `external_ids` of a row we own.
+pub fn owned(cluster_id: &str, kind: &str, object: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (OWNER.to_string(), cluster_id.to_string()),
+        (KIND.to_string(), kind.to_string()),
+        (OBJECT.to_string(), object.to_string()),
+    ])
+}
+
+/// A deterministic locally administered unicast MAC for a router port, from its name.
+pub fn router_mac(port: &str) -> String {
+    // FNV-1a: stable across releases (unlike std's hasher), good enough to spread names.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in port.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let b = h.to_be_bytes();
+    format!(
+        "0a:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        b[3], b[4], b[5], b[6], b[7]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn router_macs_are_stable_unicast_and_distinct() {
+        let a = router_mac("ovn_cluster_router-subnet-blue");
+        let b = router_mac("ovn_cluster_router-subnet-red");
+        assert_eq!(a, router_mac("ovn_cluster_router-subnet-blue"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("0a:"), "locally administered unicast: {a}");
+    }
+}

@@ -1,0 +1,94 @@
+//! Pure translators: the cluster model → the desired OVN Northbound rows ([`DesiredNb`]).
+//!
+//! No I/O here; every function is a plain mapping testable without a cluster.
+//!
+//! | file | translates |
+//! |---|---|
+//! | [`topology`] | the cluster router and the join switch |
+//! | [`subnet`] | a Subnet → its logical switch, router port, localnet port (VLAN) |
+//! | [`pod`] | a pod with its addresses → a logical switch port |
+//! | [`node`] | a node with its join address → its management port |
+
+pub mod node;
+pub mod pod;
+pub mod subnet;
+pub mod topology;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use ipnet::{IpNet, Ipv4Net};
+
+use crate::desired::DesiredNb;
+use crate::model::{NodeInfo, PodAddresses, PodInfo, ValidSubnet};
+
+/// Deployment mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// We own the OVN databases.
+    Standalone,
+    /// The OVN databases belong to an IaaS platform; we only add our own rows.
+    External,
+}
+
+/// Cluster-wide settings the translators need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// The value of `external_ids:zstack.io/owner` on every row we create.
+    pub cluster_id: String,
+    pub mode: Mode,
+    /// The join switch's network (node management ports); default 100.64.0.0/16.
+    pub join_cidr: IpNet,
+    /// The cluster router's address on the join switch (first address of the join CIDR).
+    pub join_gateway: IpAddr,
+    /// Service CIDRs (Subnets must not overlap them).
+    pub service_cidrs: Vec<IpNet>,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            cluster_id: "zstack-ovn".into(),
+            mode: Mode::Standalone,
+            join_cidr: IpNet::V4(Ipv4Net::new_assert(Ipv4Addr::new(100, 64, 0, 0), 16)),
+            join_gateway: IpAddr::V4(Ipv4Addr::new(100, 64, 0, 1)),
+            service_cidrs: vec![IpNet::V4(Ipv4Net::new_assert(
+                Ipv4Addr::new(10, 96, 0, 0),
+                16,
+            ))],
+        }
+    }
+}
+
+/// What the translators read: validated Subnets, pods and nodes with their addresses.
+#[derive(Clone, Debug, Default)]
+pub struct Input<'a> {
+    pub subnets: Vec<&'a ValidSubnet>,
+    pub pods: Vec<(&'a PodInfo, &'a PodAddresses)>,
+    pub nodes: Vec<(&'a NodeInfo, &'a PodAddresses)>,
+}
+
+/// The logical switch a Subnet's pods attach to: its own, or the platform's.
+pub fn switch_of(subnet: &ValidSubnet) -> String {
+    subnet
+        .external_logical_switch
+        .clone()
+        .unwrap_or_else(|| crate::names::subnet_switch(&subnet.name))
+}
+
+/// Translates the whole model.
+pub fn translate(cfg: &ClusterConfig, input: &Input<'_>) -> DesiredNb {
+    let mut nb = DesiredNb::default();
+    topology::add(cfg, &mut nb);
+    for s in &input.subnets {
+        subnet::add(cfg, s, &mut nb);
+    }
+    for (pod, addrs) in &input.pods {
+        if let Some(s) = input.subnets.iter().find(|s| s.name == addrs.subnet) {
+            nb.add_switch_port(&switch_of(s), pod::port(cfg, pod, addrs));
+        }
+    }
+    for (node, addrs) in &input.nodes {
+        nb.add_switch_port(crate::names::JOIN_SWITCH, node::port(cfg, node, addrs));
+    }
+    nb
+}

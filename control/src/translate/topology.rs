@@ -1,0 +1,41 @@
+//! The cluster router and the join switch (node management ports attach there).
+
+use ovsdb::nb::{LogicalRouter, LogicalRouterPort, LogicalSwitch};
+
+use super::{ClusterConfig, Mode};
+use crate::desired::{DesiredNb, Parent};
+use crate::names::{self, CLUSTER_ROUTER, JOIN_SWITCH};
+use crate::translate::subnet::router_link;
+
+/// Adds the cluster router and the join switch linked to it. In external mode the
+/// platform owns routing: neither is created.
+pub fn add(cfg: &ClusterConfig, nb: &mut DesiredNb) {
+    if cfg.mode == Mode::External {
+        return;
+    }
+    let router = LogicalRouter {
+        name: CLUSTER_ROUTER.into(),
+        external_ids: names::owned(&cfg.cluster_id, "cluster-router", CLUSTER_ROUTER),
+        ..Default::default()
+    };
+    nb.routers.insert(
+        CLUSTER_ROUTER.into(),
+        Parent::<_, LogicalRouterPort>::owned(router),
+    );
+    let mut join = LogicalSwitch {
+        name: JOIN_SWITCH.into(),
+        external_ids: names::owned(&cfg.cluster_id, "join-switch", JOIN_SWITCH),
+        ..Default::default()
+    };
+    join.external_ids
+        .insert("zstack.io/cidr".into(), cfg.join_cidr.to_string());
+    nb.switches.insert(JOIN_SWITCH.into(), Parent::owned(join));
+    let prefix = cfg.join_cidr.prefix_len();
+    router_link(
+        cfg,
+        nb,
+        JOIN_SWITCH,
+        &[format!("{}/{prefix}", cfg.join_gateway)],
+        "join",
+    );
+}
