@@ -1,6 +1,7 @@
 //! [`Central`]: the OVN central daemons — NB and SB ovsdb-servers (standalone, or a
 //! 3-member Raft cluster each) and ovn-northd — on unix sockets in a private directory
-//! (`<dir>/{run,db,log}`), optionally also listening on TCP 127.0.0.1.
+//! (`<dir>/{run,db,log}`), optionally also listening on TCP 127.0.0.1, and on SSL
+//! 127.0.0.1 with [`Central::start_with_ssl`].
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -35,6 +36,16 @@ pub struct CentralConfig {
     pub northd: bool,
     /// Also listen on `ptcp:<random port>:127.0.0.1` (see [`Member::tcp_remote`]).
     pub tcp: bool,
+}
+
+/// Key, certificate and CA certificate (PEM files) for `pssl:` listeners, passed to
+/// ovsdb-server as `--private-key`, `--certificate` and `--ca-cert`. ovsdb-server requires
+/// clients to present a certificate signed by `ca`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SslFiles {
+    pub key: PathBuf,
+    pub cert: PathBuf,
+    pub ca: PathBuf,
 }
 
 /// Which OVN database.
@@ -82,6 +93,10 @@ pub struct Member {
     pub remote: String,
     /// `tcp:127.0.0.1:<port>` when started with `tcp: true` (same port after a restart).
     pub tcp_remote: Option<String>,
+    /// `ssl:127.0.0.1:<port>` when started with [`Central::start_with_ssl`] (same port after
+    /// a restart).
+    #[serde(default)]
+    pub ssl_remote: Option<String>,
     /// Raft address `unix:<dir>/run/<stem>.raft` (Raft only).
     pub raft_remote: Option<String>,
     /// Current pid (last pid after [`Central::kill_member`]).
@@ -113,6 +128,9 @@ pub struct CentralState {
     pub nb: Vec<Member>,
     pub sb: Vec<Member>,
     pub northd: Option<DaemonRecord>,
+    /// SSL files when started with [`Central::start_with_ssl`].
+    #[serde(default)]
+    pub ssl: Option<SslFiles>,
 }
 
 /// Running OVN central daemons. Stopped by [`Central::stop`], or best effort on drop unless
@@ -154,6 +172,17 @@ impl Central {
     /// member answers (`ovsdb-client wait ... connected`, so Raft members have joined) and
     /// the NB is initialised.
     pub fn start(cfg: CentralConfig) -> Result<Central> {
+        Central::launch(cfg, None)
+    }
+
+    /// [`Central::start`], and every server also listens on `pssl:<random port>:127.0.0.1`
+    /// with these files (see [`Member::ssl_remote`]). The server certificate should be
+    /// valid for `127.0.0.1`.
+    pub fn start_with_ssl(cfg: CentralConfig, ssl: SslFiles) -> Result<Central> {
+        Central::launch(cfg, Some(ssl))
+    }
+
+    fn launch(cfg: CentralConfig, ssl: Option<SslFiles>) -> Result<Central> {
         let t = Instant::now();
         for sub in ["run", "db", "log"] {
             let d = cfg.dir.join(sub);
@@ -173,6 +202,7 @@ impl Central {
                 nb: Vec::new(),
                 sb: Vec::new(),
                 northd: None,
+                ssl,
             },
             stop_on_drop: true,
         };
@@ -180,7 +210,7 @@ impl Central {
         for db in [Db::Nb, Db::Sb] {
             for i in 0..n {
                 create_db(&cfg, db, i)?;
-                let m = spawn_member(&cfg, db, i, None)?;
+                let m = spawn_member(&central.state, db, i, Ports::default())?;
                 central.members_mut(db).push(m);
             }
         }
@@ -238,6 +268,17 @@ impl Central {
     /// SB remote over TCP, if started with `tcp: true`.
     pub fn sb_tcp_remote(&self) -> Option<String> {
         tcp_remotes(&self.state.sb)
+    }
+
+    /// NB remote over SSL (`ssl:127.0.0.1:p[,…]`), if started with
+    /// [`Central::start_with_ssl`].
+    pub fn nb_ssl_remote(&self) -> Option<String> {
+        ssl_remotes(&self.state.nb)
+    }
+
+    /// SB remote over SSL, if started with [`Central::start_with_ssl`].
+    pub fn sb_ssl_remote(&self) -> Option<String> {
+        ssl_remotes(&self.state.sb)
     }
 
     /// NB servers (1, or 3 with Raft).
@@ -316,20 +357,18 @@ impl Central {
         signal_daemon(&m.daemon, sig)
     }
 
-    /// Restarts member `idx` of `db` on the same database file and sockets (and TCP port),
-    /// and waits until it serves the database again (rejoined, for Raft).
+    /// Restarts member `idx` of `db` on the same database file and sockets (and TCP/SSL
+    /// ports), and waits until it serves the database again (rejoined, for Raft).
     pub fn restart_member(&mut self, db: Db, idx: usize) -> Result<()> {
         let old = self.member(db, idx)?.clone();
         if old.is_alive() {
             stop_daemon(&old.daemon)?;
         }
-        let port = old
-            .tcp_remote
-            .as_deref()
-            .and_then(|r| r.rsplit(':').next())
-            .and_then(|p| p.parse::<u16>().ok());
-        let cfg = self.state.config.clone();
-        let m = spawn_member(&cfg, db, idx, port)?;
+        let ports = Ports {
+            tcp: remote_port(old.tcp_remote.as_deref()),
+            ssl: remote_port(old.ssl_remote.as_deref()),
+        };
+        let m = spawn_member(&self.state, db, idx, ports)?;
         ctl::ovsdb_wait_connected(&m.remote, db.name(), 30)?;
         self.members_mut(db)[idx] = m;
         Ok(())
@@ -413,6 +452,28 @@ fn tcp_remotes(members: &[Member]) -> Option<String> {
         .map(|v| v.join(","))
 }
 
+fn ssl_remotes(members: &[Member]) -> Option<String> {
+    members
+        .iter()
+        .map(|m| m.ssl_remote.as_deref())
+        .collect::<Option<Vec<_>>>()
+        .map(|v| v.join(","))
+}
+
+/// The port of `tcp:127.0.0.1:<port>` / `ssl:127.0.0.1:<port>`.
+fn remote_port(remote: Option<&str>) -> Option<u16> {
+    remote
+        .and_then(|r| r.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+}
+
+/// TCP/SSL ports a member listens on; `None` picks a random one (first start).
+#[derive(Debug, Default, Clone, Copy)]
+struct Ports {
+    tcp: Option<u16>,
+    ssl: Option<u16>,
+}
+
 /// Environment for OVN daemons/tools so nothing touches the system run dirs.
 fn ovn_env(dir: &Path) -> Vec<(String, String)> {
     let run = dir.join("run").to_string_lossy().into_owned();
@@ -447,7 +508,13 @@ fn create_db(cfg: &CentralConfig, db: Db, i: usize) -> Result<()> {
 }
 
 /// Starts the ovsdb-server of member `i` on its existing database file.
-fn spawn_member(cfg: &CentralConfig, db: Db, i: usize, tcp_port: Option<u16>) -> Result<Member> {
+///
+/// A random TCP port is read back from the "listening on port" log line. Both `ptcp:0` and
+/// `pssl:0` log the same line, so on a first start with SSL the `pssl:` remote is added
+/// only after the TCP port is known (`ovsdb-server/add-remote`); a restart passes both
+/// known ports on the command line.
+fn spawn_member(state: &CentralState, db: Db, i: usize, ports: Ports) -> Result<Member> {
+    let cfg = &state.config;
     let p = member_paths(&cfg.dir, db, i, cfg.raft);
     let name = if cfg.raft {
         format!("{}{}", db.stem(), i + 1)
@@ -466,26 +533,55 @@ fn spawn_member(cfg: &CentralConfig, db: Db, i: usize, tcp_port: Option<u16>) ->
         ),
     ];
     if cfg.tcp {
-        spec.args
-            .push(format!("--remote=ptcp:{}:127.0.0.1", tcp_port.unwrap_or(0)));
+        spec.args.push(format!(
+            "--remote=ptcp:{}:127.0.0.1",
+            ports.tcp.unwrap_or(0)
+        ));
+    }
+    if let Some(ssl) = &state.ssl {
+        spec.args.extend([
+            format!("--private-key={}", ssl.key.display()),
+            format!("--certificate={}", ssl.cert.display()),
+            format!("--ca-cert={}", ssl.ca.display()),
+        ]);
+        if let Some(port) = ports.ssl {
+            spec.args.push(format!("--remote=pssl:{port}:127.0.0.1"));
+        }
     }
     spec.env = ovn_env(&cfg.dir);
-    let log_len = std::fs::metadata(&p.log).map(|m| m.len()).unwrap_or(0);
+    let tcp_from = log_len(&p.log);
     let daemon = start_daemon(&spec)?;
-    let tcp_remote = if cfg.tcp {
-        let port = match tcp_port {
-            Some(p) => p,
-            None => listening_port(&p.log, log_len)?,
+    // from here on, a failure must not leave the new daemon running
+    let ports = (|| -> Result<(Option<u16>, Option<u16>)> {
+        let tcp = match (cfg.tcp, ports.tcp) {
+            (false, _) => None,
+            (true, Some(port)) => Some(port),
+            (true, None) => Some(listening_port(&p.log, tcp_from)?),
         };
-        Some(format!("tcp:127.0.0.1:{port}"))
-    } else {
-        None
+        let ssl = match (&state.ssl, ports.ssl) {
+            (None, _) => None,
+            (Some(_), Some(port)) => Some(port),
+            (Some(_), None) => {
+                let from = log_len(&p.log);
+                ctl::appctl(&p.ctl, &["ovsdb-server/add-remote", "pssl:0:127.0.0.1"])?;
+                Some(listening_port(&p.log, from)?)
+            }
+        };
+        Ok((tcp, ssl))
+    })();
+    let (tcp_port, ssl_port) = match ports {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = stop_daemon(&daemon);
+            return Err(e);
+        }
     };
     Ok(Member {
         db,
         index: i,
         remote: format!("unix:{}", p.sock.display()),
-        tcp_remote,
+        tcp_remote: tcp_port.map(|port| format!("tcp:127.0.0.1:{port}")),
+        ssl_remote: ssl_port.map(|port| format!("ssl:127.0.0.1:{port}")),
         raft_remote: cfg.raft.then(|| format!("unix:{}", p.raft.display())),
         pid: daemon.pid,
         unixctl: p.ctl,
@@ -494,11 +590,16 @@ fn spawn_member(cfg: &CentralConfig, db: Db, i: usize, tcp_port: Option<u16>) ->
     })
 }
 
-/// The port from the "listening on port N" line ovsdb-server logs for `ptcp:0:…`, looking
+fn log_len(log: &Path) -> u64 {
+    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The port from the "listening on port N" line ovsdb-server logs for `ptcp:0:…` (and
+/// `pssl:0:…`), looking
 /// only at what was appended after byte `from`.
 fn listening_port(log: &Path, from: u64) -> Result<u16> {
     wait_for(
-        &format!("the TCP port in {}", log.display()),
+        &format!("the listening port in {}", log.display()),
         Duration::from_secs(5),
         Duration::from_millis(20),
         |_| {
@@ -528,6 +629,14 @@ mod tests {
                    2026-11-26T01:16:05.875Z|00002|socket_util|INFO|0:127.0.0.1: listening on port 38361\n";
         assert_eq!(parse_listening_port(log), Some(38361));
         assert_eq!(parse_listening_port("nothing"), None);
+    }
+
+    #[test]
+    fn remote_port_of_tcp_and_ssl_remotes() {
+        assert_eq!(remote_port(Some("tcp:127.0.0.1:6641")), Some(6641));
+        assert_eq!(remote_port(Some("ssl:127.0.0.1:6643")), Some(6643));
+        assert_eq!(remote_port(Some("unix:/x/nb.sock")), None);
+        assert_eq!(remote_port(None), None);
     }
 
     #[test]

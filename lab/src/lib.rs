@@ -5,7 +5,8 @@
 //! directory. Used by the tests, the benchmarks and the `zovn lab` CLI.
 //!
 //! - [`lab`]: [`Lab`] — `up` / `open` / `status` / `down`, test pods.
-//! - [`central`]: [`Central`] — OVN NB/SB ovsdb-servers (standalone or Raft) + ovn-northd.
+//! - [`central`]: [`Central`] — OVN NB/SB ovsdb-servers (standalone or Raft; unix, TCP, SSL) +
+//!   ovn-northd.
 //! - [`node`]: one simulated node (netns, ovsdb-server, ovs-vswitchd[-dpdk], ovn-controller).
 //! - [`state`]: state-dir layout and the `lab.json` manifest.
 //! - [`process`]: commands with clear errors; daemons started/stopped by pid.
@@ -52,7 +53,7 @@ pub mod process;
 pub mod state;
 pub mod wait;
 
-pub use central::{Central, CentralConfig, CentralState, Db, Member};
+pub use central::{Central, CentralConfig, CentralState, Db, Member, SslFiles};
 pub use config::{Dpdk, Encap, LabConfig};
 pub use error::{LabError, Result};
 pub use lab::{Lab, LabStatus, PodConfig, Step};

@@ -12,12 +12,26 @@
 //!   namespaces) on this 2-core machine; light tests run in parallel.
 //! - [`scratch`]: a private state directory and a short, unique name prefix per test, so
 //!   concurrent tests never share sockets, databases or namespaces.
+//! - [`nbctl`]: `ovn-nbctl` as the second opinion on what an OVN_Northbound server holds.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+pub mod nbctl;
+
 /// Binaries every real-component test needs.
 pub const OVSDB_BINS: &[&str] = &["ovsdb-server", "ovsdb-tool", "ovn-nbctl"];
+
+/// Binaries a `lab::Central` without northd runs: NB and SB ovsdb-servers (standalone or
+/// Raft), initialised and waited for with the OVS/OVN tools.
+pub const CENTRAL_DB_BINS: &[&str] = &[
+    "ovsdb-server",
+    "ovsdb-tool",
+    "ovsdb-client",
+    "ovn-nbctl",
+    "ovn-sbctl",
+    "ovs-appctl",
+];
 
 /// Returns true when the test can run on real components. Otherwise prints the skip reason
 /// and returns false, or panics with it when `ZOVN_REQUIRE_REAL=1`.
@@ -44,7 +58,9 @@ pub fn record_real_run(test: &str) {
     if let Ok(path) = std::env::var("ZOVN_REAL_LOG")
         && let Ok(mut f) = File::options().create(true).append(true).open(path)
     {
-        let _ = writeln!(f, "{test}");
+        // one write(2) per line: with O_APPEND, lines from concurrent tests never interleave
+        // (`writeln!` may split the name and the newline into two writes)
+        let _ = f.write_all(format!("{test}\n").as_bytes());
     }
 }
 
