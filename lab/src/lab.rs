@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
+use crate::apiserver;
 use crate::central::{Central, CentralConfig};
 use crate::config::LabConfig;
 use crate::ctl;
@@ -370,6 +371,35 @@ impl Lab {
             ],
         )?;
         Ok(pod)
+    }
+
+    /// Starts the object-store daemon (`<exe> lab serve`, see [`crate::apiserver`]) and
+    /// records it in the manifest. `exe` is the `zovn` binary
+    /// ([`crate::apiserver::zovn_exe`] finds it). A recorded daemon that is still alive is
+    /// an error; a dead one is replaced (the new one reloads `store.json`).
+    pub fn start_apiserver(&mut self, exe: &Path) -> Result<DaemonRecord> {
+        if let Some(old) = &self.manifest.apiserver
+            && old.is_alive()
+        {
+            return Err(LabError::Daemon {
+                name: old.name.clone(),
+                program: old.program.clone(),
+                detail: format!("already running (pid {})", old.pid),
+            });
+        }
+        let rec = apiserver::launch::spawn(&self.layout, exe).map_err(|e| LabError::Daemon {
+            name: apiserver::launch::DAEMON_NAME.into(),
+            program: exe.display().to_string(),
+            detail: format!("{e:#}"),
+        })?;
+        self.manifest.apiserver = Some(rec.clone());
+        self.save()?;
+        Ok(rec)
+    }
+
+    /// The object-store daemon, if one was started.
+    pub fn apiserver(&self) -> Option<&DaemonRecord> {
+        self.manifest.apiserver.as_ref()
     }
 
     /// Tears the lab down and removes the state directory.

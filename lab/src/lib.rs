@@ -12,6 +12,8 @@
 //! - [`process`]: commands with clear errors; daemons started/stopped by pid.
 //! - [`netns`], [`names`], [`hugepages`], [`cluster`], [`wait`].
 //! - [`ctl`]: the OVS/OVN command-line tools used (to be swapped for the ovsdb client).
+//! - [`apiserver`]: the lab's object store daemon (Namespaces, Subnets, Pods, Nodes) with
+//!   the real controller on it, and the client behind `zovn lab apply/delete/get`.
 //!
 //! ```no_run
 //! use lab::{Central, CentralConfig, Db, Lab, LabConfig, Signal};
@@ -39,6 +41,7 @@
 //! # }
 //! ```
 
+pub mod apiserver;
 pub mod central;
 pub mod cluster;
 pub mod config;

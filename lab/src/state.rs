@@ -1,7 +1,9 @@
 //! The lab's private state directory and its `lab.json` manifest.
 //!
 //! Layout: `<dir>/lab.json`, `<dir>/central/{run,db,log}`, `<dir>/node<i>/{run,db,log,etc}`,
-//! `<dir>/hugepages` (only if the lab mounted hugetlbfs). The manifest records everything
+//! `<dir>/hugepages` (only if the lab mounted hugetlbfs), and the object store's
+//! `<dir>/run/{lab-api.sock,lab-apiserver.pid}`, `<dir>/log/lab-apiserver.log`,
+//! `<dir>/store.json`. The manifest records everything
 //! the lab created — daemons (pid, program, pidfile), network namespaces, hugepage changes
 //! — and is saved after every step, so `down` (or the stale-state cleanup of the next `up`)
 //! removes exactly that.
@@ -41,6 +43,30 @@ impl Layout {
     }
     pub fn hugepages(&self) -> PathBuf {
         self.dir.join("hugepages")
+    }
+    /// The object store's socket.
+    pub fn api_socket(&self) -> PathBuf {
+        self.dir.join("run/lab-api.sock")
+    }
+    /// The object store daemon's pidfile.
+    pub fn api_pidfile(&self) -> PathBuf {
+        self.dir.join("run/lab-apiserver.pid")
+    }
+    /// The object store daemon's log (its stdout and stderr).
+    pub fn api_log(&self) -> PathBuf {
+        self.dir.join("log/lab-apiserver.log")
+    }
+    /// The object store's saved objects.
+    pub fn store_file(&self) -> PathBuf {
+        self.dir.join("store.json")
+    }
+    /// Creates `<dir>/{run,log}`.
+    pub fn create_api_dirs(&self) -> Result<()> {
+        for sub in ["run", "log"] {
+            let d = self.dir.join(sub);
+            std::fs::create_dir_all(&d).map_err(|e| LabError::io("create dir", &d, e))?;
+        }
+        Ok(())
     }
     /// Creates `node<i>/{run,db,log,etc}`.
     pub fn create_node_dirs(&self, i: usize) -> Result<PathBuf> {
@@ -115,6 +141,9 @@ pub struct Manifest {
     pub timings: Timings,
     /// Set once `up` completed.
     pub complete: bool,
+    /// The object store daemon (`zovn lab serve`), once started.
+    #[serde(default)]
+    pub apiserver: Option<DaemonRecord>,
 }
 
 impl Manifest {
@@ -130,13 +159,14 @@ impl Manifest {
             hugepages: HugepageChange::default(),
             timings: Timings::default(),
             complete: false,
+            apiserver: None,
         }
     }
 
-    /// Every recorded daemon, in stop order: nodes last-to-first (ovn-controller,
-    /// ovs-vswitchd, ovsdb-server), then central (northd, NB, SB).
+    /// Every recorded daemon, in stop order: the object store, nodes last-to-first
+    /// (ovn-controller, ovs-vswitchd, ovsdb-server), then central (northd, NB, SB).
     pub fn daemons_stop_order(&self) -> Vec<&DaemonRecord> {
-        let mut v: Vec<&DaemonRecord> = Vec::new();
+        let mut v: Vec<&DaemonRecord> = self.apiserver.iter().collect();
         for n in self.nodes.iter().rev() {
             v.extend(n.daemons.iter().rev());
         }
@@ -147,9 +177,16 @@ impl Manifest {
         v
     }
 
-    /// Every recorded daemon, in start order: central (NB, SB, northd), then each node's
-    /// ovsdb-server, ovs-vswitchd, ovn-controller.
+    /// Every recorded daemon, in start order: central (NB, SB, northd), each node's
+    /// ovsdb-server, ovs-vswitchd, ovn-controller, then the object store.
     pub fn daemons_start_order(&self) -> Vec<&DaemonRecord> {
+        let mut v = self.ovn_daemons();
+        v.extend(self.apiserver.iter());
+        v
+    }
+
+    /// The OVN/OVS daemons (start order), without the object store.
+    pub fn ovn_daemons(&self) -> Vec<&DaemonRecord> {
         let mut v: Vec<&DaemonRecord> = Vec::new();
         if let Some(c) = &self.central {
             v.extend(c.nb.iter().chain(&c.sb).map(|m| &m.daemon));
@@ -161,10 +198,16 @@ impl Manifest {
         v
     }
 
-    /// True if `up` completed and every recorded daemon is still alive: a running lab,
-    /// not stale state.
+    /// True if `up` completed and every recorded OVN/OVS daemon is still alive: a running
+    /// lab, not stale state. (A dead object store alone does not make a lab stale: `zovn
+    /// lab up` starts it again.)
     pub fn is_running(&self) -> bool {
-        self.complete && self.daemons_start_order().iter().all(|d| d.is_alive())
+        self.complete && self.ovn_daemons().iter().all(|d| d.is_alive())
+    }
+
+    /// True if the object store daemon is recorded and alive.
+    pub fn apiserver_alive(&self) -> bool {
+        self.apiserver.as_ref().is_some_and(DaemonRecord::is_alive)
     }
 
     /// Records a netns (before it is created); no duplicates.
@@ -202,15 +245,16 @@ impl Manifest {
     }
 }
 
-/// Pidfiles (`*.pid`) under `<dir>/*/run/`: daemons a crashed run may have started
-/// without recording them.
+/// Pidfiles (`*.pid`) under `<dir>/run/` and `<dir>/*/run/`: daemons a crashed run may
+/// have started without recording them.
 pub fn pidfiles(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(dir) else {
         return out;
     };
-    for e in rd.filter_map(|e| e.ok()) {
-        let run = e.path().join("run");
+    let subdirs = rd.filter_map(|e| e.ok()).map(|e| e.path());
+    for d in std::iter::once(dir.to_path_buf()).chain(subdirs) {
+        let run = d.join("run");
         if let Ok(files) = std::fs::read_dir(&run) {
             out.extend(
                 files
@@ -294,10 +338,55 @@ mod tests {
     }
 
     #[test]
+    fn object_store_stops_first_and_does_not_make_a_lab_stale() {
+        let mut m = sample();
+        m.apiserver = Some(DaemonRecord {
+            name: "lab-apiserver".into(),
+            program: "zovn".into(),
+            pid: 12,
+            pidfile: "/tmp/lab/run/lab-apiserver.pid".into(),
+            unixctl: None,
+            log_file: "/tmp/lab/log/lab-apiserver.log".into(),
+            netns: None,
+        });
+        let names = |v: Vec<&DaemonRecord>| v.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(m.daemons_stop_order()), ["lab-apiserver", "b", "a"]);
+        assert_eq!(names(m.daemons_start_order()), ["a", "b", "lab-apiserver"]);
+        assert_eq!(names(m.ovn_daemons()), ["a", "b"]);
+        assert!(!m.apiserver_alive());
+        // an older manifest without the field still loads
+        let mut v = serde_json::to_value(&m).expect("encode");
+        v.as_object_mut().expect("object").remove("apiserver");
+        let old: Manifest = serde_json::from_value(v).expect("decode");
+        assert!(old.apiserver.is_none());
+    }
+
+    #[test]
+    fn pidfiles_include_the_lab_run_dir() {
+        let dir = std::env::temp_dir().join(format!("lab-pidfiles-{}", std::process::id()));
+        for d in ["run", "node1/run"] {
+            std::fs::create_dir_all(dir.join(d)).expect("dir");
+        }
+        std::fs::write(dir.join("run/lab-apiserver.pid"), "1\n").expect("pid");
+        std::fs::write(dir.join("node1/run/ovsdb-server.pid"), "1\n").expect("pid");
+        let found = pidfiles(&dir);
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert_eq!(
+            found,
+            [
+                dir.join("node1/run/ovsdb-server.pid"),
+                dir.join("run/lab-apiserver.pid")
+            ]
+        );
+    }
+
+    #[test]
     fn layout_paths() {
         let l = Layout::new("/tmp/lab");
         assert_eq!(l.manifest(), Path::new("/tmp/lab/lab.json"));
         assert_eq!(l.node(3), Path::new("/tmp/lab/node3"));
         assert_eq!(l.central(), Path::new("/tmp/lab/central"));
+        assert_eq!(l.api_socket(), Path::new("/tmp/lab/run/lab-api.sock"));
+        assert_eq!(l.store_file(), Path::new("/tmp/lab/store.json"));
     }
 }

@@ -29,6 +29,15 @@ pub enum LabCommand {
     Status(DirArgs),
     /// Stop every daemon, delete every netns, undo hugepage changes, remove the state dir.
     Down(DownArgs),
+    /// Create or update Namespaces, Subnets and Pods from YAML/JSON manifests.
+    Apply(ApplyArgs),
+    /// Delete the objects named in manifests (missing ones are fine).
+    Delete(DeleteArgs),
+    /// List pods, subnets (sn), namespaces (ns) or nodes (no).
+    Get(GetArgs),
+    /// Run the lab's object store daemon (started by `zovn lab up`).
+    #[command(hide = true)]
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -72,4 +81,73 @@ pub struct DownArgs {
     /// Keep the state directory (logs, databases); only the manifest is removed.
     #[arg(long)]
     pub keep_files: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FilesArgs {
+    /// A manifest file, or a directory (its *.yaml, *.yml, *.json in name order); repeatable.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Wait until the controller has caught up (addresses, ports, statuses).
+    #[arg(long)]
+    pub wait: bool,
+    /// Longest wait with --wait, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    #[command(flatten)]
+    pub files: FilesArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    #[command(flatten)]
+    pub files: FilesArgs,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GetKind {
+    #[value(name = "pods", alias = "pod", alias = "po")]
+    Pods,
+    #[value(name = "subnets", alias = "subnet", alias = "sn")]
+    Subnets,
+    #[value(name = "namespaces", alias = "namespace", alias = "ns")]
+    Namespaces,
+    #[value(name = "nodes", alias = "node", alias = "no")]
+    Nodes,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutputArg {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// What to list.
+    #[arg(value_enum)]
+    pub kind: GetKind,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: OutputArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// Pidfile to write (also how `down` recognises the process).
+    #[arg(long)]
+    pub pidfile: PathBuf,
 }

@@ -4,11 +4,24 @@
 //! zovn lab up [--nodes N] [--raft] [--dpdk] [--encap geneve|vxlan] [--prefix P] [--dir DIR]
 //! zovn lab status [--dir DIR]
 //! zovn lab down [--keep-files] [--dir DIR]
+//! zovn lab apply -f FILE|DIR [-f ...] [--wait [--timeout S]] [--dir DIR]
+//! zovn lab delete -f FILE|DIR [-f ...] [--wait [--timeout S]] [--dir DIR]
+//! zovn lab get pods|subnets|sn|namespaces|nodes [-o table|json|yaml] [--dir DIR]
 //! ```
 //! The lab dir defaults to `$ZOVN_LAB_DIR` or `/tmp/zovn-lab`.
+//!
+//! `up` also starts the lab's object store (`zovn lab serve`, hidden): a daemon holding
+//! the Namespaces, Subnets, Pods and Nodes that `apply`/`delete`/`get` work on, with the
+//! real controller writing the NB from them. Its objects are saved in `<dir>/store.json`
+//! and survive a restart of the daemon (`zovn lab up` on a running lab whose store died
+//! starts it again), not `zovn lab down`.
 
+mod apply;
 mod args;
+mod delete;
 mod down;
+mod get;
+mod serve;
 mod status;
 mod up;
 
@@ -17,19 +30,32 @@ use clap::Parser;
 use args::{Cli, Command, LabCommand};
 
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // the daemon logs what it does to its log file; the commands only warn
+    let daemon = matches!(
+        &cli.command,
+        Command::Lab {
+            command: LabCommand::Serve(_)
+        }
+    );
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ZOVN_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_env("ZOVN_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(if daemon { "info" } else { "warn" })
+            }),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(!daemon)
         .init();
-    let cli = Cli::parse();
     match cli.command {
         Command::Lab { command } => match command {
             LabCommand::Up(a) => up::run(a),
             LabCommand::Status(a) => status::run(a),
             LabCommand::Down(a) => down::run(a),
+            LabCommand::Apply(a) => apply::run(a),
+            LabCommand::Delete(a) => delete::run(a),
+            LabCommand::Get(a) => get::run(a),
+            LabCommand::Serve(a) => serve::run(a),
         },
     }
 }

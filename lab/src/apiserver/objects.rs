@@ -1,0 +1,268 @@
+//! The objects the lab's store accepts — `Namespace` (v1), `Subnet`
+//! (`network.zstack.io/v1`) and `Pod` (v1) — checked and normalised the same way by the
+//! CLI (before anything is sent) and by the store (before anything is applied).
+
+use control::crd::Subnet;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::protocol::{ObjectRef, ResourceKind};
+
+/// `apiVersion` of Namespaces and Pods.
+pub const CORE_V1: &str = "v1";
+/// `apiVersion` of Subnets.
+pub const SUBNET_V1: &str = "network.zstack.io/v1";
+/// The namespace of a Pod that names none.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// One accepted object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LabObject {
+    Namespace(Box<Namespace>),
+    Subnet(Box<Subnet>),
+    Pod(Box<Pod>),
+}
+
+/// Which supported kind a JSON/YAML object is, from its `apiVersion` and `kind`.
+pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
+    let Some(obj) = value.as_object() else {
+        return Err(format!(
+            "expected an object with apiVersion and kind, found {}",
+            type_name(value)
+        ));
+    };
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let (k, want) = match kind {
+        "" => return Err("the object has no `kind`".into()),
+        "Namespace" => (ResourceKind::Namespace, CORE_V1),
+        "Subnet" => (ResourceKind::Subnet, SUBNET_V1),
+        "Pod" => (ResourceKind::Pod, CORE_V1),
+        "Node" => {
+            return Err(
+                "kind Node is not accepted: the lab registers one Node per lab node itself".into(),
+            );
+        }
+        other => {
+            return Err(format!(
+                "kind {other}{} is not supported: the lab accepts Namespace (v1), Subnet \
+                 ({SUBNET_V1}) and Pod (v1)",
+                if api.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({api})")
+                }
+            ));
+        }
+    };
+    if api != want {
+        return Err(format!(
+            "kind {kind} needs apiVersion {want}, not {}",
+            if api.is_empty() { "none" } else { api }
+        ));
+    }
+    Ok(k)
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl LabObject {
+    /// Decodes, normalises and checks an object given as JSON.
+    pub fn from_value(value: Value) -> Result<LabObject, String> {
+        let kind = kind_of(&value)?;
+        let typed = match kind {
+            ResourceKind::Namespace => LabObject::Namespace(Box::new(decode(value)?)),
+            ResourceKind::Subnet => LabObject::Subnet(Box::new(decode(value)?)),
+            ResourceKind::Pod => LabObject::Pod(Box::new(decode(value)?)),
+            ResourceKind::Node => return Err("kind Node is not accepted".into()),
+        };
+        typed.normalized()
+    }
+
+    /// Clears what users may not set (status; the namespace of cluster-scoped objects),
+    /// defaults a Pod's namespace, and checks names.
+    pub fn normalized(self) -> Result<LabObject, String> {
+        match self {
+            LabObject::Namespace(mut ns) => {
+                ns.status = None;
+                ns.metadata.namespace = None;
+                let name = ns.metadata.name.as_deref().unwrap_or("");
+                check_label("Namespace", name)?;
+                Ok(LabObject::Namespace(ns))
+            }
+            LabObject::Subnet(mut sn) => {
+                sn.status = None;
+                sn.metadata.namespace = None;
+                let name = sn.metadata.name.as_deref().unwrap_or("");
+                check_subdomain("Subnet", name)?;
+                Ok(LabObject::Subnet(sn))
+            }
+            LabObject::Pod(mut pod) => {
+                pod.status = None;
+                let ns = pod
+                    .metadata
+                    .namespace
+                    .get_or_insert_with(|| DEFAULT_NAMESPACE.to_string());
+                check_label("Pod namespace", ns)?;
+                let name = pod.metadata.name.as_deref().unwrap_or("");
+                check_subdomain("Pod", name)?;
+                if pod.spec.is_none() {
+                    return Err(format!("Pod {name}: no spec"));
+                }
+                Ok(LabObject::Pod(pod))
+            }
+        }
+    }
+
+    /// The object's Kubernetes JSON.
+    pub fn to_value(&self) -> Value {
+        let r = match self {
+            LabObject::Namespace(o) => serde_json::to_value(o),
+            LabObject::Subnet(o) => serde_json::to_value(o),
+            LabObject::Pod(o) => serde_json::to_value(o),
+        };
+        // k8s-openapi and kube types always serialise (string keys, finite numbers)
+        r.unwrap_or(Value::Null)
+    }
+
+    /// Kind, namespace and name.
+    pub fn object_ref(&self) -> ObjectRef {
+        match self {
+            LabObject::Namespace(o) => ObjectRef {
+                kind: ResourceKind::Namespace,
+                namespace: None,
+                name: o.metadata.name.clone().unwrap_or_default(),
+            },
+            LabObject::Subnet(o) => ObjectRef {
+                kind: ResourceKind::Subnet,
+                namespace: None,
+                name: o.metadata.name.clone().unwrap_or_default(),
+            },
+            LabObject::Pod(o) => ObjectRef {
+                kind: ResourceKind::Pod,
+                namespace: Some(
+                    o.metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
+                ),
+                name: o.metadata.name.clone().unwrap_or_default(),
+            },
+        }
+    }
+}
+
+fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// A DNS-1123 label: 1-63 chars `[a-z0-9-]`, starting and ending alphanumeric.
+pub fn check_label(what: &str, name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(())
+    } else if name.is_empty() {
+        Err(format!("{what}: metadata.name is missing"))
+    } else {
+        Err(format!(
+            "{what} name {name:?} is not a DNS-1123 label (1-63 chars [a-z0-9-], \
+             starting and ending with a letter or digit)"
+        ))
+    }
+}
+
+/// A DNS-1123 subdomain: 1-253 chars, dot-separated labels.
+pub fn check_subdomain(what: &str, name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err(format!("{what}: metadata.name is missing"));
+    }
+    let ok = name.len() <= 253 && name.split('.').all(|l| check_label(what, l).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} name {name:?} is not a DNS-1123 subdomain (lowercase letters, digits, \
+             '-' and '.', up to 253 chars)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kinds_and_api_versions() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod"});
+        assert_eq!(kind_of(&pod), Ok(ResourceKind::Pod));
+        let sn = json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet"});
+        assert_eq!(kind_of(&sn), Ok(ResourceKind::Subnet));
+        let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment"});
+        let e = kind_of(&dep).expect_err("Deployment");
+        assert!(e.contains("Deployment (apps/v1) is not supported"), "{e}");
+        let bad = json!({"apiVersion": "v2", "kind": "Pod"});
+        assert!(
+            kind_of(&bad)
+                .expect_err("v2")
+                .contains("needs apiVersion v1")
+        );
+        assert!(kind_of(&json!([1])).expect_err("list").contains("a list"));
+        assert!(kind_of(&json!({"apiVersion": "v1"})).is_err());
+    }
+
+    #[test]
+    fn pod_defaults_namespace_and_drops_status() {
+        let v = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]},
+            "status": {"phase": "Running"}});
+        let o = LabObject::from_value(v).expect("pod");
+        let LabObject::Pod(p) = &o else {
+            panic!("not a pod")
+        };
+        assert_eq!(p.metadata.namespace.as_deref(), Some("default"));
+        assert!(p.status.is_none());
+        assert_eq!(o.object_ref().to_string(), "pod/default/web");
+        let back = o.to_value();
+        assert_eq!(
+            back["spec"]["containers"][0]["ports"][0]["containerPort"],
+            80
+        );
+    }
+
+    #[test]
+    fn names_are_checked() {
+        let v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "Web_1"},
+            "spec": {"containers": []}});
+        let e = LabObject::from_value(v).expect_err("bad name");
+        assert!(e.contains("\"Web_1\""), "{e}");
+        let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {}});
+        assert!(
+            LabObject::from_value(v)
+                .expect_err("no name")
+                .contains("missing")
+        );
+        assert!(check_subdomain("Pod", "a.b-c").is_ok());
+        assert!(check_label("Namespace", "a.b").is_err());
+        let v = json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
+            "metadata": {"name": "blue", "namespace": "x"}, "spec": {"cidr": 7}});
+        assert!(LabObject::from_value(v).is_err(), "cidr must be a string");
+    }
+}
