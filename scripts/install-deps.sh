@@ -9,6 +9,7 @@ PACKAGES=(
   ovn-central ovn-host                         # ovn-northd, ovn-nbctl/sbctl, ovn-controller
   dpdk                                         # DPDK runtime (PMDs) used by ovs-vswitchd-dpdk
   iproute2 iputils-ping ethtool iperf3 qperf   # namespaces, veths, ping, offload settings, traffic
+  etcd-server                                  # etcd 3.4 for the tests' private kube-apiserver
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

@@ -13,10 +13,13 @@
 //! - [`scratch`]: a private state directory and a short, unique name prefix per test, so
 //!   concurrent tests never share sockets, databases or namespaces.
 //! - [`nbctl`]: `ovn-nbctl` as the second opinion on what an OVN_Northbound server holds.
+//! - [`kube`]: a private etcd + kube-apiserver (built once from Debian's source package and
+//!   cached outside the repository) for tests against a real Kubernetes API.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+pub mod kube;
 pub mod nbctl;
 
 /// Binaries every real-component test needs.

@@ -1,0 +1,603 @@
+//! A private Kubernetes API server for tests: etcd + kube-apiserver 1.20.2, no controllers,
+//! no scheduler, no kubelet.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let scratch = tests::scratch("kube");
+//! let api = tests::kube::KubeApi::start(scratch.dir.path()).await?;
+//! let client = api.client().await?;
+//! // ... kube::Api::<Pod>::namespaced(client, "ns") ...
+//! # Ok(()) }
+//! ```
+//!
+//! - **Binary.** No Debian package ships kube-apiserver; [`apiserver_binary`] takes it from
+//!   the cache (`${ZOVN_CACHE:-/var/cache/zovn}/kube-apiserver-1.20.2/kube-apiserver`, or
+//!   `$ZOVN_KUBE_APISERVER`), and when it is missing runs `tests/kube/build-kube-apiserver.sh`,
+//!   which builds it from Debian's `kubernetes` source package. **The first run on a fresh
+//!   machine therefore takes ~10 minutes** (apt + Go build on 2 cores); later runs find the
+//!   cached binary at once.
+//! - **etcd** is Debian's `etcd-server` 3.4 (`etcd` in PATH), with a data dir under the
+//!   caller's directory and client/peer URLs on free 127.0.0.1 ports.
+//! - **kube-apiserver** serves HTTPS on a free 127.0.0.1 port with a certificate from a
+//!   private CA (rcgen), authenticates one static token (user `admin`, group
+//!   `system:masters`), authorises with RBAC, signs service-account tokens with a private
+//!   key, allocates Service IPs from 10.96.0.0/16, and runs without the `ServiceAccount`
+//!   admission plugin, so Pods are accepted although no token controller runs. A Pod with
+//!   `spec.nodeName` set needs no scheduler; with no kubelet it stays `Pending`.
+//! - [`KubeApi::start`] returns once `/readyz` answers `ok` (bounded wait), with a kubeconfig
+//!   written to `<dir>/kubeconfig`. Dropping the [`KubeApi`] stops both processes (SIGTERM,
+//!   then SIGKILL after a grace period) and reaps them.
+//!
+//! Limits of 1.20: no `discovery.k8s.io/v1` EndpointSlice (v1beta1 only), no NetworkPolicy
+//! `endPort`, namespaces lack the `kubernetes.io/metadata.name` label.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+/// The kube-apiserver version the build script produces.
+pub const KUBE_VERSION: &str = "1.20.2";
+
+/// The Service CIDR the API server allocates ClusterIPs from.
+pub const SERVICE_CIDR: &str = "10.96.0.0/16";
+
+/// How long [`KubeApi::start`] waits for etcd, then for kube-apiserver, to become ready.
+/// Generous: the API server needs 10-30 s on 2 busy cores.
+const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(60);
+const APISERVER_READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// Grace period between SIGTERM and SIGKILL when stopping a daemon.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The directory the build script caches binaries in (`$ZOVN_CACHE`, default
+/// `/var/cache/zovn`).
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("ZOVN_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/zovn"))
+}
+
+/// Where the build script installs kube-apiserver.
+pub fn cached_apiserver_path() -> PathBuf {
+    cache_dir()
+        .join(format!("kube-apiserver-{KUBE_VERSION}"))
+        .join("kube-apiserver")
+}
+
+/// `tests/kube/build-kube-apiserver.sh` in this source tree.
+pub fn build_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("kube/build-kube-apiserver.sh")
+}
+
+/// The kube-apiserver binary: `$ZOVN_KUBE_APISERVER` if set, else the cached build, which is
+/// built first (~10 min on a fresh machine, output on the terminal) when missing.
+pub fn apiserver_binary() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("ZOVN_KUBE_APISERVER") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("ZOVN_KUBE_APISERVER={} is not a file", p.display());
+        }
+        return Ok(p);
+    }
+    // One build per process; the script itself holds a file lock across processes.
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = cached_apiserver_path();
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let script = build_script();
+    eprintln!(
+        "kube-apiserver {KUBE_VERSION} is not cached at {}: building it with {} \
+         (first run only, ~10 minutes)",
+        bin.display(),
+        script.display()
+    );
+    let status = Command::new("bash")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("run {}", script.display()))?;
+    if !status.success() {
+        bail!("{} failed: {status}", script.display());
+    }
+    if !bin.is_file() {
+        bail!(
+            "{} succeeded but {} does not exist",
+            script.display(),
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+/// A running etcd + kube-apiserver pair; stopped on drop.
+pub struct KubeApi {
+    dir: PathBuf,
+    server_url: String,
+    etcd_url: String,
+    token: String,
+    kubeconfig: PathBuf,
+    ca_cert: PathBuf,
+    apiserver: Option<Daemon>,
+    etcd: Option<Daemon>,
+}
+
+impl KubeApi {
+    /// Starts etcd and kube-apiserver with all state (etcd data, certificates, keys, token
+    /// file, logs, kubeconfig) under `dir`, and waits until the API server is ready.
+    pub async fn start(dir: &Path) -> Result<KubeApi> {
+        let apiserver_bin = apiserver_binary()?;
+        let etcd_bin = crate::find_in_path("etcd")
+            .ok_or_else(|| anyhow!("`etcd` not found in PATH (apt-get install etcd-server)"))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("canonicalize {}", dir.display()))?;
+
+        // A port picked free may be taken by someone else before the daemon binds it: retry
+        // the whole start with new ports when a daemon reports exactly that.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::try_start(&dir, &etcd_bin, &apiserver_bin).await {
+                Ok(api) => return Ok(api),
+                Err(e) if attempt < 3 && format!("{e:#}").contains("address already in use") => {
+                    eprintln!("kube: port race ({e:#}); retrying with new ports");
+                    let _ = std::fs::remove_dir_all(dir.join("etcd-data"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn try_start(dir: &Path, etcd_bin: &Path, apiserver_bin: &Path) -> Result<KubeApi> {
+        let [client_port, peer_port, secure_port] = free_ports::<3>()?;
+        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let server_url = format!("https://127.0.0.1:{secure_port}");
+
+        let files = write_credentials(dir)?;
+
+        // etcd
+        let etcd_data = dir.join("etcd-data");
+        let mut etcd_cmd = Command::new(etcd_bin);
+        etcd_cmd
+            .arg("--name=zovn")
+            .arg(format!("--data-dir={}", etcd_data.display()))
+            .arg(format!("--listen-client-urls={etcd_url}"))
+            .arg(format!("--advertise-client-urls={etcd_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=zovn={peer_url}"))
+            .arg("--initial-cluster-state=new")
+            .arg(format!(
+                "--initial-cluster-token=zovn-{}",
+                std::process::id()
+            ))
+            .arg("--logger=zap");
+        let mut api = KubeApi {
+            dir: dir.to_path_buf(),
+            server_url,
+            etcd_url,
+            token: files.token,
+            kubeconfig: dir.join("kubeconfig"),
+            ca_cert: files.ca_cert,
+            apiserver: None,
+            etcd: None,
+        };
+        api.etcd = Some(Daemon::spawn("etcd", etcd_cmd, &dir.join("etcd.log"))?);
+        api.wait_etcd_healthy(client_port).await?;
+
+        // kube-apiserver
+        let mut cmd = Command::new(apiserver_bin);
+        cmd.arg(format!("--etcd-servers={}", api.etcd_url))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={secure_port}"))
+            .arg("--insecure-port=0")
+            .arg(format!("--tls-cert-file={}", files.serving_cert.display()))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                files.serving_key.display()
+            ))
+            .arg(format!("--token-auth-file={}", files.token_file.display()))
+            .arg("--authorization-mode=RBAC")
+            .arg(format!(
+                "--service-account-key-file={}",
+                files.sa_pub.display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                files.sa_key.display()
+            ))
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
+            // No token controller runs: Pods must be admitted without a service account.
+            .arg("--disable-admission-plugins=ServiceAccount")
+            .arg("--allow-privileged=true")
+            .arg("--profiling=false")
+            .arg("--v=1");
+        api.apiserver = Some(Daemon::spawn(
+            "kube-apiserver",
+            cmd,
+            &dir.join("kube-apiserver.log"),
+        )?);
+
+        std::fs::write(&api.kubeconfig, api.kubeconfig_yaml())
+            .with_context(|| format!("write {}", api.kubeconfig.display()))?;
+        api.wait_apiserver_ready().await?;
+        Ok(api)
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+
+    /// The admin bearer token (user `admin`, group `system:masters`).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// A kubeconfig (context `zovn`, user `admin`) for this server.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate.
+    pub fn ca_cert_path(&self) -> &Path {
+        &self.ca_cert
+    }
+
+    /// `http://127.0.0.1:<port>` of the private etcd.
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
+    }
+
+    /// The state directory passed to [`KubeApi::start`] (canonicalised).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The kube-apiserver log (stdout + stderr).
+    pub fn apiserver_log(&self) -> PathBuf {
+        self.dir.join("kube-apiserver.log")
+    }
+
+    /// Process ids of (etcd, kube-apiserver) while they run.
+    pub fn pids(&self) -> (Option<u32>, Option<u32>) {
+        (
+            self.etcd.as_ref().map(|d| d.child.id()),
+            self.apiserver.as_ref().map(|d| d.child.id()),
+        )
+    }
+
+    /// A kube-rs client from the kubeconfig (trusting the private CA, admin token).
+    pub async fn client(&self) -> Result<::kube::Client> {
+        use ::kube::config::{KubeConfigOptions, Kubeconfig};
+        let kc = Kubeconfig::read_from(&self.kubeconfig)
+            .with_context(|| format!("read kubeconfig {}", self.kubeconfig.display()))?;
+        let config = ::kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .context("kube config from kubeconfig")?;
+        ::kube::Client::try_from(config).context("build kube client")
+    }
+
+    /// Stops kube-apiserver, then etcd, and reaps both. Also done on drop.
+    pub fn stop(&mut self) {
+        if let Some(d) = self.apiserver.take() {
+            d.stop();
+        }
+        if let Some(d) = self.etcd.take() {
+            d.stop();
+        }
+    }
+
+    fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\n\
+             kind: Config\n\
+             clusters:\n\
+             - name: zovn\n\
+             \x20 cluster:\n\
+             \x20   server: {server}\n\
+             \x20   certificate-authority: {ca}\n\
+             users:\n\
+             - name: admin\n\
+             \x20 user:\n\
+             \x20   token: {token}\n\
+             contexts:\n\
+             - name: zovn\n\
+             \x20 context:\n\
+             \x20   cluster: zovn\n\
+             \x20   user: admin\n\
+             current-context: zovn\n",
+            server = self.server_url,
+            ca = self.ca_cert.display(),
+            token = self.token,
+        )
+    }
+
+    async fn wait_etcd_healthy(&mut self, port: u16) -> Result<()> {
+        let deadline = Instant::now() + ETCD_READY_TIMEOUT;
+        loop {
+            self.check_running("etcd")?;
+            let last = match tokio::task::spawn_blocking(move || etcd_health(port)).await {
+                Ok(Ok(body)) if body.contains("\"health\":\"true\"") => return Ok(()),
+                Ok(Ok(body)) => body,
+                Ok(Err(e)) => format!("{e:#}"),
+                Err(e) => format!("health probe task: {e}"),
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "etcd not healthy after {ETCD_READY_TIMEOUT:?} ({last}); log tail:\n{}",
+                    log_tail(&self.dir.join("etcd.log"))
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn wait_apiserver_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + APISERVER_READY_TIMEOUT;
+        let client = self.client().await?;
+        loop {
+            self.check_running("kube-apiserver")?;
+            self.check_running("etcd")?;
+            let req = http::Request::get("/readyz")
+                .body(Vec::new())
+                .context("build /readyz request")?;
+            let last = match tokio::time::timeout(Duration::from_secs(5), client.request_text(req))
+                .await
+            {
+                Ok(Ok(body)) if body.trim() == "ok" => return Ok(()),
+                Ok(Ok(body)) => body,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "/readyz timed out".into(),
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "kube-apiserver not ready after {APISERVER_READY_TIMEOUT:?} ({last}); \
+                     log tail:\n{}",
+                    log_tail(&self.apiserver_log())
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Fails with the daemon's log tail when it has exited.
+    fn check_running(&mut self, name: &str) -> Result<()> {
+        let d = match name {
+            "etcd" => self.etcd.as_mut(),
+            _ => self.apiserver.as_mut(),
+        };
+        let Some(d) = d else {
+            bail!("{name} is not running")
+        };
+        if let Some(status) = d
+            .child
+            .try_wait()
+            .with_context(|| format!("wait for {name}"))?
+        {
+            let tail = log_tail(&d.log);
+            bail!("{name} exited during start-up ({status}); log tail:\n{tail}");
+        }
+        Ok(())
+    }
+}
+
+impl Drop for KubeApi {
+    fn drop(&mut self) {
+        // A failing test usually removes `dir` right after: show the server's view first.
+        if std::thread::panicking() {
+            eprintln!(
+                "kube: test failed; kube-apiserver log tail ({}):\n{}",
+                self.apiserver_log().display(),
+                log_tail(&self.apiserver_log())
+            );
+        }
+        self.stop();
+    }
+}
+
+/// A daemon this harness spawned. The [`Child`] is not reaped until [`Daemon::stop`], so its
+/// pid cannot be reused by another process meanwhile.
+struct Daemon {
+    name: &'static str,
+    exe: PathBuf,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn spawn(name: &'static str, mut cmd: Command, log: &Path) -> Result<Daemon> {
+        let out =
+            std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
+        let err = out
+            .try_clone()
+            .with_context(|| format!("dup {}", log.display()))?;
+        let exe = PathBuf::from(cmd.get_program());
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("spawn {name} ({})", exe.display()))?;
+        Ok(Daemon {
+            name,
+            exe,
+            child,
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// SIGTERM, wait up to [`STOP_GRACE`], then SIGKILL; always reaps the child.
+    fn stop(mut self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let pid = self.child.id();
+        // Our unreaped child keeps its pid, but check the command line anyway before
+        // signalling (an empty cmdline is the zombie of our exited child).
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+        let ours = argv0.is_empty() || Path::new(&*String::from_utf8_lossy(argv0)) == self.exe;
+        if !ours {
+            eprintln!(
+                "kube: pid {pid} is not our {} ({}); not signalling it",
+                self.name,
+                String::from_utf8_lossy(argv0)
+            );
+            return;
+        }
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        eprintln!(
+            "kube: {} (pid {pid}) ignored SIGTERM for {STOP_GRACE:?}; killing it",
+            self.name
+        );
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Files [`write_credentials`] produces.
+struct Credentials {
+    ca_cert: PathBuf,
+    serving_cert: PathBuf,
+    serving_key: PathBuf,
+    sa_key: PathBuf,
+    sa_pub: PathBuf,
+    token_file: PathBuf,
+    token: String,
+}
+
+/// A private CA, a serving certificate for 127.0.0.1/localhost/kubernetes.default (and the
+/// first Service IP), a service-account signing key and a static token file.
+fn write_credentials(dir: &Path) -> Result<Credentials> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair, KeyUsagePurpose,
+    };
+    let pki = dir.join("pki");
+    std::fs::create_dir_all(&pki).with_context(|| format!("create {}", pki.display()))?;
+
+    let mut ca_params = CertificateParams::default();
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "zovn-test-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = KeyPair::generate().context("generate CA key")?;
+    let ca = CertifiedIssuer::self_signed(ca_params, ca_key).context("self-sign CA")?;
+
+    let mut params = CertificateParams::new(vec![
+        "127.0.0.1".to_string(),
+        "localhost".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes.default.svc".to_string(),
+        "10.96.0.1".to_string(),
+    ])
+    .context("serving certificate params")?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().context("generate serving key")?;
+    let cert = params.signed_by(&key, &ca).context("sign serving cert")?;
+
+    let sa = KeyPair::generate().context("generate service-account key")?;
+    let token = random_hex(16)?;
+
+    let creds = Credentials {
+        ca_cert: pki.join("ca.crt"),
+        serving_cert: pki.join("apiserver.crt"),
+        serving_key: pki.join("apiserver.key"),
+        sa_key: pki.join("sa.key"),
+        sa_pub: pki.join("sa.pub"),
+        token_file: pki.join("tokens.csv"),
+        token,
+    };
+    let token_line = format!("{},admin,admin,\"system:masters\"\n", creds.token);
+    for (path, text) in [
+        (&creds.ca_cert, ca.pem()),
+        (&creds.serving_cert, cert.pem()),
+        (&creds.serving_key, key.serialize_pem()),
+        (&creds.sa_key, sa.serialize_pem()),
+        (&creds.sa_pub, sa.public_key_pem()),
+        (&creds.token_file, token_line),
+    ] {
+        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(creds)
+}
+
+/// `n` random bytes from the kernel, hex-encoded.
+fn random_hex(n: usize) -> Result<String> {
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .context("read /dev/urandom")?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `N` distinct free TCP ports on 127.0.0.1 (all listeners are held until every port is
+/// picked, so they differ; they are free again when this returns).
+fn free_ports<const N: usize>() -> Result<[u16; N]> {
+    let mut listeners = Vec::with_capacity(N);
+    let mut ports = [0u16; N];
+    for p in ports.iter_mut() {
+        let l = TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
+        *p = l.local_addr().context("local_addr")?.port();
+        listeners.push(l);
+    }
+    Ok(ports)
+}
+
+/// GET /health from etcd over plain HTTP/1.0; returns the response (headers and body).
+fn etcd_health(port: u16) -> Result<String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .context("set read timeout")?;
+    s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .context("send GET /health")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).context("read /health")?;
+    Ok(out)
+}
+
+/// The last lines of a log file, for error messages.
+fn log_tail(path: &Path) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(30)..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
+}
