@@ -89,12 +89,11 @@ impl Zovn {
                 let nets = p["metadata"]["annotations"]["k8s.ovn.org/pod-networks"]
                     .as_str()
                     .unwrap_or_else(|| panic!("{key} has no pod-networks: {p}"));
-                let ip = control::annotation::decode_pod_networks(nets)
-                    .expect("pod-networks")
-                    .ip_addresses[0]
-                    .split('/')
-                    .next()
-                    .unwrap_or("")
+                let nets: Value = serde_json::from_str(nets).expect("pod-networks JSON");
+                let ip = nets["default"]["ip_addresses"][0]
+                    .as_str()
+                    .and_then(|a| a.split('/').next())
+                    .unwrap_or_else(|| panic!("{key}: no address in {nets}"))
                     .to_string();
                 let node = p["spec"]["nodeName"].as_str().unwrap_or("").to_string();
                 (key, (ip, node))
