@@ -1,0 +1,249 @@
+//! Pod annotations and labels → [`PodIpRequest`] (kube-ovn's names; see the table in
+//! [`crate::ipam`]).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use crate::model::{Mac, PodInfo, PodIpRequest};
+
+use super::error::IpamError;
+use super::family::Family;
+
+/// Static address(es): one, or one per family separated by `,`.
+pub const IP_ADDRESS: &str = "ovn.kubernetes.io/ip_address";
+/// Static MAC.
+pub const MAC_ADDRESS: &str = "ovn.kubernetes.io/mac_address";
+/// Addresses the pod may take, separated by `,` or `;`.
+pub const IP_POOL: &str = "ovn.kubernetes.io/ip_pool";
+/// Annotation KubeVirt puts on every virt-launcher pod: the VMI name.
+pub const KUBEVIRT_DOMAIN: &str = "kubevirt.io/domain";
+/// Label naming the VMI (KubeVirt's `VirtualMachineLabel`), used when the annotation is
+/// absent.
+pub const KUBEVIRT_VM_LABEL: &str = "kubevirt.io/vm";
+
+/// A pod annotation or label IPAM cannot use.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {key} {value:?}: {reason}")]
+pub struct AnnotationError {
+    /// The annotation or label.
+    pub key: &'static str,
+    pub value: String,
+    pub reason: String,
+}
+
+/// The request of `pod`.
+pub fn pod_request(pod: &PodInfo) -> Result<PodIpRequest, AnnotationError> {
+    parse_request(&pod.annotations, &pod.labels)
+}
+
+/// Reads a pod's annotations and labels. Absent or empty values ask for nothing.
+pub fn parse_request(
+    annotations: &BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
+) -> Result<PodIpRequest, AnnotationError> {
+    let get = |map: &BTreeMap<String, String>, key: &str| {
+        map.get(key)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let mut req = PodIpRequest::default();
+    if let Some(v) = get(annotations, IP_ADDRESS) {
+        req.static_ips = parse_ip_address(&v).map_err(|reason| err(IP_ADDRESS, &v, reason))?;
+    }
+    if let Some(v) = get(annotations, MAC_ADDRESS) {
+        let mac = v
+            .parse::<Mac>()
+            .map_err(|e| err(MAC_ADDRESS, &v, e.to_string()))?;
+        req.static_mac = Some(mac);
+    }
+    if let Some(v) = get(annotations, IP_POOL) {
+        req.ip_pool = parse_ip_pool(&v).map_err(|reason| err(IP_POOL, &v, reason))?;
+    }
+    let vm = match get(annotations, KUBEVIRT_DOMAIN) {
+        Some(v) => Some((KUBEVIRT_DOMAIN, v)),
+        None => get(labels, KUBEVIRT_VM_LABEL).map(|v| (KUBEVIRT_VM_LABEL, v)),
+    };
+    if let Some((key, v)) = vm {
+        if v.contains('/') {
+            return Err(err(key, &v, "a VMI name cannot contain '/'".into()));
+        }
+        req.vm = Some(v);
+    }
+    Ok(req)
+}
+
+fn err(key: &'static str, value: &str, reason: String) -> AnnotationError {
+    AnnotationError {
+        key,
+        value: value.to_string(),
+        reason,
+    }
+}
+
+/// `ovn.kubernetes.io/ip_address`: one address, or two of different families.
+pub fn parse_ip_address(value: &str) -> Result<Vec<IpAddr>, String> {
+    let ips = value
+        .split(',')
+        .map(parse_ip)
+        .collect::<Result<Vec<_>, _>>()?;
+    match ips.as_slice() {
+        [_] => {}
+        [a, b] if Family::of(*a) != Family::of(*b) => {}
+        [a, b] => {
+            return Err(format!(
+                "{a} and {b} are both {}: give one address per family",
+                Family::of(*a)
+            ));
+        }
+        _ => return Err("give one address, or one per family (IPv4,IPv6)".into()),
+    }
+    Ok(ips)
+}
+
+/// `ovn.kubernetes.io/ip_pool`: addresses separated by `,` or `;` (empty entries skipped).
+pub fn parse_ip_pool(value: &str) -> Result<Vec<IpAddr>, String> {
+    value
+        .split([',', ';'])
+        .filter(|s| !s.trim().is_empty())
+        .map(parse_ip)
+        .collect()
+}
+
+/// One address, with an optional `/len` that must be a valid prefix length for its
+/// family and is otherwise ignored.
+fn parse_ip(item: &str) -> Result<IpAddr, String> {
+    let item = item.trim();
+    if item.is_empty() {
+        return Err("empty address".into());
+    }
+    let (addr, len) = match item.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (item, None),
+    };
+    let ip: IpAddr = addr
+        .parse()
+        .map_err(|_| IpamError::NotAnIp(item.to_string()).to_string())?;
+    if let Some(len) = len {
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        if !len.parse::<u8>().is_ok_and(|l| l <= max) {
+            return Err(format!("{item}: /{len} is not a prefix length"));
+        }
+    }
+    Ok(ip)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn nothing_asked() {
+        let req = parse_request(&map(&[(IP_ADDRESS, " ")]), &map(&[])).unwrap();
+        assert_eq!(req, PodIpRequest::default());
+    }
+
+    #[test]
+    fn static_ips_one_or_one_per_family_with_ignored_len() {
+        let req = parse_request(&map(&[(IP_ADDRESS, "10.0.0.5/24")]), &map(&[])).unwrap();
+        assert_eq!(req.static_ips, vec![ip("10.0.0.5")]);
+        let req = parse_request(&map(&[(IP_ADDRESS, "10.0.0.5, fd00::5/64")]), &map(&[])).unwrap();
+        assert_eq!(req.static_ips, vec![ip("10.0.0.5"), ip("fd00::5")]);
+    }
+
+    #[test]
+    fn bad_static_ips_name_annotation_and_value() {
+        let e = parse_request(&map(&[(IP_ADDRESS, "10.0.0.300")]), &map(&[])).unwrap_err();
+        assert_eq!(e.key, IP_ADDRESS);
+        assert_eq!(
+            e.to_string(),
+            "invalid ovn.kubernetes.io/ip_address \"10.0.0.300\": 10.0.0.300 is not an IP address"
+        );
+        for bad in [
+            "10.0.0.5,10.0.0.6",
+            "10.0.0.5,",
+            "10.0.0.5/33",
+            "10.0.0.5/x",
+            "1.1.1.1,::1,::2",
+        ] {
+            let e = parse_request(&map(&[(IP_ADDRESS, bad)]), &map(&[])).unwrap_err();
+            assert_eq!(e.key, IP_ADDRESS, "{bad}");
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn mac() {
+        let req = parse_request(&map(&[(MAC_ADDRESS, "00:00:00:53:6B:B6")]), &map(&[])).unwrap();
+        assert_eq!(req.static_mac, Some(Mac([0, 0, 0, 0x53, 0x6b, 0xb6])));
+        let e = parse_request(&map(&[(MAC_ADDRESS, "01:00:00:00:00:01")]), &map(&[])).unwrap_err();
+        assert_eq!(e.key, MAC_ADDRESS);
+        assert!(e.to_string().contains("01:00:00:00:00:01"), "{e}");
+    }
+
+    #[test]
+    fn pool_comma_or_semicolon() {
+        let req = parse_request(
+            &map(&[(IP_POOL, "10.0.0.5,10.0.0.6;fd00::5; ;")]),
+            &map(&[]),
+        )
+        .unwrap();
+        assert_eq!(
+            req.ip_pool,
+            vec![ip("10.0.0.5"), ip("10.0.0.6"), ip("fd00::5")]
+        );
+        let e = parse_request(&map(&[(IP_POOL, "10.0.0.5;pool-a")]), &map(&[])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid ovn.kubernetes.io/ip_pool \"10.0.0.5;pool-a\": pool-a is not an IP address"
+        );
+    }
+
+    #[test]
+    fn kubevirt_domain_annotation_then_vm_label() {
+        let req = parse_request(
+            &map(&[(KUBEVIRT_DOMAIN, "vmi-a")]),
+            &map(&[(KUBEVIRT_VM_LABEL, "other")]),
+        )
+        .unwrap();
+        assert_eq!(req.vm.as_deref(), Some("vmi-a"));
+        let req = parse_request(&map(&[]), &map(&[(KUBEVIRT_VM_LABEL, "vmi-b")])).unwrap();
+        assert_eq!(req.vm.as_deref(), Some("vmi-b"));
+        // labels do not count as annotations and vice versa
+        let req = parse_request(
+            &map(&[(KUBEVIRT_VM_LABEL, "x")]),
+            &map(&[(IP_ADDRESS, "1.1.1.1")]),
+        )
+        .unwrap();
+        assert_eq!(req, PodIpRequest::default());
+        let e = parse_request(&map(&[(KUBEVIRT_DOMAIN, "a/b")]), &map(&[])).unwrap_err();
+        assert_eq!(e.key, KUBEVIRT_DOMAIN);
+    }
+
+    #[test]
+    fn pod_info() {
+        let pod = PodInfo {
+            namespace: "ns".into(),
+            name: "virt-launcher-a-x".into(),
+            uid: "u".into(),
+            node: None,
+            host_network: false,
+            labels: map(&[("kubevirt.io", "virt-launcher")]),
+            annotations: map(&[(KUBEVIRT_DOMAIN, "a"), (IP_ADDRESS, "10.0.0.9")]),
+            completed: false,
+        };
+        let req = pod_request(&pod).unwrap();
+        assert_eq!(req.vm.as_deref(), Some("a"));
+        assert_eq!(req.static_ips, vec![ip("10.0.0.9")]);
+    }
+}
