@@ -14,13 +14,19 @@
 //! | [`ipam`] | per-Subnet address and MAC allocation, pod annotation requests |
 //! | [`names`] | row names and the `external_ids` ownership marks |
 //! | [`translate`] | pure translators: model → [`desired::DesiredNb`] |
+//! | [`controller`] | the level-triggered pass: validate, IPAM, translate, reconcile, write back |
+//! | [`annotation`] | the `k8s.ovn.org/pod-networks` annotation and friends |
+//! | [`source`] | object sources (kube-rs watchers, in-process store) and writers |
 //! | [`reconcile`] | diff desired rows against the NB replica → batched transactions |
 
+pub mod annotation;
+pub mod controller;
 pub mod crd;
 pub mod desired;
 pub mod ipam;
 pub mod model;
 pub mod names;
 pub mod reconcile;
+pub mod source;
 pub mod translate;
 pub mod validate;

@@ -149,7 +149,7 @@ fn port_name(i: usize) -> String {
     format!("bench_p{i}")
 }
 
-fn start_central(dir: &Path) -> Result<Central> {
+pub fn start_central(dir: &Path) -> Result<Central> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     Central::start(CentralConfig {
         dir: dir.to_path_buf(),
@@ -192,7 +192,7 @@ async fn count_ports(client: &Client) -> Result<usize> {
     Ok(res.first().map(|r| r.rows().len()).unwrap_or(0))
 }
 
-async fn client_batched(remote: &str, ports: usize, batch: usize) -> Result<Rate> {
+pub async fn client_batched(remote: &str, ports: usize, batch: usize) -> Result<Rate> {
     let client = connect(remote).await?;
     let ls = LogicalSwitch {
         name: SWITCH.into(),

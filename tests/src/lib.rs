@@ -139,3 +139,21 @@ pub fn scratch(tag: &str) -> Scratch {
     );
     Scratch { dir, prefix }
 }
+
+/// A binary of this workspace, built next to the test executables (`target/<profile>/`):
+/// `cargo test --workspace` builds every binary first. Panics with a build hint if absent.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable under target/<profile>/deps");
+    let bin = dir.join(name);
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build --workspace --bins` (cargo test --workspace does)",
+        bin.display()
+    );
+    bin
+}

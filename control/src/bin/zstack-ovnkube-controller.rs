@@ -1,1 +1,139 @@
-fn main() {}
+//! `zstack-ovnkube-controller`: watches Subnets, Pods and Nodes and writes OVN NB rows,
+//! pod/node annotations and Subnet status.
+//!
+//! ```text
+//! zstack-ovnkube-controller --nb unix:/var/run/ovn/ovnnb_db.sock            # standalone
+//! zstack-ovnkube-controller --mode external --nb ssl:10.0.0.5:6641 \
+//!     --nb-ca /etc/ovn/ca.pem --nb-cert /etc/ovn/cert.pem --nb-key /etc/ovn/key.pem
+//! ```
+//! The Kubernetes connection comes from `--kubeconfig`, `$KUBECONFIG`, or the in-cluster
+//! service account.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use control::controller::Controller;
+use control::reconcile::Reconciler;
+use control::source::kube::{KubeWriter, spawn_watchers};
+use control::translate::{ClusterConfig, Mode};
+use ovsdb::{Client, ClientConfig, TlsConfig};
+use tokio::sync::mpsc;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModeArg {
+    /// We own the OVN databases.
+    Standalone,
+    /// The OVN databases belong to an IaaS platform: only our own rows are touched.
+    External,
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "zstack-ovnkube-controller", version, about)]
+struct Args {
+    /// OVN Northbound remote(s): unix:PATH, tcp:IP:PORT, ssl:IP:PORT; comma-separated for a
+    /// Raft cluster.
+    #[arg(long, env = "OVN_NB_DB")]
+    nb: String,
+    /// CA certificate for ssl: remotes.
+    #[arg(long)]
+    nb_ca: Option<PathBuf>,
+    /// Client certificate for ssl: remotes (with --nb-key).
+    #[arg(long, requires = "nb_key")]
+    nb_cert: Option<PathBuf>,
+    /// Client private key for ssl: remotes.
+    #[arg(long, requires = "nb_cert")]
+    nb_key: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "standalone")]
+    mode: ModeArg,
+    /// Value of external_ids:zstack.io/owner on every row we create.
+    #[arg(long, default_value = "zstack-ovn")]
+    cluster_id: String,
+    /// Network of the join switch (node management ports); its first address is the router's.
+    #[arg(long, default_value = "100.64.0.0/16")]
+    join_cidr: ipnet::IpNet,
+    /// Service CIDR(s), comma-separated (Subnets may not overlap them).
+    #[arg(long, default_value = "10.96.0.0/16", value_delimiter = ',')]
+    service_cidr: Vec<ipnet::IpNet>,
+    /// Kubeconfig file (default: $KUBECONFIG or in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Log as JSON lines.
+    #[arg(long)]
+    log_json: bool,
+}
+
+async fn kube_client(path: Option<&PathBuf>) -> Result<kube::Client> {
+    let config = match path {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .with_context(|| format!("read kubeconfig {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .context("use kubeconfig")?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a pod")?,
+    };
+    kube::Client::try_from(config).context("build Kubernetes client")
+}
+
+fn cluster_config(args: &Args) -> Result<ClusterConfig> {
+    let join_gateway = args
+        .join_cidr
+        .hosts()
+        .next()
+        .with_context(|| format!("--join-cidr {} has no host addresses", args.join_cidr))?;
+    Ok(ClusterConfig {
+        cluster_id: args.cluster_id.clone(),
+        mode: match args.mode {
+            ModeArg::Standalone => Mode::Standalone,
+            ModeArg::External => Mode::External,
+        },
+        join_cidr: args.join_cidr,
+        join_gateway,
+        service_cidrs: args.service_cidr.clone(),
+    })
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if args.log_json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+    let cfg = cluster_config(&args)?;
+    if args.cluster_id.is_empty() {
+        bail!("--cluster-id must not be empty: it marks the rows this controller owns");
+    }
+
+    let mut nb = ClientConfig::parse(&args.nb).with_context(|| format!("--nb {}", args.nb))?;
+    if let Some(ca) = &args.nb_ca {
+        let client_cert = args.nb_cert.as_ref().zip(args.nb_key.as_ref());
+        let tls = TlsConfig::from_files(ca, client_cert.map(|(c, k)| (c.as_path(), k.as_path())))
+            .context("load NB TLS files")?;
+        nb = nb.with_tls(tls);
+    }
+    let client = Client::connect(nb)
+        .await
+        .with_context(|| format!("connect to OVN NB {}", args.nb))?;
+    let rec = Reconciler::start(client, &cfg.cluster_id)
+        .await
+        .context("start the NB replica")?;
+    let kube = kube_client(args.kubeconfig.as_ref()).await?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    spawn_watchers(kube.clone(), tx);
+    tracing::info!(nb = %args.nb, mode = ?cfg.mode, cluster_id = %cfg.cluster_id, "controller started");
+    Controller::new(cfg, rec, KubeWriter::new(kube))
+        .run(rx)
+        .await
+        .context("controller stopped")
+}

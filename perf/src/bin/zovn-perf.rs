@@ -36,6 +36,18 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Controller cold sync of pods over Subnets into a real NB, and restart with no change.
+    ControlSync {
+        #[arg(long, default_value_t = 10_000)]
+        pods: usize,
+        #[arg(long, default_value_t = 20)]
+        subnets: usize,
+        #[arg(long, default_value_t = 2)]
+        nodes: usize,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 #[tokio::main]
@@ -59,11 +71,35 @@ async fn main() -> Result<()> {
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&report.to_json())?)
-                    .with_context(|| format!("write {}", path.display()))?;
-            }
+            write_json(json, report.to_json())?;
         }
+        Cmd::ControlSync {
+            pods,
+            subnets,
+            nodes,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::control_sync::Config {
+                dir: dir.clone(),
+                pods,
+                subnets,
+                nodes,
+            };
+            let report = perf::control_sync::run(cfg).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+    }
+    Ok(())
+}
+
+fn write_json(path: Option<PathBuf>, value: serde_json::Value) -> Result<()> {
+    if let Some(path) = path {
+        std::fs::write(&path, serde_json::to_string_pretty(&value)?)
+            .with_context(|| format!("write {}", path.display()))?;
     }
     Ok(())
 }

@@ -1,0 +1,87 @@
+//! What validation needs to know beyond a Subnet's own spec: the other Subnets, the cluster
+//! CIDRs and, in external mode, the platform's switches and the addresses its ports use.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ovsdb::nb::{LogicalSwitch, LogicalSwitchPort};
+use ovsdb::replica::View;
+use ovsdb::typed::Table;
+
+use super::state::ClusterState;
+use crate::model::IpRange;
+use crate::names::OWNER;
+use crate::translate::{ClusterConfig, Mode};
+use crate::validate::{ExternalContext, OtherSubnet, ValidationContext};
+
+/// The context for validating Subnet `name`.
+pub fn validation_context(
+    cfg: &ClusterConfig,
+    state: &ClusterState,
+    name: &str,
+    external: Option<&ExternalContext>,
+) -> ValidationContext {
+    let created = state
+        .subnets
+        .get(name)
+        .and_then(|s| s.metadata.creation_timestamp.clone());
+    let others = state
+        .subnets
+        .iter()
+        .filter(|(n, _)| n.as_str() != name)
+        .map(|(n, s)| {
+            (
+                n.clone(),
+                OtherSubnet::from_spec(&s.spec, s.metadata.creation_timestamp.clone()),
+            )
+        })
+        .collect();
+    ValidationContext {
+        created,
+        others,
+        service_cidrs: cfg.service_cidrs.clone(),
+        join_cidrs: vec![cfg.join_cidr],
+        node_networks: Vec::new(),
+        external: external.cloned(),
+    }
+}
+
+/// External mode: the NB's switches and, per switch, the addresses of ports not ours.
+pub fn external_context(cfg: &ClusterConfig, view: &View<'_>) -> Option<ExternalContext> {
+    if cfg.mode != Mode::External {
+        return None;
+    }
+    let ports: BTreeMap<_, _> = view
+        .rows(LogicalSwitchPort::TABLE)
+        .map(|r| (r.uuid(), r))
+        .collect();
+    let mut switches = BTreeSet::new();
+    let mut platform_excludes: BTreeMap<String, Vec<IpRange>> = BTreeMap::new();
+    for ls in view.rows(LogicalSwitch::TABLE) {
+        let name = ls.str("name").to_string();
+        let port_uuids: Vec<ovsdb::Uuid> = ls.get_as("ports").unwrap_or_default();
+        let mut used = Vec::new();
+        for u in port_uuids {
+            let Some(p) = ports.get(&u) else { continue };
+            if p.map_get("external_ids", OWNER) == Some(cfg.cluster_id.as_str()) {
+                continue;
+            }
+            let addresses: Vec<String> = p.get_as("addresses").unwrap_or_default();
+            used.extend(
+                addresses
+                    .iter()
+                    .flat_map(|a| a.split_whitespace())
+                    .filter_map(|w| w.parse::<IpAddr>().ok())
+                    .map(IpRange::single),
+            );
+        }
+        if !used.is_empty() {
+            platform_excludes.insert(name.clone(), used);
+        }
+        switches.insert(name);
+    }
+    Some(ExternalContext {
+        switches,
+        platform_excludes,
+    })
+}

@@ -1,0 +1,566 @@
+//! The controller: source events in, NB rows, pod/node annotations and Subnet status out.
+//!
+//! One level-triggered pass ([`Controller::sync`]) does, in order:
+//! 1. validate every Subnet (oldest first) — a Subnet that turns invalid keeps serving its
+//!    last valid spec, and its status says why it is Failed;
+//! 2. bring IPAM's subnets in line (a deleted Subnet's addresses are released);
+//! 3. on the first pass only, rebuild IPAM from pod/node annotations and, for pods whose
+//!    annotation was never written (a crash between the NB write and the patch), from our
+//!    NB ports — so no address is handed out twice and none leaks;
+//! 4. give addresses to pods and nodes that have none, release those of pods gone;
+//! 5. translate and reconcile the NB (only rows we own, batched);
+//! 6. write pod/node annotations (after the NB commit) and Subnet status, each only when
+//!    it differs from what the object already carries.
+//!
+//! Passes run after every batch of events, after every change of the NB replica (so rows
+//! deleted or altered behind our back are repaired, and a reconnect resyncs), and on a
+//! retry timer after an error.
+
+pub mod context;
+pub mod state;
+mod writeback;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use ovsdb::nb::LogicalSwitchPort;
+use ovsdb::typed::Table;
+use tokio::sync::mpsc;
+
+use crate::annotation::{self, NODE_MGMT_PORT};
+use crate::crd::SubnetStatus;
+use crate::desired::DesiredNb;
+use crate::ipam::{Ipam, annotations::pod_request, vm_key};
+use crate::model::{Mac, PodAddresses, PodInfo, PodIpRequest, Protocol, ValidSubnet};
+use crate::names::{KIND, OWNER};
+use crate::reconcile::{Outcome, ReconcileError, Reconciler};
+use crate::source::{Event, Writer};
+use crate::translate::{self, ClusterConfig, Input, pod::SUBNET};
+use crate::validate::{self, SubnetProblem};
+use state::ClusterState;
+
+/// The IPAM name of the join switch's address pool (node management ports). Not a valid
+/// Kubernetes name, so it never clashes with a Subnet.
+pub const JOIN_POOL: &str = "_join";
+
+/// Errors that end a pass (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    Reconcile(#[from] ReconcileError),
+    #[error("the object source closed")]
+    SourceClosed,
+}
+
+/// What one pass did (for logs, tests and benchmarks).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SyncReport {
+    /// False when the pass waited for the initial lists.
+    pub ran: bool,
+    pub nb: Outcome,
+    pub pods_assigned: usize,
+    pub pods_released: usize,
+    pub annotations_written: usize,
+    pub statuses_written: usize,
+    pub pod_errors: usize,
+}
+
+/// Why a pod has no address (also written to the pod, see [`IPAM_ERROR`]).
+pub const IPAM_ERROR: &str = "network.zstack.io/ipam-error";
+
+/// The controller.
+pub struct Controller<W: Writer> {
+    cfg: ClusterConfig,
+    rec: Reconciler,
+    writer: W,
+    state: ClusterState,
+    ipam: Ipam,
+    /// Subnets being served (valid now, or last valid before an invalid edit).
+    served: BTreeMap<String, ValidSubnet>,
+    /// Problems of Subnets whose current spec is invalid.
+    problems: BTreeMap<String, String>,
+    /// Pod keys holding addresses.
+    assigned: BTreeSet<String>,
+    /// Node names holding a join address.
+    nodes_assigned: BTreeSet<String>,
+    /// Pod key → why it has no address.
+    pod_errors: BTreeMap<String, String>,
+    restored: bool,
+}
+
+impl<W: Writer> Controller<W> {
+    /// A controller writing the NB through `rec` and answers through `writer`.
+    pub fn new(cfg: ClusterConfig, rec: Reconciler, writer: W) -> Self {
+        let mut ipam = Ipam::new();
+        let join = join_subnet(&cfg);
+        if let Err(e) = ipam.add_subnet(&join) {
+            tracing::error!(error = %e, "join CIDR unusable for node management ports");
+        }
+        Controller {
+            cfg,
+            rec,
+            writer,
+            state: ClusterState::default(),
+            ipam,
+            served: BTreeMap::new(),
+            problems: BTreeMap::new(),
+            assigned: BTreeSet::new(),
+            nodes_assigned: BTreeSet::new(),
+            pod_errors: BTreeMap::new(),
+            restored: false,
+        }
+    }
+
+    /// Applies a source event (without running a pass).
+    pub fn apply(&mut self, ev: Event) {
+        self.state.apply(ev);
+    }
+
+    /// The addresses a pod holds.
+    pub fn pod_addresses(&self, key: &str) -> Option<PodAddresses> {
+        self.ipam.addresses(key)
+    }
+
+    /// Runs until the event stream ends: a pass after each batch of events, after NB
+    /// changes, and on retry after errors.
+    pub async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Event>,
+    ) -> Result<(), ControllerError> {
+        let mut nb_changes = self.rec.replica().subscribe();
+        let mut backoff = Duration::from_millis(200);
+        let mut retry_at: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::select! {
+                ev = rx.recv() => match ev {
+                    Some(ev) => self.state.apply(ev),
+                    None => return Ok(()),
+                },
+                changed = nb_changes.changed() => {
+                    if changed.is_err() {
+                        return Err(ControllerError::Reconcile(ReconcileError::Ovsdb(ovsdb::Error::Closed)));
+                    }
+                }
+                _ = sleep_until(retry_at), if retry_at.is_some() => {}
+            }
+            // Batch whatever else has arrived.
+            while let Ok(ev) = rx.try_recv() {
+                self.state.apply(ev);
+            }
+            match self.sync().await {
+                Ok(report) => {
+                    retry_at = None;
+                    backoff = Duration::from_millis(200);
+                    if report.ran && report_is_interesting(&report) {
+                        tracing::info!(?report, "sync");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "sync failed; retrying");
+                    retry_at = Some(tokio::time::Instant::now() + backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+            // Our own writes come back through the replica; only later changes should wake us.
+            nb_changes.borrow_and_update();
+        }
+    }
+
+    /// One level-triggered pass (see the module docs).
+    pub async fn sync(&mut self) -> Result<SyncReport, ControllerError> {
+        let mut report = SyncReport::default();
+        if !self.state.is_synced() {
+            return Ok(report);
+        }
+        report.ran = true;
+        self.validate_subnets();
+        report.pods_released += self.sync_ipam_subnets();
+        if !self.restored {
+            self.restore();
+            self.restored = true;
+        }
+        report.pods_released += self.release_gone();
+        report.pods_assigned = self.assign_pods();
+        self.assign_nodes();
+        report.pod_errors = self.pod_errors.len();
+        let desired = self.desired();
+        report.nb = self.rec.reconcile(&desired).await?;
+        for c in &report.nb.conflicts {
+            tracing::warn!(conflict = %c, "NB row left untouched");
+        }
+        let (annotations, statuses) = self.write_back().await;
+        report.annotations_written = annotations;
+        report.statuses_written = statuses;
+        Ok(report)
+    }
+
+    fn validate_subnets(&mut self) {
+        let external = self
+            .rec
+            .replica()
+            .read(|v| context::external_context(&self.cfg, v));
+        let mut names: Vec<(&String, _)> = self
+            .state
+            .subnets
+            .iter()
+            .map(|(n, s)| (n, s.metadata.creation_timestamp.clone()))
+            .collect();
+        names.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)));
+        let names: Vec<String> = names.into_iter().map(|(n, _)| n.clone()).collect();
+        self.problems.clear();
+        for name in names {
+            let Some(subnet) = self.state.subnets.get(&name) else {
+                continue;
+            };
+            let ctx = context::validation_context(&self.cfg, &self.state, &name, external.as_ref());
+            match validate::validate(&name, &subnet.spec, &ctx) {
+                Ok(valid) => {
+                    self.served.insert(name, valid);
+                }
+                Err(problems) => {
+                    let mut reason = joined(&problems);
+                    if self.served.contains_key(&name) {
+                        reason.push_str(" (still serving the last valid spec)");
+                    }
+                    self.problems.insert(name, reason);
+                }
+            }
+        }
+        let present: BTreeSet<&String> = self.state.subnets.keys().collect();
+        self.served.retain(|n, _| present.contains(n));
+    }
+
+    /// Adds/updates IPAM subnets; releases and removes deleted ones. Returns pods released.
+    fn sync_ipam_subnets(&mut self) -> usize {
+        for (name, v) in &self.served {
+            if let Err(e) = self.ipam.apply_subnet(v) {
+                tracing::warn!(subnet = %name, error = %e, "IPAM refused the Subnet change");
+                self.problems
+                    .insert(name.clone(), format!("IPAM refused the change: {e}"));
+            }
+        }
+        let gone: Vec<String> = self
+            .ipam
+            .subnet_names()
+            .filter(|n| *n != JOIN_POOL && !self.served.contains_key(*n))
+            .map(str::to_string)
+            .collect();
+        let mut released = 0;
+        for name in gone {
+            let holders: Vec<String> = self
+                .assigned
+                .iter()
+                .filter(|k| self.ipam.addresses(k).is_some_and(|a| a.subnet == name))
+                .cloned()
+                .collect();
+            for key in holders {
+                self.release_pod(&key);
+                released += 1;
+            }
+            if let Err(e) = self.ipam.remove_subnet(&name) {
+                tracing::warn!(subnet = %name, error = %e, "cannot remove IPAM subnet yet");
+            }
+        }
+        released
+    }
+
+    /// Rebuilds IPAM from what pods and nodes already hold.
+    fn restore(&mut self) {
+        let pods: Vec<PodInfo> = self.state.pods.values().cloned().collect();
+        let mut missing: BTreeSet<String> = BTreeSet::new();
+        for pod in &pods {
+            match annotation::pod_addresses(&pod.annotations) {
+                Some(Ok(addrs)) => self.restore_pod(pod, &addrs),
+                Some(Err(e)) => {
+                    tracing::warn!(pod = %pod.key(), error = %e, "unreadable pod annotation")
+                }
+                None => {
+                    missing.insert(pod.key());
+                }
+            }
+        }
+        // Pods whose NB port was written but whose annotation was not.
+        let from_nb: Vec<(String, PodAddresses)> = self.rec.replica().read(|v| {
+            v.rows(LogicalSwitchPort::TABLE)
+                .filter(|r| r.map_get("external_ids", OWNER) == Some(self.cfg.cluster_id.as_str()))
+                .filter(|r| r.map_get("external_ids", KIND) == Some("pod"))
+                .filter_map(|r| {
+                    let key = r.map_get("external_ids", crate::names::OBJECT)?.to_string();
+                    let subnet = r.map_get("external_ids", SUBNET)?.to_string();
+                    let addresses: Vec<String> = r.get_as("addresses").ok()?;
+                    let addrs = parse_lsp_addresses(addresses.first()?, &subnet, &self.served)?;
+                    Some((key, addrs))
+                })
+                .collect()
+        });
+        for (key, addrs) in from_nb {
+            if missing.contains(&key)
+                && let Some(pod) = self.state.pods.get(&key).cloned()
+            {
+                self.restore_pod(&pod, &addrs);
+            }
+        }
+        let nodes: Vec<(String, Option<String>)> = self
+            .state
+            .nodes
+            .values()
+            .map(|n| (n.name.clone(), n.annotations.get(NODE_MGMT_PORT).cloned()))
+            .collect();
+        for (name, ann) in nodes {
+            let Some(ann) = ann else { continue };
+            let parsed = serde_json::from_str::<annotation::PodNetwork>(&ann)
+                .ok()
+                .and_then(|n| n.to_addresses(JOIN_POOL).ok());
+            if let Some(addrs) = parsed {
+                let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
+                match self
+                    .ipam
+                    .restore(&node_key(&name), JOIN_POOL, &ips, addrs.mac)
+                {
+                    Ok(()) => {
+                        self.nodes_assigned.insert(name);
+                    }
+                    Err(e) => {
+                        tracing::warn!(node = %name, error = %e, "cannot restore join address")
+                    }
+                }
+            }
+        }
+    }
+
+    fn restore_pod(&mut self, pod: &PodInfo, addrs: &PodAddresses) {
+        let key = match pod_request(pod).ok().and_then(|r| r.vm) {
+            Some(vmi) => vm_key(&pod.namespace, &vmi),
+            None => pod.key(),
+        };
+        let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
+        match self.ipam.restore(&key, &addrs.subnet, &ips, addrs.mac) {
+            Ok(()) => {
+                self.assigned.insert(pod.key());
+            }
+            Err(e) => {
+                tracing::warn!(pod = %pod.key(), error = %e, "cannot restore pod addresses");
+            }
+        }
+    }
+
+    fn release_pod(&mut self, key: &str) {
+        self.ipam.release(key);
+        self.assigned.remove(key);
+    }
+
+    /// Releases pods that are gone or finished. Returns how many.
+    fn release_gone(&mut self) -> usize {
+        let gone: Vec<String> = self
+            .assigned
+            .iter()
+            .filter(|k| {
+                self.state
+                    .pods
+                    .get(*k)
+                    .is_none_or(|p| p.completed || p.host_network)
+            })
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.release_pod(k);
+        }
+        self.pod_errors
+            .retain(|k, _| self.state.pods.contains_key(k));
+        let nodes_gone: Vec<String> = self
+            .nodes_assigned
+            .iter()
+            .filter(|n| !self.state.nodes.contains_key(*n))
+            .cloned()
+            .collect();
+        for n in nodes_gone {
+            self.ipam.release(&node_key(&n));
+            self.nodes_assigned.remove(&n);
+        }
+        gone.len()
+    }
+
+    /// The Subnet a pod draws from: one naming its namespace, else the default Subnet.
+    fn subnet_for(&self, pod: &PodInfo) -> Option<&ValidSubnet> {
+        self.served
+            .values()
+            .find(|s| s.namespaces.iter().any(|n| n == &pod.namespace))
+            .or_else(|| self.served.values().find(|s| s.default))
+    }
+
+    /// Gives addresses to pods that need them. Returns how many were assigned.
+    fn assign_pods(&mut self) -> usize {
+        let mut assigned = 0;
+        let pods: Vec<PodInfo> = self
+            .state
+            .pods
+            .values()
+            .filter(|p| !p.host_network && !p.completed && p.node.is_some())
+            .filter(|p| !self.assigned.contains(&p.key()))
+            .cloned()
+            .collect();
+        for pod in pods {
+            let key = pod.key();
+            let result = self.assign_pod(&pod);
+            match result {
+                Ok(()) => {
+                    self.assigned.insert(key.clone());
+                    self.pod_errors.remove(&key);
+                    assigned += 1;
+                }
+                Err(msg) => {
+                    if self.pod_errors.get(&key) != Some(&msg) {
+                        tracing::warn!(pod = %key, error = %msg, "pod gets no address");
+                    }
+                    self.pod_errors.insert(key, msg);
+                }
+            }
+        }
+        assigned
+    }
+
+    fn assign_pod(&mut self, pod: &PodInfo) -> Result<(), String> {
+        let req: PodIpRequest = pod_request(pod).map_err(|e| e.to_string())?;
+        let subnet = self
+            .subnet_for(pod)
+            .map(|s| s.name.clone())
+            .ok_or_else(|| {
+                format!(
+                    "no Subnet serves namespace {} and no Subnet is the default",
+                    pod.namespace
+                )
+            })?;
+        self.ipam
+            .assign(&pod.key(), &subnet, &req)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn assign_nodes(&mut self) {
+        let names: Vec<String> = self
+            .state
+            .nodes
+            .keys()
+            .filter(|n| !self.nodes_assigned.contains(*n))
+            .cloned()
+            .collect();
+        for name in names {
+            match self
+                .ipam
+                .assign(&node_key(&name), JOIN_POOL, &PodIpRequest::default())
+            {
+                Ok(_) => {
+                    self.nodes_assigned.insert(name);
+                }
+                Err(e) => tracing::warn!(node = %name, error = %e, "no join address for node"),
+            }
+        }
+    }
+
+    /// The desired NB rows for the current model.
+    pub fn desired(&self) -> DesiredNb {
+        let pods: Vec<(&PodInfo, PodAddresses)> = self
+            .assigned
+            .iter()
+            .filter_map(|k| Some((self.state.pods.get(k)?, self.ipam.addresses(k)?)))
+            .collect();
+        let nodes: Vec<(&crate::model::NodeInfo, PodAddresses)> = self
+            .nodes_assigned
+            .iter()
+            .filter_map(|n| Some((self.state.nodes.get(n)?, self.ipam.addresses(&node_key(n))?)))
+            .collect();
+        let input = Input {
+            subnets: self.served.values().collect(),
+            pods: pods.iter().map(|(p, a)| (*p, a)).collect(),
+            nodes: nodes.iter().map(|(n, a)| (*n, a)).collect(),
+        };
+        translate::translate(&self.cfg, &input)
+    }
+
+    /// The status a Subnet should carry now.
+    fn subnet_status(&self, name: &str) -> SubnetStatus {
+        if let Some(reason) = self.problems.get(name) {
+            let mut st = validate::failed_status(&[]);
+            st.reason = reason.clone();
+            for c in &mut st.conditions {
+                c.message = reason.clone();
+            }
+            return st;
+        }
+        match self.served.get(name) {
+            Some(v) => {
+                let used = self.ipam.usage(name).map(|u| u.used).unwrap_or(0);
+                validate::active_status(v, &translate::switch_of(v), used)
+            }
+            None => SubnetStatus::default(),
+        }
+    }
+}
+
+fn report_is_interesting(r: &SyncReport) -> bool {
+    r.nb.transactions > 0
+        || r.pods_assigned > 0
+        || r.pods_released > 0
+        || r.statuses_written > 0
+        || !r.nb.conflicts.is_empty()
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn joined(problems: &[SubnetProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// IPAM owner key of a node's join address.
+pub fn node_key(node: &str) -> String {
+    format!("node:{node}")
+}
+
+/// The join switch's pool as a Subnet.
+pub fn join_subnet(cfg: &ClusterConfig) -> ValidSubnet {
+    ValidSubnet {
+        name: JOIN_POOL.into(),
+        protocol: Protocol::IPv4,
+        cidrs: vec![cfg.join_cidr],
+        gateways: vec![cfg.join_gateway],
+        excludes: vec![],
+        vlan_id: None,
+        provider: None,
+        external_logical_switch: None,
+        namespaces: vec![],
+        default: false,
+    }
+}
+
+/// An LSP `addresses` entry ("MAC IP [IP]") back to addresses, with the Subnet's prefixes.
+fn parse_lsp_addresses(
+    entry: &str,
+    subnet: &str,
+    served: &BTreeMap<String, ValidSubnet>,
+) -> Option<PodAddresses> {
+    let s = served.get(subnet)?;
+    let mut words = entry.split_whitespace();
+    let mac: Mac = words.next()?.parse().ok()?;
+    let mut ips = Vec::new();
+    for w in words {
+        let ip: IpAddr = w.parse().ok()?;
+        let cidr = s.cidrs.iter().find(|c| c.contains(&ip))?;
+        ips.push(ipnet::IpNet::new(ip, cidr.prefix_len()).ok()?);
+    }
+    Some(PodAddresses {
+        subnet: subnet.to_string(),
+        ips,
+        mac,
+        gateways: s.gateways.clone(),
+    })
+}

@@ -1,0 +1,74 @@
+//! The controller's copy of the cluster objects, fed by source [`Event`]s.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::crd::Subnet;
+use crate::model::{NodeInfo, PodInfo};
+use crate::source::{Event, Kind};
+
+/// Objects by key, and which kinds have completed their initial list.
+#[derive(Default)]
+pub struct ClusterState {
+    pub subnets: BTreeMap<String, Subnet>,
+    /// By `namespace/name`.
+    pub pods: BTreeMap<String, PodInfo>,
+    pub nodes: BTreeMap<String, NodeInfo>,
+    synced: BTreeSet<Kind>,
+    /// Keys seen since a re-list of that kind began (a re-list replaces the kind's objects).
+    relisting: BTreeMap<Kind, BTreeSet<String>>,
+}
+
+impl ClusterState {
+    /// True once Subnets, Pods and Nodes have each been listed.
+    pub fn is_synced(&self) -> bool {
+        self.synced.len() == 3
+    }
+
+    fn seen(&mut self, kind: Kind, key: &str) {
+        if let Some(keys) = self.relisting.get_mut(&kind) {
+            keys.insert(key.to_string());
+        }
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, ev: Event) {
+        match ev {
+            Event::Subnet(s) => {
+                let name = s.metadata.name.clone().unwrap_or_default();
+                self.seen(Kind::Subnet, &name);
+                self.subnets.insert(name, *s);
+            }
+            Event::SubnetDeleted(name) => {
+                self.subnets.remove(&name);
+            }
+            Event::Pod(p) => {
+                let key = p.key();
+                self.seen(Kind::Pod, &key);
+                self.pods.insert(key, *p);
+            }
+            Event::PodDeleted(key) => {
+                self.pods.remove(&key);
+            }
+            Event::Node(n) => {
+                self.seen(Kind::Node, &n.name.clone());
+                self.nodes.insert(n.name.clone(), *n);
+            }
+            Event::NodeDeleted(name) => {
+                self.nodes.remove(&name);
+            }
+            Event::Relist(kind) => {
+                self.relisting.insert(kind, BTreeSet::new());
+            }
+            Event::Synced(kind) => {
+                if let Some(keys) = self.relisting.remove(&kind) {
+                    match kind {
+                        Kind::Subnet => self.subnets.retain(|k, _| keys.contains(k)),
+                        Kind::Pod => self.pods.retain(|k, _| keys.contains(k)),
+                        Kind::Node => self.nodes.retain(|k, _| keys.contains(k)),
+                    }
+                }
+                self.synced.insert(kind);
+            }
+        }
+    }
+}

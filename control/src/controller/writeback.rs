@@ -1,0 +1,122 @@
+//! Writes the controller's answers back to the object store: pod and node annotations
+//! (after the NB commit) and Subnet status, each only when it differs from what the object
+//! already carries, so a steady state writes nothing.
+
+use std::collections::BTreeMap;
+
+use super::{Controller, IPAM_ERROR, node_key};
+use crate::annotation::{self, NODE_MGMT_PORT, POD_NETWORKS, POD_SUBNET, PodNetwork};
+use crate::source::{WriteError, Writer};
+
+impl<W: Writer> Controller<W> {
+    /// Returns (annotation writes, status writes).
+    pub(super) async fn write_back(&mut self) -> (usize, usize) {
+        let mut annotations = 0;
+        let mut pod_writes: Vec<(String, String, BTreeMap<String, String>)> = Vec::new();
+        for key in &self.assigned {
+            let (Some(pod), Some(addrs)) = (self.state.pods.get(key), self.ipam.addresses(key))
+            else {
+                continue;
+            };
+            let want = BTreeMap::from([
+                (
+                    POD_NETWORKS.to_string(),
+                    annotation::encode_pod_networks(&addrs),
+                ),
+                (POD_SUBNET.to_string(), addrs.subnet.clone()),
+            ]);
+            let mut want = want;
+            if pod
+                .annotations
+                .get(IPAM_ERROR)
+                .is_some_and(|e| !e.is_empty())
+            {
+                want.insert(IPAM_ERROR.to_string(), String::new());
+            }
+            if want.iter().any(|(k, v)| pod.annotations.get(k) != Some(v)) {
+                pod_writes.push((pod.namespace.clone(), pod.name.clone(), want));
+            }
+        }
+        for (key, msg) in &self.pod_errors {
+            let Some(pod) = self.state.pods.get(key) else {
+                continue;
+            };
+            if pod.annotations.get(IPAM_ERROR) != Some(msg) {
+                pod_writes.push((
+                    pod.namespace.clone(),
+                    pod.name.clone(),
+                    BTreeMap::from([(IPAM_ERROR.to_string(), msg.clone())]),
+                ));
+            }
+        }
+        for (ns, name, want) in pod_writes {
+            match self.writer.annotate_pod(&ns, &name, &want).await {
+                Ok(()) => {
+                    annotations += 1;
+                    if let Some(p) = self.state.pods.get_mut(&format!("{ns}/{name}")) {
+                        p.annotations.extend(want);
+                    }
+                }
+                Err(WriteError::NotFound { .. }) => {}
+                Err(e) => tracing::warn!(error = %e, "pod annotation not written"),
+            }
+        }
+
+        let mut node_writes = Vec::new();
+        for name in &self.nodes_assigned {
+            let (Some(node), Some(addrs)) = (
+                self.state.nodes.get(name),
+                self.ipam.addresses(&node_key(name)),
+            ) else {
+                continue;
+            };
+            let mut addrs = addrs;
+            addrs.gateways = vec![self.cfg.join_gateway];
+            let value =
+                serde_json::to_string(&PodNetwork::from_addresses(&addrs)).unwrap_or_default();
+            if node.annotations.get(NODE_MGMT_PORT) != Some(&value) {
+                node_writes.push((name.clone(), value));
+            }
+        }
+        for (name, value) in node_writes {
+            let want = BTreeMap::from([(NODE_MGMT_PORT.to_string(), value)]);
+            match self.writer.annotate_node(&name, &want).await {
+                Ok(()) => {
+                    annotations += 1;
+                    if let Some(n) = self.state.nodes.get_mut(&name) {
+                        n.annotations.extend(want);
+                    }
+                }
+                Err(WriteError::NotFound { .. }) => {}
+                Err(e) => tracing::warn!(error = %e, "node annotation not written"),
+            }
+        }
+
+        let mut statuses = 0;
+        let names: Vec<String> = self.state.subnets.keys().cloned().collect();
+        for name in names {
+            let Some(subnet) = self.state.subnets.get(&name) else {
+                continue;
+            };
+            let previous = subnet.status.as_ref();
+            let status = self
+                .subnet_status(&name)
+                .keep_transition_times(previous)
+                .with_observed_generation(subnet.metadata.generation);
+            if previous == Some(&status) {
+                continue;
+            }
+            match self.writer.subnet_status(&name, &status).await {
+                Ok(()) => {
+                    statuses += 1;
+                    if let Some(s) = self.state.subnets.get_mut(&name) {
+                        s.status = Some(status);
+                    }
+                }
+                Err(WriteError::NotFound { .. }) => {}
+                Err(e) => tracing::warn!(subnet = %name, error = %e, "status not written"),
+            }
+        }
+        (annotations, statuses)
+    }
+}

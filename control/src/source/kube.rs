@@ -1,0 +1,160 @@
+//! The production source: kube-runtime watchers on Subnets, Pods and Nodes, and patches
+//! through the Kubernetes API.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::convert::{node_info, pod_info};
+use super::{Event, Kind, WriteError, Writer};
+use crate::crd::{Subnet, SubnetStatus};
+
+/// The field manager name on our patches.
+pub const FIELD_MANAGER: &str = "zstack-ovnkube-controller";
+
+/// Starts the three watchers; their events arrive on `tx` until it is closed.
+pub fn spawn_watchers(client: Client, tx: mpsc::UnboundedSender<Event>) {
+    spawn_watch(
+        Api::<Subnet>::all(client.clone()),
+        Kind::Subnet,
+        tx.clone(),
+        |s: Subnet| Event::Subnet(Box::new(s)),
+        |s: Subnet| Event::SubnetDeleted(s.metadata.name.unwrap_or_default()),
+    );
+    spawn_watch(
+        Api::<Pod>::all(client.clone()),
+        Kind::Pod,
+        tx.clone(),
+        |p: Pod| Event::Pod(Box::new(pod_info(&p))),
+        |p: Pod| {
+            Event::PodDeleted(format!(
+                "{}/{}",
+                p.metadata.namespace.unwrap_or_default(),
+                p.metadata.name.unwrap_or_default()
+            ))
+        },
+    );
+    spawn_watch(
+        Api::<Node>::all(client),
+        Kind::Node,
+        tx,
+        |n: Node| Event::Node(Box::new(node_info(&n))),
+        |n: Node| Event::NodeDeleted(n.metadata.name.unwrap_or_default()),
+    );
+}
+
+fn spawn_watch<K>(
+    api: Api<K>,
+    kind: Kind,
+    tx: mpsc::UnboundedSender<Event>,
+    apply: fn(K) -> Event,
+    delete: fn(K) -> Event,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher(api).default_backoff().boxed();
+        while let Some(item) = stream.next().await {
+            let ev = match item {
+                Ok(WatchEvent::Apply(o)) | Ok(WatchEvent::InitApply(o)) => apply(o),
+                Ok(WatchEvent::Delete(o)) => delete(o),
+                Ok(WatchEvent::Init) => Event::Relist(kind),
+                Ok(WatchEvent::InitDone) => Event::Synced(kind),
+                Err(e) => {
+                    tracing::warn!(?kind, error = %e, "watch error; retrying with backoff");
+                    continue;
+                }
+            };
+            if tx.send(ev).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+fn watcher<K>(api: Api<K>) -> impl futures::Stream<Item = Result<WatchEvent<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher::watcher(api, watcher::Config::default())
+}
+
+/// Patches through the Kubernetes API.
+#[derive(Clone)]
+pub struct KubeWriter {
+    client: Client,
+}
+
+impl KubeWriter {
+    pub fn new(client: Client) -> Self {
+        KubeWriter { client }
+    }
+}
+
+fn write_error(object: String, e: kube::Error) -> WriteError {
+    match &e {
+        kube::Error::Api(s) if s.code == 404 => WriteError::NotFound { object },
+        _ => WriteError::Failed {
+            object,
+            detail: e.to_string(),
+        },
+    }
+}
+
+impl Writer for KubeWriter {
+    async fn annotate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), WriteError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let patch = json!({"metadata": {"annotations": annotations}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(format!("pod {namespace}/{name}"), e))
+    }
+
+    async fn annotate_node(
+        &self,
+        name: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), WriteError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({"metadata": {"annotations": annotations}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(format!("node {name}"), e))
+    }
+
+    async fn subnet_status(&self, name: &str, status: &SubnetStatus) -> Result<(), WriteError> {
+        let api: Api<Subnet> = Api::all(self.client.clone());
+        // JSON Patch "add" on /status replaces the whole status (a merge patch would keep
+        // fields the new status omits, such as a stale `reason`).
+        let value = serde_json::to_value(status).map_err(|e| WriteError::Failed {
+            object: format!("subnet {name}"),
+            detail: e.to_string(),
+        })?;
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": value}]))
+                .map_err(|e| WriteError::Failed {
+                    object: format!("subnet {name}"),
+                    detail: e.to_string(),
+                })?;
+        api.patch_status(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(format!("subnet {name}"), e))
+    }
+}

@@ -1,0 +1,76 @@
+//! Where objects come from and where the controller's answers go.
+//!
+//! A source turns Kubernetes objects into [`Event`]s on a channel; a [`Writer`] patches pod
+//! and node annotations and Subnet status. Two implementations:
+//!
+//! - [`kube`]: kube-runtime watchers and patches against a real kube-apiserver (production);
+//! - [`memory`]: an in-process object store (the local lab, tests, benchmarks).
+
+pub mod convert;
+pub mod kube;
+pub mod memory;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use crate::crd::{Subnet, SubnetStatus};
+use crate::model::{NodeInfo, PodInfo};
+
+/// Which kind of object an [`Event::Synced`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Subnet,
+    Pod,
+    Node,
+}
+
+/// A change of the cluster, as the controller sees it.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Subnet(Box<Subnet>),
+    SubnetDeleted(String),
+    Pod(Box<PodInfo>),
+    /// `namespace/name`.
+    PodDeleted(String),
+    Node(Box<NodeInfo>),
+    NodeDeleted(String),
+    /// Every object of this kind has been listed once (start-up, or a re-list after a
+    /// watch error: objects not re-listed since the previous `Synced` are gone).
+    Synced(Kind),
+    /// A re-list of this kind starts: the objects that follow up to `Synced` are all there is.
+    Relist(Kind),
+}
+
+/// Why a write to the object store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{object} not found")]
+    NotFound { object: String },
+    #[error("writing {object}: {detail}")]
+    Failed { object: String, detail: String },
+}
+
+/// Where the controller writes its answers.
+pub trait Writer: Send + Sync + 'static {
+    /// Merges `annotations` into the pod's annotations.
+    fn annotate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Merges `annotations` into the node's annotations.
+    fn annotate_node(
+        &self,
+        name: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Replaces the Subnet's status.
+    fn subnet_status(
+        &self,
+        name: &str,
+        status: &SubnetStatus,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+}

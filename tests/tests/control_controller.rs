@@ -1,0 +1,370 @@
+//! The whole controller (validation, IPAM, translators, reconciler, write-back) against a
+//! real OVN NB + northd, fed by the in-process object store the lab uses. Checks NB rows
+//! with `ovn-nbctl`, the pod/node annotations and the Subnet status; then a restart with
+//! nothing changed (zero NB writes, same addresses), a restart after a crash between the NB
+//! write and the annotation patch (no address handed out twice), and deletions.
+
+use std::collections::BTreeMap;
+
+use control::annotation::{NODE_MGMT_PORT, POD_NETWORKS, POD_SUBNET, decode_pod_networks};
+use control::controller::{Controller, IPAM_ERROR, SyncReport};
+use control::crd::{Subnet, SubnetPhase, SubnetSpec};
+use control::model::{NodeInfo, PodInfo};
+use control::reconcile::Reconciler;
+use control::source::Event;
+use control::source::memory::MemoryStore;
+use control::translate::ClusterConfig;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use lab::central::{Central, CentralConfig};
+use ovsdb::{Client, ClientConfig};
+use tests::nbctl::{column, nbctl};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+fn subnet(name: &str, age_s: i64, spec: SubnetSpec) -> Subnet {
+    let mut s = Subnet::new(name, spec);
+    let t = k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + age_s).unwrap();
+    s.metadata.creation_timestamp = Some(Time(t));
+    s.metadata.generation = Some(1);
+    s
+}
+
+fn spec(cidr: &str) -> SubnetSpec {
+    SubnetSpec {
+        cidr: cidr.into(),
+        ..Default::default()
+    }
+}
+
+fn pod(ns: &str, name: &str, node: &str, ann: &[(&str, &str)]) -> PodInfo {
+    PodInfo {
+        namespace: ns.into(),
+        name: name.into(),
+        uid: format!("uid-{ns}-{name}"),
+        node: Some(node.into()),
+        host_network: false,
+        labels: BTreeMap::new(),
+        annotations: ann
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        completed: false,
+    }
+}
+
+fn node(name: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        addresses: vec![],
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+/// Feeds every pending event to the controller and runs one pass.
+async fn pass(ctl: &mut Controller<MemoryStore>, rx: &mut UnboundedReceiver<Event>) -> SyncReport {
+    while let Ok(ev) = rx.try_recv() {
+        ctl.apply(ev);
+    }
+    ctl.sync().await.expect("sync")
+}
+
+/// Passes until one writes nothing (the controller's own writes come back as events).
+async fn settle(ctl: &mut Controller<MemoryStore>, rx: &mut UnboundedReceiver<Event>) {
+    for _ in 0..5 {
+        let r = pass(ctl, rx).await;
+        if r.nb.transactions == 0 && r.annotations_written == 0 && r.statuses_written == 0 {
+            return;
+        }
+    }
+    panic!("controller did not settle in 5 passes");
+}
+
+fn ip_of(store: &MemoryStore, key: &str) -> String {
+    let p = store.pod(key).unwrap_or_else(|| panic!("pod {key}"));
+    let net = decode_pod_networks(&p.annotations[POD_NETWORKS]).unwrap();
+    net.ip_addresses[0].clone()
+}
+
+async fn controller(nb: &str, store: &MemoryStore) -> Controller<MemoryStore> {
+    controller_with(nb, store, ClusterConfig::default()).await
+}
+
+async fn controller_with(
+    nb: &str,
+    store: &MemoryStore,
+    cfg: ClusterConfig,
+) -> Controller<MemoryStore> {
+    let client = Client::connect(ClientConfig::parse(nb).unwrap())
+        .await
+        .unwrap();
+    let rec = Reconciler::start(client, "zstack-ovn").await.unwrap();
+    Controller::new(cfg, rec, store.clone())
+}
+
+fn fill(store: &MemoryStore) {
+    let mut blue = spec("10.1.0.0/24");
+    blue.exclude_ips = vec!["10.1.0.2..10.1.0.10".into()];
+    blue.namespaces = vec!["ns1".into()];
+    let mut red = spec("10.2.0.0/24");
+    red.default = true;
+    let mut bad = spec("10.3.0.0/24");
+    bad.gateway = Some("10.4.0.1".into());
+    store.apply_subnet(subnet("blue", 0, blue));
+    store.apply_subnet(subnet("red", 1, red));
+    store.apply_subnet(subnet("bad", 2, bad));
+    store.apply_subnet(subnet("late", 3, spec("10.1.0.0/16")));
+    store.apply_node(node("node1"));
+    store.apply_node(node("node2"));
+    store.apply_pod(pod("ns1", "a", "node1", &[]));
+    store.apply_pod(pod("ns2", "b", "node2", &[]));
+    store.apply_pod(pod(
+        "ns1",
+        "c",
+        "node1",
+        &[("ovn.kubernetes.io/ip_address", "10.1.0.50")],
+    ));
+    store.apply_pod(pod(
+        "ns1",
+        "d",
+        "node1",
+        &[("ovn.kubernetes.io/ip_address", "10.1.0.5")],
+    ));
+    store.mark_synced();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_end_to_end_on_real_nb() {
+    if !tests::require_real(
+        "control_controller_end_to_end_on_real_nb",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("cct");
+    let central = Central::start(CentralConfig {
+        dir: s.dir.path().join("central"),
+        raft: false,
+        northd: true,
+        tcp: false,
+    })
+    .unwrap();
+    let nb = central.nb_remote();
+    let (store, mut rx) = MemoryStore::new();
+    fill(&store);
+    let mut ctl = controller(&nb, &store).await;
+    let first = pass(&mut ctl, &mut rx).await;
+    assert!(
+        first.nb.inserts > 0 && first.pods_assigned == 3,
+        "{first:?}"
+    );
+    settle(&mut ctl, &mut rx).await;
+
+    // NB rows (second opinion) and annotations agree.
+    let blue_ports = nbctl(&nb, &["lsp-list", "subnet-blue"]);
+    assert!(
+        blue_ports.contains("(ns1_a)") && blue_ports.contains("(ns1_c)"),
+        "{blue_ports}"
+    );
+    assert!(nbctl(&nb, &["lsp-list", "subnet-red"]).contains("(ns2_b)"));
+    let a_ip = ip_of(&store, "ns1/a");
+    let a_host: std::net::Ipv4Addr = a_ip.split('/').next().unwrap().parse().unwrap();
+    assert!(
+        a_host.octets()[3] > 10,
+        "excluded 10.1.0.2..10 never handed out: {a_ip}"
+    );
+    assert_eq!(ip_of(&store, "ns1/c"), "10.1.0.50/24");
+    let a = store.pod("ns1/a").unwrap();
+    assert_eq!(a.annotations[POD_SUBNET], "blue");
+    let a_net = decode_pod_networks(&a.annotations[POD_NETWORKS]).unwrap();
+    assert_eq!(a_net.gateway_ips, vec!["10.1.0.1"]);
+    assert_eq!(
+        nbctl(&nb, &["lsp-get-addresses", "ns1_a"]).trim(),
+        format!("{} {}", a_net.mac_address, a_host)
+    );
+    assert!(ip_of(&store, "ns2/b").starts_with("10.2.0."));
+    // A static IP inside the excluded range: no address, and the pod says why.
+    let d = store.pod("ns1/d").unwrap();
+    assert!(!d.annotations.contains_key(POD_NETWORKS));
+    let why = &d.annotations[IPAM_ERROR];
+    assert!(why.contains("10.1.0.5") && why.contains("exclude"), "{why}");
+    assert!(!column(&nb, "Logical_Switch_Port", "name").contains(&"ns1_d".to_string()));
+
+    // Subnet status.
+    let st = |n: &str| store.subnet(n).unwrap().status.unwrap();
+    assert_eq!(st("blue").phase, SubnetPhase::Active);
+    assert_eq!(st("blue").used_ips, Some(2.0));
+    assert_eq!(st("blue").available_ips, Some(253.0 - 9.0 - 2.0));
+    assert_eq!(st("blue").logical_switch.as_deref(), Some("subnet-blue"));
+    assert_eq!(st("bad").phase, SubnetPhase::Failed);
+    assert!(
+        st("bad").reason.contains("10.4.0.1"),
+        "{}",
+        st("bad").reason
+    );
+    assert_eq!(st("late").phase, SubnetPhase::Failed);
+    assert!(
+        st("late").reason.contains("overlaps"),
+        "{}",
+        st("late").reason
+    );
+    assert!(!column(&nb, "Logical_Switch", "name").contains(&"subnet-late".to_string()));
+
+    // Nodes: a management port on the join switch, announced on the node.
+    assert!(nbctl(&nb, &["lsp-list", "join"]).contains("(node-node2)"));
+    let mgmt = &store.node("node1").unwrap().annotations[NODE_MGMT_PORT];
+    assert!(mgmt.contains("100.64.0."), "{mgmt}");
+
+    // Restart with nothing changed: zero NB writes, zero annotation/status writes.
+    drop(ctl);
+    let mut replay = store.replay();
+    let mut ctl = controller(&nb, &store).await;
+    let r = pass(&mut ctl, &mut replay).await;
+    assert_eq!(r.nb.transactions, 0, "{r:?}");
+    assert_eq!((r.annotations_written, r.statuses_written), (0, 0), "{r:?}");
+    assert_eq!(r.pods_assigned, 0, "{r:?}");
+
+    // Restart after a crash between the NB write and the annotation patch: pod a lost its
+    // annotation but its NB port remains; IPAM must not hand its address to anyone else.
+    drop(ctl);
+    let (store2, mut rx2) = MemoryStore::new();
+    for sn in store.subnets() {
+        store2.apply_subnet(sn);
+    }
+    for n in ["node1", "node2"] {
+        store2.apply_node(store.node(n).unwrap());
+    }
+    for p in store.pods() {
+        let mut p = p;
+        if p.key() == "ns1/a" {
+            p.annotations.clear();
+        }
+        store2.apply_pod(p);
+    }
+    store2.apply_pod(pod("ns1", "e", "node1", &[]));
+    store2.mark_synced();
+    let mut ctl = controller(&nb, &store2).await;
+    settle(&mut ctl, &mut rx2).await;
+    assert_eq!(ip_of(&store2, "ns1/a"), a_ip, "pod a keeps its address");
+    let ips: Vec<String> = ["ns1/a", "ns1/c", "ns1/e"]
+        .iter()
+        .map(|k| ip_of(&store2, k))
+        .collect();
+    assert!(
+        ips[2] != ips[0] && ips[2] != ips[1],
+        "no double allocation: {ips:?}"
+    );
+
+    // Deletions: pod → port gone, address free; Subnet → switch and router port gone.
+    store2.delete_pod("ns1/e");
+    settle(&mut ctl, &mut rx2).await;
+    assert!(!column(&nb, "Logical_Switch_Port", "name").contains(&"ns1_e".to_string()));
+    assert_eq!(
+        store2.subnet("blue").unwrap().status.unwrap().used_ips,
+        Some(2.0)
+    );
+    store2.delete_subnet("red");
+    settle(&mut ctl, &mut rx2).await;
+    assert!(!column(&nb, "Logical_Switch", "name").contains(&"subnet-red".to_string()));
+    assert!(
+        !column(&nb, "Logical_Router_Port", "name")
+            .contains(&"ovn_cluster_router-subnet-red".to_string())
+    );
+    drop(ctl);
+    central.stop().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_mode_never_hands_out_platform_addresses() {
+    if !tests::require_real(
+        "control_controller_external_mode_never_hands_out_platform_addresses",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("cce");
+    let central = Central::start(CentralConfig {
+        dir: s.dir.path().join("central"),
+        raft: false,
+        northd: true,
+        tcp: false,
+    })
+    .unwrap();
+    let nb = central.nb_remote();
+    // The platform's switch with two VMs on it.
+    nbctl(&nb, &["ls-add", "zs-l2"]);
+    for (vm, addr) in [
+        ("vm-1", "fa:16:3e:00:00:01 10.10.0.5"),
+        ("vm-2", "fa:16:3e:00:00:02 10.10.0.6"),
+    ] {
+        nbctl(
+            &nb,
+            &["lsp-add", "zs-l2", vm, "--", "lsp-set-addresses", vm, addr],
+        );
+    }
+    let platform_before = nbctl(&nb, &["list", "Logical_Switch_Port", "vm-1"]);
+
+    let (store, mut rx) = MemoryStore::new();
+    // 10.10.0.0/29: gateway .1, hosts .2-.6; the platform holds .5 and .6.
+    let mut shared = spec("10.10.0.0/29");
+    shared.external_logical_switch = Some("zs-l2".into());
+    shared.namespaces = vec!["ns1".into()];
+    store.apply_subnet(subnet("shared", 0, shared));
+    let mut ghost = spec("10.20.0.0/24");
+    ghost.external_logical_switch = Some("no-such-switch".into());
+    store.apply_subnet(subnet("ghost", 1, ghost));
+    store.apply_node(node("node1"));
+    for i in 1..=4 {
+        store.apply_pod(pod("ns1", &format!("p{i}"), "node1", &[]));
+    }
+    store.apply_pod(pod(
+        "ns1",
+        "pinned",
+        "node1",
+        &[("ovn.kubernetes.io/ip_address", "10.10.0.5")],
+    ));
+    store.mark_synced();
+    let cfg = ClusterConfig {
+        mode: control::translate::Mode::External,
+        ..ClusterConfig::default()
+    };
+    let mut ctl = controller_with(&nb, &store, cfg).await;
+    settle(&mut ctl, &mut rx).await;
+
+    let mut got: Vec<String> = (1..=4)
+        .filter_map(|i| {
+            let p = store.pod(&format!("ns1/p{i}"))?;
+            p.annotations.get(POD_NETWORKS)?;
+            Some(ip_of(&store, &format!("ns1/p{i}")))
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, vec!["10.10.0.2/29", "10.10.0.3/29", "10.10.0.4/29"]);
+    let starved = (1..=4)
+        .map(|i| store.pod(&format!("ns1/p{i}")).unwrap())
+        .find(|p| !p.annotations.contains_key(POD_NETWORKS))
+        .unwrap();
+    assert!(
+        starved.annotations[IPAM_ERROR].contains("no free"),
+        "{:?}",
+        starved.annotations
+    );
+    let pinned = store.pod("ns1/pinned").unwrap();
+    assert!(
+        pinned.annotations[IPAM_ERROR].contains("10.10.0.5"),
+        "{:?}",
+        pinned.annotations
+    );
+    let ports = nbctl(&nb, &["lsp-list", "zs-l2"]);
+    assert_eq!(ports.matches("(ns1_p").count(), 3, "{ports}");
+    // No router or join switch of ours in external mode; the platform's port untouched.
+    assert_eq!(column(&nb, "Logical_Router", "name"), Vec::<String>::new());
+    assert_eq!(
+        nbctl(&nb, &["list", "Logical_Switch_Port", "vm-1"]),
+        platform_before
+    );
+    let ghost = store.subnet("ghost").unwrap().status.unwrap();
+    assert_eq!(ghost.phase, SubnetPhase::Failed);
+    assert!(ghost.reason.contains("no-such-switch"), "{}", ghost.reason);
+    drop(ctl);
+    central.stop().unwrap();
+}

@@ -1,0 +1,359 @@
+//! The NB reconciler against a real OVN_Northbound (ovsdb-server + ovn-northd from the
+//! lab), with `ovn-nbctl` as the second opinion: expected rows appear, a second pass and a
+//! restarted reconciler write nothing, deletions remove rows, and in external mode every
+//! foreign row is left byte-for-byte as it was.
+
+use std::collections::BTreeMap;
+
+use control::desired::DesiredNb;
+use control::model::{Mac, NodeInfo, PodAddresses, PodInfo, Protocol, ValidSubnet};
+use control::reconcile::Reconciler;
+use control::translate::{ClusterConfig, Input, Mode, translate};
+use lab::central::{Central, CentralConfig};
+use ovsdb::{Client, ClientConfig};
+use tests::nbctl::{column, nbctl};
+
+const OWNER: &str = "zstack-ovn";
+
+fn subnet(name: &str, cidr: &str, gw: &str) -> ValidSubnet {
+    ValidSubnet {
+        name: name.into(),
+        protocol: Protocol::IPv4,
+        cidrs: vec![cidr.parse().unwrap()],
+        gateways: vec![gw.parse().unwrap()],
+        excludes: vec![],
+        vlan_id: None,
+        provider: None,
+        external_logical_switch: None,
+        namespaces: vec![],
+        default: false,
+    }
+}
+
+fn pod(ns: &str, name: &str, node: &str) -> PodInfo {
+    PodInfo {
+        namespace: ns.into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        node: Some(node.into()),
+        host_network: false,
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        completed: false,
+    }
+}
+
+fn addrs(subnet: &str, ip_cidr: &str, mac: &str) -> PodAddresses {
+    PodAddresses {
+        subnet: subnet.into(),
+        ips: vec![ip_cidr.parse().unwrap()],
+        mac: mac.parse::<Mac>().unwrap(),
+        gateways: vec![],
+    }
+}
+
+struct Model {
+    subnets: Vec<ValidSubnet>,
+    pods: Vec<(PodInfo, PodAddresses)>,
+    nodes: Vec<(NodeInfo, PodAddresses)>,
+}
+
+impl Model {
+    fn desired(&self, cfg: &ClusterConfig) -> DesiredNb {
+        let input = Input {
+            subnets: self.subnets.iter().collect(),
+            pods: self.pods.iter().map(|(p, a)| (p, a)).collect(),
+            nodes: self.nodes.iter().map(|(n, a)| (n, a)).collect(),
+        };
+        translate(cfg, &input)
+    }
+}
+
+async fn start(dir: &std::path::Path) -> (Central, Client) {
+    let central = Central::start(CentralConfig {
+        dir: dir.to_path_buf(),
+        raft: false,
+        northd: true,
+        tcp: false,
+    })
+    .expect("start OVN central");
+    let client = Client::connect(ClientConfig::parse(&central.nb_remote()).unwrap())
+        .await
+        .expect("connect NB");
+    (central, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_rows_zero_write_resync_and_deletes() {
+    if !tests::require_real(
+        "control_reconcile_standalone_rows_zero_write_resync_and_deletes",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("crs");
+    let (central, client) = start(&s.dir.path().join("central")).await;
+    let nb = central.nb_remote();
+    let cfg = ClusterConfig::default();
+    let node = NodeInfo {
+        name: "node1".into(),
+        addresses: vec!["172.16.0.1".parse().unwrap()],
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    };
+    let mut model = Model {
+        subnets: vec![
+            subnet("blue", "10.1.0.0/24", "10.1.0.1"),
+            subnet("red", "10.2.0.0/24", "10.2.0.1"),
+        ],
+        pods: vec![
+            (
+                pod("ns1", "a", "node1"),
+                addrs("blue", "10.1.0.5/24", "0a:58:0a:01:00:05"),
+            ),
+            (
+                pod("ns1", "b", "node1"),
+                addrs("blue", "10.1.0.6/24", "0a:58:0a:01:00:06"),
+            ),
+            (
+                pod("ns2", "c", "node2"),
+                addrs("red", "10.2.0.5/24", "0a:58:0a:02:00:05"),
+            ),
+        ],
+        nodes: vec![(node, addrs("join", "100.64.0.2/16", "0a:58:64:40:00:02"))],
+    };
+
+    let rec = Reconciler::start(client.clone(), OWNER).await.unwrap();
+    let first = rec.reconcile(&model.desired(&cfg)).await.unwrap();
+    assert!(first.transactions >= 1 && first.inserts > 0, "{first:?}");
+    assert!(first.conflicts.is_empty(), "{:?}", first.conflicts);
+
+    // Second opinion: ovn-nbctl sees the topology.
+    assert_eq!(
+        column(&nb, "Logical_Switch", "name"),
+        vec!["join", "subnet-blue", "subnet-red"]
+    );
+    assert_eq!(
+        column(&nb, "Logical_Router", "name"),
+        vec!["ovn_cluster_router"]
+    );
+    let lsps = nbctl(&nb, &["lsp-list", "subnet-blue"]);
+    assert!(
+        lsps.contains("(ns1_a)") && lsps.contains("(ns1_b)"),
+        "{lsps}"
+    );
+    assert!(lsps.contains("(subnet-blue-ovn_cluster_router)"), "{lsps}");
+    assert_eq!(
+        nbctl(&nb, &["lsp-get-addresses", "ns1_a"]).trim(),
+        "0a:58:0a:01:00:05 10.1.0.5"
+    );
+    assert_eq!(
+        nbctl(&nb, &["lsp-get-port-security", "ns1_a"]).trim(),
+        "0a:58:0a:01:00:05 10.1.0.5"
+    );
+    assert_eq!(
+        nbctl(
+            &nb,
+            &[
+                "get",
+                "Logical_Router_Port",
+                "ovn_cluster_router-subnet-red",
+                "networks"
+            ]
+        )
+        .trim(),
+        "[\"10.2.0.1/24\"]"
+    );
+    assert_eq!(
+        nbctl(
+            &nb,
+            &[
+                "get",
+                "Logical_Switch_Port",
+                "ns2_c",
+                "external_ids:zstack.io/owner"
+            ]
+        )
+        .trim(),
+        "zstack-ovn"
+    );
+    assert!(nbctl(&nb, &["lsp-list", "join"]).contains("(node-node1)"));
+
+    // Nothing changed: zero writes, also from a freshly started reconciler (restart).
+    let second = rec.reconcile(&model.desired(&cfg)).await.unwrap();
+    assert_eq!(second.transactions, 0, "{second:?}");
+    let restarted = Reconciler::start(client.clone(), OWNER).await.unwrap();
+    let third = restarted.reconcile(&model.desired(&cfg)).await.unwrap();
+    assert_eq!(third.transactions, 0, "{third:?}");
+
+    // A changed pod (new MAC), a pod that moved Subnet, a deleted pod, a deleted Subnet.
+    model.pods[0].1 = addrs("blue", "10.1.0.5/24", "0a:58:0a:01:00:55");
+    model.pods[1].1 = addrs("red", "10.2.0.6/24", "0a:58:0a:02:00:06");
+    model.pods.remove(2);
+    let out = rec.reconcile(&model.desired(&cfg)).await.unwrap();
+    assert!(out.updates >= 1 && out.deletes >= 1, "{out:?}");
+    assert_eq!(
+        nbctl(&nb, &["lsp-get-addresses", "ns1_a"]).trim(),
+        "0a:58:0a:01:00:55 10.1.0.5"
+    );
+    assert!(nbctl(&nb, &["lsp-list", "subnet-red"]).contains("(ns1_b)"));
+    assert!(!nbctl(&nb, &["lsp-list", "subnet-blue"]).contains("(ns1_b)"));
+    assert!(!column(&nb, "Logical_Switch_Port", "name").contains(&"ns2_c".to_string()));
+
+    model.subnets.retain(|s| s.name != "red");
+    model.pods.retain(|(_, a)| a.subnet != "red");
+    rec.reconcile(&model.desired(&cfg)).await.unwrap();
+    assert_eq!(
+        column(&nb, "Logical_Switch", "name"),
+        vec!["join", "subnet-blue"]
+    );
+    assert!(
+        !column(&nb, "Logical_Router_Port", "name")
+            .contains(&"ovn_cluster_router-subnet-red".to_string())
+    );
+    assert!(!column(&nb, "Logical_Switch_Port", "name").contains(&"ns1_b".to_string()));
+    client.close().await;
+    central.stop().unwrap();
+}
+
+/// Every foreign row, as `ovn-nbctl list` prints it (sorted blocks, so order-independent).
+fn foreign_snapshot(nb: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for table in [
+        "Logical_Switch",
+        "Logical_Switch_Port",
+        "ACL",
+        "Logical_Router",
+        "Logical_Router_Port",
+        "Address_Set",
+    ] {
+        let text = nbctl(nb, &["list", table]);
+        let mut blocks: Vec<String> = text
+            .split("\n\n")
+            .map(str::trim)
+            .filter(|b| !b.is_empty() && !b.contains("zstack.io/owner"))
+            .map(str::to_string)
+            .collect();
+        blocks.sort();
+        out.insert(table.to_string(), blocks);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_mode_touches_only_its_own_rows() {
+    if !tests::require_real(
+        "control_reconcile_external_mode_touches_only_its_own_rows",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("cre");
+    let (central, client) = start(&s.dir.path().join("central")).await;
+    let nb = central.nb_remote();
+
+    // The platform's rows, made by its own tool.
+    nbctl(&nb, &["ls-add", "zstack-l2-a"]);
+    nbctl(&nb, &["ls-add", "zstack-l2-b"]);
+    nbctl(
+        &nb,
+        &[
+            "lsp-add",
+            "zstack-l2-a",
+            "vm-1",
+            "--",
+            "lsp-set-addresses",
+            "vm-1",
+            "fa:16:3e:00:00:01 10.10.0.5",
+        ],
+    );
+    nbctl(&nb, &["lsp-add", "zstack-l2-b", "vm-2"]);
+    nbctl(
+        &nb,
+        &[
+            "acl-add",
+            "zstack-l2-a",
+            "to-lport",
+            "1000",
+            "ip4.src == 10.10.0.0/24",
+            "allow",
+        ],
+    );
+    nbctl(&nb, &["lr-add", "zstack-vrouter"]);
+    nbctl(
+        &nb,
+        &[
+            "lrp-add",
+            "zstack-vrouter",
+            "zstack-vrouter-a",
+            "fa:16:3e:00:00:fe",
+            "10.10.0.1/24",
+        ],
+    );
+    nbctl(
+        &nb,
+        &[
+            "create",
+            "Address_Set",
+            "name=zstack_vms",
+            "addresses=10.10.0.5",
+        ],
+    );
+    // A foreign row that happens to carry one of our names: must not be adopted.
+    nbctl(&nb, &["ls-add", "subnet-clash"]);
+    let before = foreign_snapshot(&nb);
+
+    let cfg = ClusterConfig {
+        mode: Mode::External,
+        ..ClusterConfig::default()
+    };
+    let mut ext = subnet("shared", "10.10.0.0/24", "10.10.0.1");
+    ext.external_logical_switch = Some("zstack-l2-a".into());
+    let model = Model {
+        subnets: vec![ext, subnet("clash", "10.20.0.0/24", "10.20.0.1")],
+        pods: vec![
+            (
+                pod("ns1", "p1", "node1"),
+                addrs("shared", "10.10.0.20/24", "0a:58:0a:0a:00:14"),
+            ),
+            (
+                pod("ns1", "p2", "node1"),
+                addrs("shared", "10.10.0.21/24", "0a:58:0a:0a:00:15"),
+            ),
+        ],
+        nodes: vec![],
+    };
+    let rec = Reconciler::start(client.clone(), OWNER).await.unwrap();
+    let out = rec.reconcile(&model.desired(&cfg)).await.unwrap();
+    assert!(
+        out.conflicts.iter().any(|c| c.contains("subnet-clash")),
+        "the foreign subnet-clash must be reported, not adopted: {:?}",
+        out.conflicts
+    );
+    let ports = nbctl(&nb, &["lsp-list", "zstack-l2-a"]);
+    assert!(ports.contains("(ns1_p1)") && ports.contains("(ns1_p2)") && ports.contains("(vm-1)"));
+    // External mode creates no router or join switch of its own.
+    assert_eq!(
+        column(&nb, "Logical_Router", "name"),
+        vec!["zstack-vrouter"]
+    );
+
+    // Full resync from a new reconciler: zero writes, and GC of everything of ours.
+    let again = Reconciler::start(client.clone(), OWNER).await.unwrap();
+    assert_eq!(
+        again
+            .reconcile(&model.desired(&cfg))
+            .await
+            .unwrap()
+            .transactions,
+        0
+    );
+    let gc = again.reconcile(&DesiredNb::default()).await.unwrap();
+    assert_eq!(gc.deletes, 2, "{gc:?}");
+    assert!(!nbctl(&nb, &["lsp-list", "zstack-l2-a"]).contains("ns1_p"));
+
+    // Every foreign row is byte-for-byte what the platform wrote.
+    assert_eq!(foreign_snapshot(&nb), before);
+    client.close().await;
+    central.stop().unwrap();
+}
