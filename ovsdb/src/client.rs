@@ -823,6 +823,7 @@ impl Task {
                     let found = a[0].as_bool().unwrap_or(false);
                     parse_updates2(&a[2]).map(|u| {
                         tracing::debug!(%id, found, "monitor_cond_since established");
+                        m.replica.count_sync(found);
                         m.replica.apply(u, !found);
                         m.last_txn_id = a[1].as_str().map(str::to_string);
                     })
@@ -831,8 +832,14 @@ impl Task {
                     "monitor_cond_since reply is not [found, id, updates]",
                 )),
             },
-            MonitorMethod::Cond => parse_updates2(&result).map(|u| m.replica.apply(u, true)),
-            MonitorMethod::Plain => parse_updates1(&result).map(|u| m.replica.apply(u, true)),
+            MonitorMethod::Cond => parse_updates2(&result).map(|u| {
+                m.replica.count_sync(false);
+                m.replica.apply(u, true)
+            }),
+            MonitorMethod::Plain => parse_updates1(&result).map(|u| {
+                m.replica.count_sync(false);
+                m.replica.apply(u, true)
+            }),
         };
         if let Err(e) = applied {
             m.last_txn_id = None;

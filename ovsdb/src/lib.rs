@@ -41,6 +41,6 @@ pub use client::{Client, ClientConfig, Status};
 pub use error::{Error, Result};
 pub use monitor::MonitorRequest;
 pub use ops::{Condition, Function, Mutation, Mutator, OpResult, Operation, WaitUntil};
-pub use replica::{Replica, RowView, View};
+pub use replica::{Replica, RowView, SyncStats, View};
 pub use transport::{Remote, TlsConfig};
 pub use value::{Atom, FromValue, IntoValue, Row, Uuid, Value, ValueError};

@@ -8,7 +8,7 @@
 //! value is removed, a new key is added, and a key with a different value is replaced.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
@@ -224,6 +224,20 @@ pub(crate) struct ReplicaShared {
     data: RwLock<ReplicaData>,
     version: watch::Sender<u64>,
     synced: AtomicBool,
+    /// Monitor (re-)establishments that sent the whole contents.
+    full_syncs: AtomicU64,
+    /// Re-establishments answered with only the missed changes (`monitor_cond_since`
+    /// found our last transaction id).
+    resumes: AtomicU64,
+}
+
+/// How a replica's monitor was (re-)established so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    /// The server sent the full contents (first monitor, or history not found).
+    pub full_syncs: u64,
+    /// The server sent only what was missed since our last transaction id.
+    pub resumes: u64,
 }
 
 impl ReplicaShared {
@@ -233,7 +247,19 @@ impl ReplicaShared {
             data: RwLock::new(data),
             version: watch::Sender::new(0),
             synced: AtomicBool::new(false),
+            full_syncs: AtomicU64::new(0),
+            resumes: AtomicU64::new(0),
         }
+    }
+
+    /// Counts one monitor establishment.
+    pub(crate) fn count_sync(&self, resumed: bool) {
+        let c = if resumed {
+            &self.resumes
+        } else {
+            &self.full_syncs
+        };
+        c.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn apply(&self, updates: TableUpdates, replace: bool) {
@@ -288,6 +314,14 @@ impl Replica {
     /// A receiver that is notified on every change.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.shared.version.subscribe()
+    }
+
+    /// How often the monitor was established with full contents vs resumed.
+    pub fn sync_stats(&self) -> SyncStats {
+        SyncStats {
+            full_syncs: self.shared.full_syncs.load(Ordering::Relaxed),
+            resumes: self.shared.resumes.load(Ordering::Relaxed),
+        }
     }
 
     /// True while the monitor is established on a live connection.

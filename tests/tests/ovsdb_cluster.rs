@@ -148,6 +148,14 @@ async fn raft_leader_killed_client_follows_new_leader() {
         })
         .await
         .unwrap();
+    // The monitor resumed on the new leader with monitor_cond_since (only the missed
+    // changes), not a full resend: the cluster members share the transaction history.
+    let stats = replica.sync_stats();
+    assert_eq!(
+        stats.full_syncs, 1,
+        "only the first monitor sends everything: {stats:?}"
+    );
+    assert!(stats.resumes >= 1, "the reconnect must resume: {stats:?}");
     c.close().await;
     central.stop().expect("stop the cluster");
 }
