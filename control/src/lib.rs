@@ -15,11 +15,13 @@
 //! | [`names`] | row names and the `external_ids` ownership marks |
 //! | [`translate`] | pure translators: model → [`desired::DesiredNb`] |
 //! | [`controller`] | the level-triggered pass: validate, IPAM, translate, reconcile, write back |
+//! | [`chassis`] | SB chassis cleanup when a node is deleted |
 //! | [`annotation`] | the `k8s.ovn.org/pod-networks` annotation and friends |
 //! | [`source`] | object sources (kube-rs watchers, in-process store) and writers |
 //! | [`reconcile`] | diff desired rows against the NB replica → batched transactions |
 
 pub mod annotation;
+pub mod chassis;
 pub mod controller;
 pub mod crd;
 pub mod desired;

@@ -89,6 +89,12 @@ async fn controller(nb: &str, store: &MemoryStore) -> Controller<MemoryStore> {
     controller_with(nb, store, ClusterConfig::default()).await
 }
 
+async fn connect(remote: &str) -> Client {
+    Client::connect(ClientConfig::parse(remote).unwrap())
+        .await
+        .unwrap()
+}
+
 async fn controller_with(
     nb: &str,
     store: &MemoryStore,
@@ -242,7 +248,10 @@ async fn controller_end_to_end_on_real_nb() {
     }
     store2.apply_pod(pod("ns1", "e", "node1", &[]));
     store2.mark_synced();
-    let mut ctl = controller(&nb, &store2).await;
+    let sb = central.sb_remote();
+    let mut ctl = controller(&nb, &store2)
+        .await
+        .with_southbound(connect(&sb).await);
     settle(&mut ctl, &mut rx2).await;
     assert_eq!(ip_of(&store2, "ns1/a"), a_ip, "pod a keeps its address");
     let ips: Vec<String> = ["ns1/a", "ns1/c", "ns1/e"]
@@ -268,6 +277,20 @@ async fn controller_end_to_end_on_real_nb() {
     assert!(
         !column(&nb, "Logical_Router_Port", "name")
             .contains(&"ovn_cluster_router-subnet-red".to_string())
+    );
+
+    // Node deleted → its management port goes, and (standalone) its SB chassis too; the
+    // chassis of the remaining node stays.
+    let sbctl = |args: &[&str]| lab::ctl::sbctl(&sb, args).unwrap();
+    sbctl(&["chassis-add", "node1", "geneve", "172.16.0.1"]);
+    sbctl(&["chassis-add", "node2", "geneve", "172.16.0.2"]);
+    store2.delete_node("node2");
+    settle(&mut ctl, &mut rx2).await;
+    assert!(!nbctl(&nb, &["lsp-list", "join"]).contains("(node-node2)"));
+    let chassis = sbctl(&["--bare", "--columns=name", "list", "Chassis"]);
+    assert!(
+        chassis.contains("node1") && !chassis.contains("node2"),
+        "{chassis}"
     );
     drop(ctl);
     central.stop().unwrap();

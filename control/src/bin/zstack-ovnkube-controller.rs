@@ -35,6 +35,10 @@ struct Args {
     /// Raft cluster.
     #[arg(long, env = "OVN_NB_DB")]
     nb: String,
+    /// OVN Southbound remote(s) (standalone mode: a deleted node's chassis is removed).
+    /// Uses the same TLS files as --nb.
+    #[arg(long, env = "OVN_SB_DB")]
+    sb: Option<String>,
     /// CA certificate for ssl: remotes.
     #[arg(long)]
     nb_ca: Option<PathBuf>,
@@ -97,6 +101,20 @@ fn cluster_config(args: &Args) -> Result<ClusterConfig> {
     })
 }
 
+/// Connects to an OVN database remote, with the NB TLS files for ssl: remotes.
+async fn connect(args: &Args, remote: &str) -> Result<Client> {
+    let mut cfg = ClientConfig::parse(remote).with_context(|| format!("remote {remote}"))?;
+    if let Some(ca) = &args.nb_ca {
+        let client_cert = args.nb_cert.as_ref().zip(args.nb_key.as_ref());
+        let tls = TlsConfig::from_files(ca, client_cert.map(|(c, k)| (c.as_path(), k.as_path())))
+            .context("load TLS files")?;
+        cfg = cfg.with_tls(tls);
+    }
+    Client::connect(cfg)
+        .await
+        .with_context(|| format!("connect to {remote}"))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -115,16 +133,7 @@ async fn main() -> Result<()> {
         bail!("--cluster-id must not be empty: it marks the rows this controller owns");
     }
 
-    let mut nb = ClientConfig::parse(&args.nb).with_context(|| format!("--nb {}", args.nb))?;
-    if let Some(ca) = &args.nb_ca {
-        let client_cert = args.nb_cert.as_ref().zip(args.nb_key.as_ref());
-        let tls = TlsConfig::from_files(ca, client_cert.map(|(c, k)| (c.as_path(), k.as_path())))
-            .context("load NB TLS files")?;
-        nb = nb.with_tls(tls);
-    }
-    let client = Client::connect(nb)
-        .await
-        .with_context(|| format!("connect to OVN NB {}", args.nb))?;
+    let client = connect(&args, &args.nb).await?;
     let rec = Reconciler::start(client, &cfg.cluster_id)
         .await
         .context("start the NB replica")?;
@@ -132,8 +141,9 @@ async fn main() -> Result<()> {
     let (tx, rx) = mpsc::unbounded_channel();
     spawn_watchers(kube.clone(), tx);
     tracing::info!(nb = %args.nb, mode = ?cfg.mode, cluster_id = %cfg.cluster_id, "controller started");
-    Controller::new(cfg, rec, KubeWriter::new(kube))
-        .run(rx)
-        .await
-        .context("controller stopped")
+    let mut controller = Controller::new(cfg, rec, KubeWriter::new(kube));
+    if let Some(sb) = &args.sb {
+        controller = controller.with_southbound(connect(&args, sb).await?);
+    }
+    controller.run(rx).await.context("controller stopped")
 }

@@ -10,7 +10,8 @@
 //! 4. give addresses to pods and nodes that have none, release those of pods gone;
 //! 5. translate and reconcile the NB (only rows we own, batched);
 //! 6. write pod/node annotations (after the NB commit) and Subnet status, each only when
-//!    it differs from what the object already carries.
+//!    it differs from what the object already carries;
+//! 7. standalone mode: remove the SB chassis of deleted nodes ([`crate::chassis`]).
 //!
 //! Passes run after every batch of events, after every change of the NB replica (so rows
 //! deleted or altered behind our back are repaired, and a reconnect resyncs), and on a
@@ -64,6 +65,8 @@ pub struct SyncReport {
     pub annotations_written: usize,
     pub statuses_written: usize,
     pub pod_errors: usize,
+    /// SB Chassis rows of deleted nodes removed.
+    pub chassis_deleted: i64,
 }
 
 /// Why a pod has no address (also written to the pod, see [`IPAM_ERROR`]).
@@ -87,6 +90,12 @@ pub struct Controller<W: Writer> {
     /// Pod key → why it has no address.
     pod_errors: BTreeMap<String, String>,
     restored: bool,
+    /// Southbound client for node-deletion cleanup (standalone mode).
+    sb: Option<ovsdb::Client>,
+    /// Chassis name of every node seen (annotation, else the node name).
+    chassis_of: BTreeMap<String, String>,
+    /// Deleted nodes whose chassis still has to be removed: (node, chassis).
+    chassis_cleanup: BTreeSet<(String, String)>,
 }
 
 impl<W: Writer> Controller<W> {
@@ -109,7 +118,17 @@ impl<W: Writer> Controller<W> {
             nodes_assigned: BTreeSet::new(),
             pod_errors: BTreeMap::new(),
             restored: false,
+            sb: None,
+            chassis_of: BTreeMap::new(),
+            chassis_cleanup: BTreeSet::new(),
         }
+    }
+
+    /// Gives the controller a Southbound client: a deleted node's chassis is then removed
+    /// (standalone mode only).
+    pub fn with_southbound(mut self, sb: ovsdb::Client) -> Self {
+        self.sb = Some(sb);
+        self
     }
 
     /// Applies a source event (without running a pass).
@@ -174,6 +193,7 @@ impl<W: Writer> Controller<W> {
             return Ok(report);
         }
         report.ran = true;
+        self.track_chassis();
         self.validate_subnets();
         report.pods_released += self.sync_ipam_subnets();
         if !self.restored {
@@ -192,7 +212,59 @@ impl<W: Writer> Controller<W> {
         let (annotations, statuses) = self.write_back().await;
         report.annotations_written = annotations;
         report.statuses_written = statuses;
+        report.chassis_deleted = self.clean_chassis().await;
         Ok(report)
+    }
+
+    /// Remembers each node's chassis name; queues the chassis of deleted nodes.
+    fn track_chassis(&mut self) {
+        for (name, node) in &self.state.nodes {
+            let id = node
+                .annotations
+                .get(crate::chassis::CHASSIS_ID)
+                .filter(|v| !v.is_empty())
+                .cloned()
+                .unwrap_or_else(|| name.clone());
+            self.chassis_of.insert(name.clone(), id);
+        }
+        let gone: Vec<(String, String)> = self
+            .chassis_of
+            .iter()
+            .filter(|(n, _)| !self.state.nodes.contains_key(*n))
+            .map(|(n, c)| (n.clone(), c.clone()))
+            .collect();
+        for (node, chassis) in gone {
+            self.chassis_of.remove(&node);
+            self.chassis_cleanup.insert((node, chassis));
+        }
+    }
+
+    /// Deletes the chassis of deleted nodes (standalone mode with a Southbound client).
+    async fn clean_chassis(&mut self) -> i64 {
+        if self.cfg.mode != crate::translate::Mode::Standalone {
+            self.chassis_cleanup.clear();
+            return 0;
+        }
+        let Some(sb) = &self.sb else {
+            self.chassis_cleanup.clear();
+            return 0;
+        };
+        let mut deleted = 0;
+        for (node, chassis) in std::mem::take(&mut self.chassis_cleanup) {
+            match crate::chassis::delete_node_chassis(sb, &node, &chassis).await {
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::info!(%node, %chassis, "deleted node's chassis from the SB");
+                    }
+                    deleted += n;
+                }
+                Err(e) => {
+                    tracing::warn!(%node, error = %e, "SB chassis cleanup failed; will retry");
+                    self.chassis_cleanup.insert((node, chassis));
+                }
+            }
+        }
+        deleted
     }
 
     fn validate_subnets(&mut self) {
@@ -504,6 +576,7 @@ fn report_is_interesting(r: &SyncReport) -> bool {
         || r.pods_released > 0
         || r.statuses_written > 0
         || !r.nb.conflicts.is_empty()
+        || r.chassis_deleted > 0
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {
