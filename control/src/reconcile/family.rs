@@ -97,13 +97,18 @@ pub fn plan<P: HasPorts, C: Named>(
     plan: &mut Plan,
 ) {
     let children: HashMap<Uuid, &C> = actual_children.iter().map(|c| (c.uuid(), c)).collect();
-    let mut child_parent: HashMap<Uuid, Uuid> = HashMap::new();
+    let mut parent_of: HashMap<Uuid, Uuid> = HashMap::new();
     for p in actual_parents {
         for c in p.ports() {
-            child_parent.insert(*c, p.uuid());
+            parent_of.insert(*c, p.uuid());
         }
     }
-    let child_by_name: HashMap<&str, &C> = actual_children.iter().map(|c| (c.name(), c)).collect();
+    let mut index = Index {
+        by_name: actual_children.iter().map(|c| (c.name(), c)).collect(),
+        parent_of,
+        owner,
+        handled: HashSet::new(),
+    };
     // A name may repeat for parents (Logical_Switch has no name index): prefer ours.
     let mut parent_by_name: HashMap<&str, &P> = HashMap::new();
     for p in actual_parents {
@@ -113,7 +118,6 @@ pub fn plan<P: HasPorts, C: Named>(
         }
     }
     let mut kept_parents: HashSet<Uuid> = HashSet::new();
-    let mut handled_children: HashSet<Uuid> = HashSet::new();
 
     for (name, dp) in desired {
         let actual = parent_by_name.get(name.as_str()).copied();
@@ -121,35 +125,31 @@ pub fn plan<P: HasPorts, C: Named>(
             None if dp.owned => {
                 // New parent with all its children, one unit per CHUNK of children.
                 let mut ops = Vec::new();
-                let mut refs = Vec::new();
                 let kids: Vec<&C> = dp.children.values().collect();
                 let (first, rest) = kids.split_at(kids.len().min(CHUNK));
-                for c in first {
-                    let n = plan.fresh_name();
-                    move_out(
-                        c.name(),
-                        &child_by_name,
-                        &child_parent,
-                        owner,
-                        P::TABLE,
-                        &mut ops,
-                        &mut handled_children,
-                    );
-                    ops.push(Operation::insert_typed(*c).with_uuid_name(&n));
-                    refs.push(Atom::NamedUuid(n));
-                }
+                let refs = index.insert(P::TABLE, first, plan, &mut ops);
                 let pname = plan.fresh_name();
                 let mut row = dp.row.to_row();
                 row.insert("ports".into(), Value::Set(refs));
                 ops.push(Operation::insert(P::TABLE, row).with_uuid_name(&pname));
-                plan.inserts += 1 + first.len();
+                plan.inserts += 1;
                 plan.units
                     .push(Unit::new(format!("create {} {name}", P::TABLE), ops));
                 if !rest.is_empty() {
                     // The parent exists only after the first unit commits; the rest of its
                     // children are added by name.
                     for chunk in rest.chunks(CHUNK) {
-                        add_children_by_parent_name::<P, C>(name, chunk, plan);
+                        let mut ops = Vec::new();
+                        let refs = index.insert(P::TABLE, chunk, plan, &mut ops);
+                        ops.push(Operation::mutate(
+                            P::TABLE,
+                            vec![Condition::eq("name", Value::string(name))],
+                            vec![Mutation::insert("ports", Value::Set(refs))],
+                        ));
+                        plan.units.push(Unit::new(
+                            format!("add {} {} to {name}", chunk.len(), C::TABLE),
+                            ops,
+                        ));
                     }
                 }
                 continue;
@@ -186,17 +186,17 @@ pub fn plan<P: HasPorts, C: Named>(
 
         let mut new_children: Vec<&C> = Vec::new();
         for (cname, dc) in &dp.children {
-            match child_by_name.get(cname.as_str()) {
-                Some(ac) if !is_ours(*ac, owner) => {
-                    handled_children.insert(ac.uuid());
+            match index.by_name.get(cname.as_str()).copied() {
+                Some(ac) if !is_ours(ac, owner) => {
+                    index.handled.insert(ac.uuid());
                     plan.conflicts.push(format!(
                         "{} {cname} exists but is not ours; left untouched",
                         C::TABLE
                     ));
                 }
-                Some(ac) if child_parent.get(&ac.uuid()) == Some(&parent_uuid) => {
-                    handled_children.insert(ac.uuid());
-                    let cols = changed(dc, *ac, child_columns);
+                Some(ac) if index.parent_of.get(&ac.uuid()) == Some(&parent_uuid) => {
+                    index.handled.insert(ac.uuid());
+                    let cols = changed(dc, ac, child_columns);
                     if !cols.is_empty() {
                         plan.updates += 1;
                         plan.units.push(Unit::new(
@@ -210,27 +210,12 @@ pub fn plan<P: HasPorts, C: Named>(
         }
         for chunk in new_children.chunks(CHUNK) {
             let mut ops = Vec::new();
-            let mut refs = Vec::new();
-            for c in chunk {
-                move_out(
-                    c.name(),
-                    &child_by_name,
-                    &child_parent,
-                    owner,
-                    P::TABLE,
-                    &mut ops,
-                    &mut handled_children,
-                );
-                let n = plan.fresh_name();
-                ops.push(Operation::insert_typed(*c).with_uuid_name(&n));
-                refs.push(Atom::NamedUuid(n));
-            }
+            let refs = index.insert(P::TABLE, chunk, plan, &mut ops);
             ops.push(ports_mutation(
                 P::TABLE,
                 parent_uuid,
                 Mutation::insert("ports", Value::Set(refs)),
             ));
-            plan.inserts += chunk.len();
             plan.units.push(Unit::new(
                 format!("add {} {} to {name}", chunk.len(), C::TABLE),
                 ops,
@@ -252,7 +237,7 @@ pub fn plan<P: HasPorts, C: Named>(
             .ports()
             .iter()
             .copied()
-            .filter(|u| !handled_children.contains(u))
+            .filter(|u| !index.handled.contains(u))
             .filter(|u| children.get(u).is_some_and(|c| is_ours(*c, owner)))
             .collect();
         for chunk in stale.chunks(CHUNK) {
@@ -276,51 +261,46 @@ pub fn plan<P: HasPorts, C: Named>(
     }
 }
 
-/// A desired child whose name is taken by one of our rows under another parent (a pod
-/// that moved Subnet): remove the old row in the same unit, since names are unique.
-fn move_out<C: Named>(
-    name: &str,
-    child_by_name: &HashMap<&str, &C>,
-    child_parent: &HashMap<Uuid, Uuid>,
-    owner: &str,
-    parent_table: &str,
-    ops: &mut Vec<Operation>,
-    handled: &mut HashSet<Uuid>,
-) {
-    let Some(old) = child_by_name.get(name) else {
-        return;
-    };
-    if !is_ours(*old, owner) || handled.contains(&old.uuid()) {
-        return;
-    }
-    handled.insert(old.uuid());
-    if let Some(p) = child_parent.get(&old.uuid()) {
-        ops.push(ports_mutation(
-            parent_table,
-            *p,
-            Mutation::delete("ports", Value::uuid(old.uuid())),
-        ));
-    }
-    ops.push(Operation::delete(C::TABLE, by_uuid(old.uuid())));
+/// Our existing children, for finding a desired child's current row.
+struct Index<'a, C> {
+    by_name: HashMap<&'a str, &'a C>,
+    parent_of: HashMap<Uuid, Uuid>,
+    owner: &'a str,
+    /// Existing children already accounted for (kept, updated, moved or foreign).
+    handled: HashSet<Uuid>,
 }
 
-/// Adds children to a parent created by an earlier unit of the same plan (found by name).
-fn add_children_by_parent_name<P: HasPorts, C: Named>(parent: &str, chunk: &[&C], plan: &mut Plan) {
-    let mut ops = Vec::new();
-    let mut refs = Vec::new();
-    for c in chunk {
-        let n = plan.fresh_name();
-        ops.push(Operation::insert_typed(*c).with_uuid_name(&n));
-        refs.push(Atom::NamedUuid(n));
+impl<C: Named> Index<'_, C> {
+    /// Inserts `chunk` (each with a fresh `uuid-name`, returned as refs for the parent's
+    /// `ports`). A child whose name is held by one of our rows under another parent (a pod
+    /// that moved Subnet) has that row removed in the same unit, since names are unique.
+    fn insert(
+        &mut self,
+        parent_table: &str,
+        chunk: &[&C],
+        plan: &mut Plan,
+        ops: &mut Vec<Operation>,
+    ) -> Vec<Atom> {
+        let mut refs = Vec::with_capacity(chunk.len());
+        for c in chunk {
+            if let Some(old) = self.by_name.get(c.name())
+                && is_ours(*old, self.owner)
+                && self.handled.insert(old.uuid())
+            {
+                if let Some(p) = self.parent_of.get(&old.uuid()) {
+                    ops.push(ports_mutation(
+                        parent_table,
+                        *p,
+                        Mutation::delete("ports", Value::uuid(old.uuid())),
+                    ));
+                }
+                ops.push(Operation::delete(C::TABLE, by_uuid(old.uuid())));
+            }
+            let n = plan.fresh_name();
+            ops.push(Operation::insert_typed(*c).with_uuid_name(&n));
+            refs.push(Atom::NamedUuid(n));
+        }
+        plan.inserts += chunk.len();
+        refs
     }
-    ops.push(Operation::mutate(
-        P::TABLE,
-        vec![Condition::eq("name", Value::string(parent))],
-        vec![Mutation::insert("ports", Value::Set(refs))],
-    ));
-    plan.inserts += chunk.len();
-    plan.units.push(Unit::new(
-        format!("add {} {} to {parent}", chunk.len(), C::TABLE),
-        ops,
-    ));
 }

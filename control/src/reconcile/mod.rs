@@ -6,6 +6,8 @@
 //! (zero writes).
 
 pub mod family;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
