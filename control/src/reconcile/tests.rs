@@ -1,4 +1,5 @@
 //! Pure tests of the diff (no database): typed rows in, planned operations out.
+#![allow(clippy::cloned_ref_to_slice_refs)] // `&[row.clone()]` reads better in fixtures
 
 use std::collections::{BTreeMap, BTreeSet};
 
