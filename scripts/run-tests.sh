@@ -19,6 +19,9 @@ cargo fmt --all --check || status=1
 cargo clippy --workspace --all-targets -q -- -D warnings || status=1
 python3 scripts/check-licences.py || status=1
 
+echo "== build (every binary: tests run the real zovn, zstack-ovnkube-controller, ...)"
+cargo build --workspace --bins || status=1
+
 echo "== tests"
 ZOVN_REQUIRE_REAL=1 cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1

@@ -140,8 +140,9 @@ pub fn scratch(tag: &str) -> Scratch {
     Scratch { dir, prefix }
 }
 
-/// A binary of this workspace, built next to the test executables (`target/<profile>/`):
-/// `cargo test --workspace` builds every binary first. Panics with a build hint if absent.
+/// A binary of this workspace, built next to the test executables (`target/<profile>/`).
+/// `scripts/run-tests.sh` builds every binary first (`cargo test` alone builds only those
+/// of crates with integration tests). Panics with a build hint if absent.
 pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");
     // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
@@ -152,7 +153,7 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     let bin = dir.join(name);
     assert!(
         bin.is_file(),
-        "{} is missing: build it with `cargo build --workspace --bins` (cargo test --workspace does)",
+        "{} is missing: build it with `cargo build --workspace --bins` (scripts/run-tests.sh does)",
         bin.display()
     );
     bin
