@@ -391,3 +391,66 @@ async fn external_mode_never_hands_out_platform_addresses() {
     drop(ctl);
     central.stop().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubevirt_vm_keeps_its_address_until_the_vm_is_deleted() {
+    if !tests::require_real(
+        "control_controller_kubevirt_vm_keeps_its_address_until_the_vm_is_deleted",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("ccv");
+    let central = Central::start(CentralConfig {
+        dir: s.dir.path().join("central"),
+        raft: false,
+        northd: false,
+        tcp: false,
+    })
+    .unwrap();
+    let nb = central.nb_remote();
+    let (store, mut rx) = MemoryStore::new();
+    let mut vms = spec("10.5.0.0/24");
+    vms.default = true;
+    store.apply_subnet(subnet("vms", 0, vms));
+    store.apply_node(node("node1"));
+    store.apply_node(node("node2"));
+    store.apply_vm("ns1/vm1");
+    let launcher =
+        |name: &str, node_name: &str| pod("ns1", name, node_name, &[("kubevirt.io/domain", "vm1")]);
+    store.apply_pod(launcher("virt-launcher-vm1-aaaaa", "node1"));
+    store.mark_synced();
+    let mut ctl = controller(&nb, &store).await;
+    settle(&mut ctl, &mut rx).await;
+    let first = store.pod("ns1/virt-launcher-vm1-aaaaa").unwrap();
+    let first_net = decode_pod_networks(&first.annotations[POD_NETWORKS]).unwrap();
+    let used = |store: &MemoryStore| store.subnet("vms").unwrap().status.unwrap().used_ips;
+    assert_eq!(used(&store), Some(1.0));
+
+    // The VM restarts elsewhere (old launcher pod gone, new one on node2): same IP and MAC,
+    // and the address was never free in between.
+    store.delete_pod("ns1/virt-launcher-vm1-aaaaa");
+    settle(&mut ctl, &mut rx).await;
+    assert_eq!(
+        used(&store),
+        Some(1.0),
+        "the VM's address stays held while the VM exists"
+    );
+    store.apply_pod(pod("ns1", "other", "node1", &[]));
+    store.apply_pod(launcher("virt-launcher-vm1-bbbbb", "node2"));
+    settle(&mut ctl, &mut rx).await;
+    let second = store.pod("ns1/virt-launcher-vm1-bbbbb").unwrap();
+    let second_net = decode_pod_networks(&second.annotations[POD_NETWORKS]).unwrap();
+    assert_eq!(second_net.ip_addresses, first_net.ip_addresses);
+    assert_eq!(second_net.mac_address, first_net.mac_address);
+    assert_ne!(ip_of(&store, "ns1/other"), first_net.ip_addresses[0]);
+    assert!(nbctl(&nb, &["lsp-list", "subnet-vms"]).contains("(ns1_virt-launcher-vm1-bbbbb)"));
+
+    // The VirtualMachine is deleted and its pod goes: the address is released.
+    store.delete_pod("ns1/virt-launcher-vm1-bbbbb");
+    store.delete_vm("ns1/vm1");
+    settle(&mut ctl, &mut rx).await;
+    assert_eq!(used(&store), Some(1.0), "only `other` holds an address now");
+    drop(ctl);
+    central.stop().unwrap();
+}

@@ -438,6 +438,7 @@ impl<W: Writer> Controller<W> {
         for k in &gone {
             self.release_pod(k);
         }
+        self.release_gone_vms();
         self.pod_errors
             .retain(|k, _| self.state.pods.contains_key(k));
         let nodes_gone: Vec<String> = self
@@ -451,6 +452,34 @@ impl<W: Writer> Controller<W> {
             self.nodes_assigned.remove(&n);
         }
         gone.len()
+    }
+
+    /// A KubeVirt VM's addresses outlive its pods (restart, live migration) while its
+    /// VirtualMachine exists; once no pod of it remains and the VirtualMachine is gone (or
+    /// never existed: a bare VMI does not come back), they are released.
+    fn release_gone_vms(&mut self) {
+        let in_use: BTreeSet<String> = self
+            .state
+            .pods
+            .values()
+            .filter(|p| !p.completed)
+            .filter_map(|p| {
+                let vmi = pod_request(p).ok()?.vm?;
+                Some(format!("{}/{vmi}", p.namespace))
+            })
+            .collect();
+        for key in self.ipam.vm_leases() {
+            let Some(vm) = key.strip_prefix("vm:") else {
+                continue;
+            };
+            if in_use.contains(vm) || self.state.vms.contains(vm) {
+                continue;
+            }
+            if let Some((ns, name)) = vm.split_once('/') {
+                tracing::info!(vm = %vm, "VirtualMachine gone: releasing its addresses");
+                self.ipam.release_vm(ns, name);
+            }
+        }
     }
 
     /// The Subnet a pod draws from: one naming its namespace, else the default Subnet.

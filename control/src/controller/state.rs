@@ -13,15 +13,17 @@ pub struct ClusterState {
     /// By `namespace/name`.
     pub pods: BTreeMap<String, PodInfo>,
     pub nodes: BTreeMap<String, NodeInfo>,
+    /// KubeVirt VirtualMachines, `namespace/name`: their addresses outlive their pods.
+    pub vms: BTreeSet<String>,
     synced: BTreeSet<Kind>,
     /// Keys seen since a re-list of that kind began (a re-list replaces the kind's objects).
     relisting: BTreeMap<Kind, BTreeSet<String>>,
 }
 
 impl ClusterState {
-    /// True once Subnets, Pods and Nodes have each been listed.
+    /// True once Subnets, Pods, Nodes and VirtualMachines have each been listed.
     pub fn is_synced(&self) -> bool {
-        self.synced.len() == 3
+        self.synced.len() == 4
     }
 
     fn seen(&mut self, kind: Kind, key: &str) {
@@ -56,6 +58,13 @@ impl ClusterState {
             Event::NodeDeleted(name) => {
                 self.nodes.remove(&name);
             }
+            Event::Vm(key) => {
+                self.seen(Kind::Vm, &key);
+                self.vms.insert(key);
+            }
+            Event::VmDeleted(key) => {
+                self.vms.remove(&key);
+            }
             Event::Relist(kind) => {
                 self.relisting.insert(kind, BTreeSet::new());
             }
@@ -65,6 +74,7 @@ impl ClusterState {
                         Kind::Subnet => self.subnets.retain(|k, _| keys.contains(k)),
                         Kind::Pod => self.pods.retain(|k, _| keys.contains(k)),
                         Kind::Node => self.nodes.retain(|k, _| keys.contains(k)),
+                        Kind::Vm => self.vms.retain(|k| keys.contains(k)),
                     }
                 }
                 self.synced.insert(kind);

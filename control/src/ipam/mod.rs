@@ -244,6 +244,15 @@ impl Ipam {
         Some(lease)
     }
 
+    /// The owner keys of every VM lease (`vm:<namespace>/<vmi>`).
+    pub fn vm_leases(&self) -> Vec<String> {
+        self.leases
+            .keys()
+            .filter(|k| k.starts_with("vm:"))
+            .map(|k| k.to_string())
+            .collect()
+    }
+
     /// What pod `pod_key` currently has (through its VMI for a VM pod).
     pub fn addresses(&self, pod_key: &str) -> Option<PodAddresses> {
         let owner: &str = self.vm_pods.get(pod_key).map_or(pod_key, |o| o);

@@ -21,8 +21,10 @@ use crate::crd::{Subnet, SubnetStatus};
 /// The field manager name on our patches.
 pub const FIELD_MANAGER: &str = "zstack-ovnkube-controller";
 
-/// Starts the three watchers; their events arrive on `tx` until it is closed.
+/// Starts the watchers (Subnets, Pods, Nodes, and KubeVirt VirtualMachines where that API
+/// exists); their events arrive on `tx` until it is closed.
 pub fn spawn_watchers(client: Client, tx: mpsc::UnboundedSender<Event>) {
+    spawn_vm_watch(client.clone(), tx.clone());
     spawn_watch(
         Api::<Subnet>::all(client.clone()),
         Kind::Subnet,
@@ -50,6 +52,50 @@ pub fn spawn_watchers(client: Client, tx: mpsc::UnboundedSender<Event>) {
         |n: Node| Event::Node(Box::new(node_info(&n))),
         |n: Node| Event::NodeDeleted(n.metadata.name.unwrap_or_default()),
     );
+}
+
+/// Watches `kubevirt.io/v1` VirtualMachines when KubeVirt is installed; otherwise reports
+/// an empty list once (no VM can exist, so no VM lease is kept beyond its pods). KubeVirt
+/// installed later is picked up on the controller's next start.
+fn spawn_vm_watch(client: Client, tx: mpsc::UnboundedSender<Event>) {
+    tokio::spawn(async move {
+        let gvk = kube::api::GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine");
+        let resource = match kube::discovery::pinned_kind(&client, &gvk).await {
+            Ok((resource, _)) => resource,
+            Err(e) => {
+                tracing::info!(error = %e, "KubeVirt VirtualMachine API not found; VM leases end with their pods");
+                let _ = tx.send(Event::Relist(Kind::Vm));
+                let _ = tx.send(Event::Synced(Kind::Vm));
+                return;
+            }
+        };
+        let api: Api<kube::api::DynamicObject> = Api::all_with(client, &resource);
+        let key = |o: &kube::api::DynamicObject| {
+            format!(
+                "{}/{}",
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default()
+            )
+        };
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(item) = stream.next().await {
+            let ev = match item {
+                Ok(WatchEvent::Apply(o)) | Ok(WatchEvent::InitApply(o)) => Event::Vm(key(&o)),
+                Ok(WatchEvent::Delete(o)) => Event::VmDeleted(key(&o)),
+                Ok(WatchEvent::Init) => Event::Relist(Kind::Vm),
+                Ok(WatchEvent::InitDone) => Event::Synced(Kind::Vm),
+                Err(e) => {
+                    tracing::warn!(error = %e, "VirtualMachine watch error; retrying");
+                    continue;
+                }
+            };
+            if tx.send(ev).is_err() {
+                return;
+            }
+        }
+    });
 }
 
 fn spawn_watch<K>(

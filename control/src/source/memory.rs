@@ -18,6 +18,7 @@ struct Objects {
     subnets: BTreeMap<String, Subnet>,
     pods: BTreeMap<String, PodInfo>,
     nodes: BTreeMap<String, NodeInfo>,
+    vms: std::collections::BTreeSet<String>,
 }
 
 /// The store. Cheap to clone; every clone sees the same objects.
@@ -53,7 +54,7 @@ impl MemoryStore {
 
     /// Says every kind has been listed (what a watch's initial list ends with).
     pub fn mark_synced(&self) {
-        for k in [Kind::Subnet, Kind::Pod, Kind::Node] {
+        for k in [Kind::Subnet, Kind::Pod, Kind::Node, Kind::Vm] {
             self.emit(Event::Synced(k));
         }
     }
@@ -112,6 +113,19 @@ impl MemoryStore {
         }
     }
 
+    /// A KubeVirt VirtualMachine `namespace/name` exists (its pods keep their addresses
+    /// while it does).
+    pub fn apply_vm(&self, key: &str) {
+        self.lock().vms.insert(key.to_string());
+        self.emit(Event::Vm(key.to_string()));
+    }
+
+    pub fn delete_vm(&self, key: &str) {
+        if self.lock().vms.remove(key) {
+            self.emit(Event::VmDeleted(key.to_string()));
+        }
+    }
+
     /// The stored pod (with the annotations the controller wrote).
     pub fn pod(&self, key: &str) -> Option<PodInfo> {
         self.lock().pods.get(key).cloned()
@@ -151,7 +165,10 @@ impl MemoryStore {
         for p in objs.pods.values() {
             let _ = tx.send(Event::Pod(Box::new(p.clone())));
         }
-        for k in [Kind::Subnet, Kind::Pod, Kind::Node] {
+        for v in &objs.vms {
+            let _ = tx.send(Event::Vm(v.clone()));
+        }
+        for k in [Kind::Subnet, Kind::Pod, Kind::Node, Kind::Vm] {
             let _ = tx.send(Event::Synced(k));
         }
         rx

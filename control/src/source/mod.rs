@@ -22,6 +22,8 @@ pub enum Kind {
     Subnet,
     Pod,
     Node,
+    /// KubeVirt `VirtualMachine`s (an empty list where KubeVirt is not installed).
+    Vm,
 }
 
 /// A change of the cluster, as the controller sees it.
@@ -34,6 +36,10 @@ pub enum Event {
     PodDeleted(String),
     Node(Box<NodeInfo>),
     NodeDeleted(String),
+    /// A KubeVirt VirtualMachine exists: `namespace/name`.
+    Vm(String),
+    /// `namespace/name`.
+    VmDeleted(String),
     /// Every object of this kind has been listed once (start-up, or a re-list after a
     /// watch error: objects not re-listed since the previous `Synced` are gone).
     Synced(Kind),
