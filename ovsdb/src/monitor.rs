@@ -177,7 +177,10 @@ pub(crate) fn parse_updates1(j: &Json) -> Result<TableUpdates> {
 pub(crate) enum ColumnKind {
     /// Exactly one atom: a diff replaces it.
     Scalar,
-    /// A set (including optional values): a diff toggles elements.
+    /// A set of at most one element (an optional value): a diff is the new value
+    /// (ovsdb-server diffs only sets with `max` > 1 element-wise, see `ovsdb_datum_diff`).
+    Optional,
+    /// A set with `max` > 1: a diff toggles elements.
     Set,
     /// A map: a diff adds, removes or replaces keys.
     Map,
@@ -241,6 +244,8 @@ impl DbShape {
                         if bound(o, "min") == 1 && bound(o, "max") == 1 {
                             let key = o.get("key").unwrap_or(&Json::Null);
                             (ColumnKind::Scalar, Value::Atom(default_atom(key)))
+                        } else if bound(o, "max") == 1 {
+                            (ColumnKind::Optional, Value::Set(Vec::new()))
                         } else {
                             (ColumnKind::Set, Value::Set(Vec::new()))
                         }
@@ -326,7 +331,7 @@ mod tests {
             .map(|(n, k, d)| (n.as_str(), (*k, d.clone())))
             .collect();
         assert_eq!(cols["name"], (ColumnKind::Scalar, Value::string("")));
-        assert_eq!(cols["tag"].0, ColumnKind::Set);
+        assert_eq!(cols["tag"].0, ColumnKind::Optional);
         assert_eq!(cols["ports"].0, ColumnKind::Set);
         assert_eq!(cols["ids"].0, ColumnKind::Map);
         assert_eq!(cols["up"], (ColumnKind::Scalar, Value::boolean(false)));

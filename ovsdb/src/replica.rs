@@ -3,8 +3,9 @@
 //! Rows are stored compactly as a slice of values in the table's column order (column names
 //! are stored once per table). Columns the server omitted hold the schema default.
 //!
-//! A `modify` diff applies per column shape: scalars are replaced; for sets, the elements
-//! present in the diff are toggled (symmetric difference); for maps, a key with the same
+//! A `modify` diff applies per column shape: scalars and optional values (sets of at most
+//! one element) are replaced; for larger sets, the elements present in the diff are toggled
+//! (symmetric difference); for maps, a key with the same
 //! value is removed, a new key is added, and a key with a different value is replaced.
 
 use std::collections::{BTreeMap, HashMap};
@@ -78,7 +79,7 @@ impl TableData {
 
     fn normalize(kind: Option<ColumnKind>, v: Value) -> Value {
         match (kind, v) {
-            (Some(ColumnKind::Set), Value::Atom(a)) => Value::Set(vec![a]),
+            (Some(ColumnKind::Set | ColumnKind::Optional), Value::Atom(a)) => Value::Set(vec![a]),
             (Some(ColumnKind::Map), Value::Set(s)) if s.is_empty() => Value::Map(Vec::new()),
             (Some(ColumnKind::Scalar), Value::Set(mut s)) if s.len() == 1 => {
                 Value::Atom(s.remove(0))
@@ -145,7 +146,7 @@ pub(crate) fn apply_diff(kind: Option<ColumnKind>, old: Value, diff: Value) -> V
         _ => ColumnKind::Scalar,
     });
     match kind {
-        ColumnKind::Scalar => TableData::normalize(Some(kind), diff),
+        ColumnKind::Scalar | ColumnKind::Optional => TableData::normalize(Some(kind), diff),
         ColumnKind::Set => {
             let mut set: Vec<Atom> = match old {
                 Value::Atom(a) => vec![a],
@@ -527,11 +528,12 @@ mod tests {
         assert_eq!(r.get("n"), Some(&Value::integer(0)));
         assert_eq!(r.get("ports"), Some(&Value::empty()));
 
-        // set diff toggles: "a" removed, "b" added; optional 5 -> 6; map: k1 same value
-        // removed, k2 replaced, k3 added; scalar replaced
+        // set diff toggles: "a" removed, "b" added; optional 5 -> 6 arrives as the new
+        // value (ovsdb-server diffs only sets of max > 1); map: k1 same value removed, k2
+        // replaced, k3 added; scalar replaced
         up(
             &mut d,
-            json!({"LS":{U1:{"modify":{"addresses":["set",["a","b"]],"tag":["set",[5,6]],
+            json!({"LS":{U1:{"modify":{"addresses":["set",["a","b"]],"tag":6,
                 "other":["map",[["k1","v1"],["k2","x"],["k3","v3"]]],"name":"ls2","n":7}}}}),
         );
         let view = View { data: &d };
@@ -545,6 +547,11 @@ mod tests {
             other,
             BTreeMap::from([("k2".into(), "x".into()), ("k3".into(), "v3".into())])
         );
+        // an optional value cleared: the new (empty) value
+        up(&mut d, json!({"LS":{U1:{"modify":{"tag":["set",[]]}}}}));
+        let view = View { data: &d };
+        let r = view.get("LS", &U1.parse().unwrap()).unwrap();
+        assert_eq!(r.get_as::<Option<i64>>("tag").unwrap(), None);
         // adding one element arrives as a bare atom
         up(&mut d, json!({"LS":{U1:{"modify":{"addresses":"c"}}}}));
         let view = View { data: &d };
