@@ -5,7 +5,8 @@
 //! plumbs pod interfaces with rtnetlink, and serves the CNI socket. Ships the
 //! `zstack-ovnkube-node` binary.
 //!
-//! Status: scaffolding; the agent arrives with the node-agent issue.
+//! Datapath today: kernel veth ports on a `netdev` br-int (AF_PACKET); DPDK/AF_XDP
+//! selection comes later.
 //!
 //! ## Modules
 //!
@@ -13,5 +14,19 @@
 //! |---|---|
 //! | [`pod_iface`] | pod veth plumbing for CNI ADD/DEL/CHECK: [`pod_iface::setup`], [`pod_iface::teardown`], [`pod_iface::check`] (rtnetlink + ethtool ioctl, idempotent) |
 //! | [`pod_iface::netns`] | run a closure on a dedicated thread inside a netns, with an rtnetlink handle opened there |
+//! | [`ovs`] | the local Open_vSwitch db through the `ovsdb` client: br-int, owned ports, `ovn-installed` waits |
+//! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
+//! | [`pods`] | pod/node/Subnet sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`) |
+//! | [`agent`] | CNI ADD/DEL/CHECK/GC/STATUS, restart restore, OVS watch |
+//! | [`server`] | the CNI unix socket |
+//! | [`state`] | per-sandbox state in `--state-dir` |
+//! | [`metrics`] | Prometheus metrics and `/metrics` |
 
+pub mod agent;
+pub mod metrics;
+pub mod mgmt;
+pub mod ovs;
 pub mod pod_iface;
+pub mod pods;
+pub mod server;
+pub mod state;

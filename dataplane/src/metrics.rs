@@ -1,0 +1,165 @@
+//! Prometheus metrics of the agent and a minimal `/metrics` HTTP endpoint.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+type Labels = Vec<(String, String)>;
+
+/// The agent's metrics.
+pub struct Metrics {
+    registry: Registry,
+    pub add_seconds: Histogram,
+    pub del_seconds: Histogram,
+    pub requests: Family<Labels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let add_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        let del_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        let requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "zstack_ovn_cni_add_seconds",
+            "Time to answer a CNI ADD",
+            add_seconds.clone(),
+        );
+        registry.register(
+            "zstack_ovn_cni_del_seconds",
+            "Time to answer a CNI DEL",
+            del_seconds.clone(),
+        );
+        // the counter type appends `_total`
+        registry.register(
+            "zstack_ovn_cni_requests",
+            "CNI requests by command and result",
+            requests.clone(),
+        );
+        Metrics {
+            registry,
+            add_seconds,
+            del_seconds,
+            requests,
+        }
+    }
+
+    /// Records one answered request.
+    pub fn observe(&self, command: &str, ok: bool, elapsed: Duration) {
+        let result = if ok { "ok" } else { "error" };
+        self.requests
+            .get_or_create(&vec![
+                ("command".to_string(), command.to_string()),
+                ("result".to_string(), result.to_string()),
+            ])
+            .inc();
+        match command {
+            "ADD" => self.add_seconds.observe(elapsed.as_secs_f64()),
+            "DEL" => self.del_seconds.observe(elapsed.as_secs_f64()),
+            _ => {}
+        }
+    }
+
+    /// The text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let (mut conn, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut buf = Vec::with_capacity(1024);
+            let read = tokio::time::timeout(Duration::from_secs(5), async {
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16384 {
+                    match conn.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            })
+            .await;
+            if read.is_err() {
+                return;
+            }
+            let head = String::from_utf8_lossy(&buf);
+            let path = head.split_whitespace().nth(1).unwrap_or("");
+            let (status, ctype, body) = if head.starts_with("GET ") && path == "/metrics" {
+                (
+                    "200 OK",
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    metrics.render(),
+                )
+            } else {
+                ("404 Not Found", "text/plain", "not found\n".to_string())
+            };
+            let resp = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(resp.as_bytes()).await;
+            let _ = conn.shutdown().await;
+        });
+    }
+}
+
+/// Binds `addr` and returns the listener and its actual address (for port 0).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(addr).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_in_exposition() {
+        let m = Metrics::new();
+        m.observe("ADD", true, Duration::from_millis(30));
+        m.observe("DEL", false, Duration::from_millis(3));
+        let t = m.render();
+        assert!(t.contains("zstack_ovn_cni_add_seconds_bucket"), "{t}");
+        assert!(t.contains("zstack_ovn_cni_del_seconds_count 1"), "{t}");
+        assert!(
+            t.contains(r#"zstack_ovn_cni_requests_total{command="ADD",result="ok"} 1"#),
+            "{t}"
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! The node's management port `ovn-k8s-mp0`: an OVS internal port on `br-int` bound to
+//! the logical port `node-<NAME>` on the join switch, with the join address in the host
+//! netns and a route to every pod Subnet via the join gateway.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use ipnet::IpNet;
+use netlink_packet_route::address::AddressAttribute;
+use netlink_packet_route::link::{LinkAttribute, LinkFlags};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteProtocol};
+use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
+
+use crate::ovs::{Ovs, OvsError, PortSpec};
+use crate::pod_iface::{self, PlumbError, netns};
+
+/// The management port's name (OVS port and host interface).
+pub const MGMT_PORT: &str = "ovn-k8s-mp0";
+
+/// What the management port should carry (from the node's `network.zstack.io/mgmt-port`
+/// annotation and the Subnets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MgmtConfig {
+    pub node: String,
+    pub mac: [u8; 6],
+    pub address: IpNet,
+    pub gateway: IpAddr,
+    pub subnets: Vec<IpNet>,
+    pub mtu: u32,
+}
+
+/// Errors of the management port.
+#[derive(Debug, thiserror::Error)]
+pub enum MgmtError {
+    #[error("node {node}: annotation {annotation}: {detail}")]
+    Annotation {
+        node: String,
+        annotation: &'static str,
+        detail: String,
+    },
+    #[error(transparent)]
+    Ovs(#[from] OvsError),
+    #[error("management port {MGMT_PORT}: {0}")]
+    Netlink(String),
+    #[error("management port {MGMT_PORT}: {0}")]
+    Plumb(#[from] PlumbError),
+}
+
+fn fmt_mac(m: &[u8]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+impl MgmtConfig {
+    /// From the node's annotations (`network.zstack.io/mgmt-port`, a PodNetwork entry).
+    pub fn from_annotations(
+        node: &str,
+        annotations: &BTreeMap<String, String>,
+        subnets: Vec<IpNet>,
+        mtu: u32,
+    ) -> Result<MgmtConfig, MgmtError> {
+        let bad = |detail: String| MgmtError::Annotation {
+            node: node.to_string(),
+            annotation: control::annotation::NODE_MGMT_PORT,
+            detail,
+        };
+        let raw = annotations
+            .get(control::annotation::NODE_MGMT_PORT)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| bad("not set (yet)".into()))?;
+        let pn: control::annotation::PodNetwork =
+            serde_json::from_str(raw).map_err(|e| bad(format!("not a pod network entry: {e}")))?;
+        let address = pn
+            .ip_addresses
+            .iter()
+            .find_map(|a| a.parse::<IpNet>().ok())
+            .ok_or_else(|| bad(format!("no usable address in {:?}", pn.ip_addresses)))?;
+        let gateway = pn
+            .gateway_ips
+            .iter()
+            .find_map(|g| g.parse::<IpAddr>().ok())
+            .ok_or_else(|| bad(format!("no usable gateway in {:?}", pn.gateway_ips)))?;
+        let mac = crate::state::parse_mac(&pn.mac_address)
+            .ok_or_else(|| bad(format!("bad MAC {:?}", pn.mac_address)))?;
+        let subnets = subnets
+            .into_iter()
+            .filter(|s| s.addr().is_ipv4() == gateway.is_ipv4())
+            .collect();
+        Ok(MgmtConfig {
+            node: node.to_string(),
+            mac,
+            address,
+            gateway,
+            subnets,
+            mtu,
+        })
+    }
+
+    /// The OVS port.
+    pub fn port_spec(&self) -> PortSpec {
+        PortSpec {
+            name: MGMT_PORT.into(),
+            iface_type: "internal".into(),
+            mac: Some(fmt_mac(&self.mac)),
+            iface_external_ids: BTreeMap::from([(
+                "iface-id".to_string(),
+                control::names::node_port(&self.node),
+            )]),
+            port_external_ids: BTreeMap::new(),
+        }
+    }
+}
+
+/// Creates/updates the OVS port, waits for the device to appear in the host netns and
+/// configures MAC, MTU, address, up state and routes there.
+pub async fn ensure(ovs: &Ovs, cfg: &MgmtConfig) -> Result<(), MgmtError> {
+    ovs.ensure_port(&cfg.port_spec()).await?;
+    let cfg2 = cfg.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        netns::run_in_netns(None, move |h| async move {
+            configure(&h, &cfg2)
+                .await
+                .map_err(|e| PlumbError::InvalidSpec(e.to_string()))
+        })
+    })
+    .await
+    .map_err(|e| MgmtError::Netlink(format!("worker: {e}")))?;
+    r?;
+    // the host sends through OVS userspace: partial checksums would be dropped on the way
+    let off = tokio::task::spawn_blocking(|| pod_iface::set_tx_checksum(MGMT_PORT, false)).await;
+    if let Ok(Err(e)) = off {
+        tracing::warn!(error = %e, "could not turn tx checksum offload off on {MGMT_PORT}");
+    }
+    Ok(())
+}
+
+fn nl(what: &str, e: rtnetlink::Error) -> String {
+    format!("{what}: {e}")
+}
+
+async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
+    // ovs-vswitchd creates the tap device asynchronously
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let link = loop {
+        let mut s = h.link().get().match_name(MGMT_PORT.to_string()).execute();
+        match s.try_next().await {
+            Ok(Some(m)) => break m,
+            Ok(None) | Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok(None) => return Err("device did not appear in the host netns within 10 s".into()),
+            Err(e) => return Err(nl("look up the device", e)),
+        }
+    };
+    let idx = link.header.index;
+    let up = link.header.flags.contains(LinkFlags::Up);
+    let mut mac = Vec::new();
+    let mut mtu = 0;
+    for a in &link.attributes {
+        match a {
+            LinkAttribute::Address(m) => mac = m.clone(),
+            LinkAttribute::Mtu(m) => mtu = *m,
+            _ => {}
+        }
+    }
+    if mac != cfg.mac {
+        h.link()
+            .set(
+                LinkUnspec::new_with_index(idx)
+                    .address(cfg.mac.to_vec())
+                    .build(),
+            )
+            .execute()
+            .await
+            .map_err(|e| nl("set MAC", e))?;
+    }
+    if mtu != cfg.mtu {
+        h.link()
+            .set(LinkUnspec::new_with_index(idx).mtu(cfg.mtu).build())
+            .execute()
+            .await
+            .map_err(|e| nl("set MTU", e))?;
+    }
+    if !up {
+        h.link()
+            .set(LinkUnspec::new_with_index(idx).up().build())
+            .execute()
+            .await
+            .map_err(|e| nl("bring up", e))?;
+    }
+
+    // address: add ours, drop other static ones of the same family
+    let mut have = Vec::new();
+    let mut s = h.address().get().set_link_index_filter(idx).execute();
+    while let Some(m) = s.try_next().await.map_err(|e| nl("list addresses", e))? {
+        if m.header.index != idx {
+            continue;
+        }
+        let mut ip = None;
+        for a in &m.attributes {
+            match a {
+                AddressAttribute::Local(l) => ip = Some(*l),
+                AddressAttribute::Address(l) if ip.is_none() => ip = Some(*l),
+                _ => {}
+            }
+        }
+        if let Some(ip) = ip
+            && let Ok(net) = IpNet::new(ip, m.header.prefix_len)
+        {
+            have.push((net, m));
+        }
+    }
+    if !have.iter().any(|(n, _)| *n == cfg.address) {
+        h.address()
+            .add(idx, cfg.address.addr(), cfg.address.prefix_len())
+            .execute()
+            .await
+            .map_err(|e| nl(&format!("add address {}", cfg.address), e))?;
+        tracing::info!(address = %cfg.address, "management port address set");
+    }
+    for (net, m) in have {
+        let link_local = matches!(net, IpNet::V6(n) if n.addr().is_unicast_link_local());
+        if net != cfg.address && !link_local && net.addr().is_ipv4() == cfg.address.addr().is_ipv4()
+        {
+            h.address()
+                .del(m)
+                .execute()
+                .await
+                .map_err(|e| nl(&format!("remove stale address {net}"), e))?;
+        }
+    }
+
+    // routes to every Subnet via the join gateway; stale ones of ours (static, via the
+    // gateway, on this device) removed
+    let v6 = cfg.gateway.is_ipv6();
+    let query = if v6 {
+        RouteMessageBuilder::<Ipv6Addr>::new().build()
+    } else {
+        RouteMessageBuilder::<Ipv4Addr>::new().build()
+    };
+    let mut present = Vec::new();
+    let mut s = h.route().get(query).execute();
+    while let Some(m) = s.try_next().await.map_err(|e| nl("list routes", e))? {
+        let mut table = u32::from(m.header.table);
+        let (mut dest, mut gw, mut oif) = (None, None, None);
+        for a in &m.attributes {
+            match a {
+                RouteAttribute::Table(t) => table = *t,
+                RouteAttribute::Destination(RouteAddress::Inet(d)) => dest = Some(IpAddr::V4(*d)),
+                RouteAttribute::Destination(RouteAddress::Inet6(d)) => dest = Some(IpAddr::V6(*d)),
+                RouteAttribute::Gateway(RouteAddress::Inet(g)) => gw = Some(IpAddr::V4(*g)),
+                RouteAttribute::Gateway(RouteAddress::Inet6(g)) => gw = Some(IpAddr::V6(*g)),
+                RouteAttribute::Oif(i) => oif = Some(*i),
+                _ => {}
+            }
+        }
+        if table != u32::from(RouteHeader::RT_TABLE_MAIN) || oif != Some(idx) {
+            continue;
+        }
+        let Some(dest) = dest else { continue };
+        if let Ok(net) = IpNet::new(dest, m.header.destination_prefix_length) {
+            present.push((net, gw, m));
+        }
+    }
+    for subnet in &cfg.subnets {
+        if present
+            .iter()
+            .any(|(d, g, _)| d == subnet && *g == Some(cfg.gateway))
+        {
+            continue;
+        }
+        let msg = RouteMessageBuilder::<IpAddr>::new()
+            .destination_prefix(subnet.addr(), subnet.prefix_len())
+            .and_then(|b| b.gateway(cfg.gateway))
+            .map_err(|e| format!("route {subnet}: {e}"))?
+            .output_interface(idx)
+            .build();
+        h.route()
+            .add(msg)
+            .replace()
+            .execute()
+            .await
+            .map_err(|e| nl(&format!("add route {subnet} via {}", cfg.gateway), e))?;
+        tracing::info!(%subnet, via = %cfg.gateway, "management route set");
+    }
+    for (d, g, m) in present {
+        if g == Some(cfg.gateway)
+            && m.header.protocol == RouteProtocol::Static
+            && !cfg.subnets.contains(&d)
+        {
+            h.route()
+                .del(m)
+                .execute()
+                .await
+                .map_err(|e| nl(&format!("remove stale route {d}"), e))?;
+            tracing::info!(subnet = %d, "stale management route removed");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_from_annotation() {
+        let ann = BTreeMap::from([(
+            control::annotation::NODE_MGMT_PORT.to_string(),
+            r#"{"ip_addresses":["100.64.0.3/16"],"mac_address":"0a:58:64:40:00:03","gateway_ips":["100.64.0.1"],"routes":[]}"#.to_string(),
+        )]);
+        let c = MgmtConfig::from_annotations(
+            "n1",
+            &ann,
+            vec![
+                "10.16.0.0/16".parse().unwrap(),
+                "fd00::/64".parse().unwrap(),
+            ],
+            1400,
+        )
+        .unwrap();
+        assert_eq!(c.address.to_string(), "100.64.0.3/16");
+        assert_eq!(c.subnets.len(), 1);
+        assert_eq!(c.port_spec().iface_external_ids["iface-id"], "node-n1");
+        let e = MgmtConfig::from_annotations("n1", &BTreeMap::new(), vec![], 1400).unwrap_err();
+        assert!(e.to_string().contains("network.zstack.io/mgmt-port"), "{e}");
+    }
+}

@@ -1,0 +1,549 @@
+//! The node's local `Open_vSwitch` database, through the [`ovsdb`] client only.
+//!
+//! [`Ovs`] holds one connection and one monitor (a live replica of `Open_vSwitch`,
+//! `Bridge`, `Port` and `Interface`). Every row the agent creates carries
+//! `external_ids:zstack.io/owner=zstack-ovn-node`; rows without that mark are never
+//! modified or deleted.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ovsdb::{
+    Client, ClientConfig, Condition, MonitorRequest, Mutation, Operation, Replica, Uuid, Value,
+};
+
+/// The local database.
+pub const DB: &str = "Open_vSwitch";
+/// The integration bridge ovn-controller programs.
+pub const BR_INT: &str = "br-int";
+/// `external_ids` key marking rows the agent owns.
+pub const OWNER_KEY: &str = "zstack.io/owner";
+/// Its value.
+pub const OWNER: &str = "zstack-ovn-node";
+/// `external_ids` key: the pod (`namespace/name`) of a pod port.
+pub const POD_KEY: &str = "zstack.io/pod";
+/// `external_ids` key: the sandbox (container id) of a pod port.
+pub const SANDBOX_KEY: &str = "zstack.io/sandbox";
+/// `external_ids` key: the CNI ifname of a pod port (GC matches container id + ifname).
+pub const IFNAME_KEY: &str = "zstack.io/ifname";
+/// Set by ovn-controller on an Interface once its flows are installed.
+pub const OVN_INSTALLED: &str = "ovn-installed";
+
+/// Errors talking to the local OVSDB.
+#[derive(Debug, thiserror::Error)]
+pub enum OvsError {
+    #[error("OVSDB {remote}: {source}")]
+    Db {
+        remote: String,
+        #[source]
+        source: ovsdb::Error,
+    },
+    #[error("{what}: {source}")]
+    Op {
+        what: String,
+        #[source]
+        source: ovsdb::Error,
+    },
+    #[error("bridge {0} does not exist")]
+    NoBridge(String),
+    #[error("port {port}: {detail}")]
+    Foreign { port: String, detail: String },
+    #[error("timed out after {timeout:?} waiting for {what}")]
+    Timeout { what: String, timeout: Duration },
+}
+
+/// What a port the agent creates should look like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    /// Port and Interface name (the host-side device name).
+    pub name: String,
+    /// Interface type: `""` (system device) or `"internal"`.
+    pub iface_type: String,
+    /// Interface `mac` column (internal ports only).
+    pub mac: Option<String>,
+    /// Interface `external_ids` (the owner mark is added).
+    pub iface_external_ids: BTreeMap<String, String>,
+    /// Port `external_ids` (the owner mark is added).
+    pub port_external_ids: BTreeMap<String, String>,
+}
+
+/// One port of ours, as read from the replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedPort {
+    pub uuid: Uuid,
+    pub name: String,
+    pub external_ids: BTreeMap<String, String>,
+}
+
+/// External ids of the `Open_vSwitch` row that configure ovn-controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OvnConfig {
+    pub remote: String,
+    pub encap_type: String,
+    pub encap_ip: String,
+    pub system_id: String,
+}
+
+/// The local OVSDB: a client and a live replica of the tables the agent uses.
+#[derive(Clone, Debug)]
+pub struct Ovs {
+    remote: String,
+    client: Client,
+    replica: Replica,
+}
+
+fn str_map(m: &BTreeMap<String, String>) -> Value {
+    Value::string_map(m.iter().map(|(k, v)| (k.clone(), v.clone())))
+}
+
+fn owned(mut m: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    m.insert(OWNER_KEY.into(), OWNER.into());
+    m
+}
+
+fn map_of(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(|v| BTreeMap::<String, String>::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+use ovsdb::FromValue;
+
+impl Ovs {
+    /// Connects to `remote` (`unix:PATH`) and starts the monitor.
+    pub async fn connect(remote: &str) -> Result<Ovs, OvsError> {
+        let db_err = |source| OvsError::Db {
+            remote: remote.to_string(),
+            source,
+        };
+        let cfg = ClientConfig::parse(remote)
+            .map_err(db_err)?
+            .with_leader_only(false)
+            .with_request_timeout(Duration::from_secs(10))
+            .with_backoff(Duration::from_millis(100), Duration::from_secs(2));
+        let client = Client::connect(cfg).await.map_err(db_err)?;
+        let replica = client
+            .monitor(
+                DB,
+                vec![
+                    MonitorRequest::table("Open_vSwitch").with_columns([
+                        "bridges",
+                        "external_ids",
+                        "other_config",
+                    ]),
+                    MonitorRequest::table("Bridge").with_columns([
+                        "name",
+                        "ports",
+                        "datapath_type",
+                        "external_ids",
+                    ]),
+                    MonitorRequest::table("Port").with_columns([
+                        "name",
+                        "interfaces",
+                        "external_ids",
+                    ]),
+                    MonitorRequest::table("Interface").with_columns([
+                        "name",
+                        "type",
+                        "external_ids",
+                        "mac",
+                        "ofport",
+                        "error",
+                    ]),
+                ],
+            )
+            .await
+            .map_err(db_err)?;
+        Ok(Ovs {
+            remote: remote.to_string(),
+            client,
+            replica,
+        })
+    }
+
+    pub fn remote(&self) -> &str {
+        &self.remote
+    }
+
+    pub fn replica(&self) -> &Replica {
+        &self.replica
+    }
+
+    /// True while the connection is up and the monitor synced.
+    pub fn is_synced(&self) -> bool {
+        self.client.status().connected && self.replica.is_synced()
+    }
+
+    async fn transact(&self, what: &str, ops: Vec<Operation>) -> Result<(), OvsError> {
+        self.client
+            .transact(DB, ops)
+            .await
+            .map(|_| ())
+            .map_err(|source| OvsError::Op {
+                what: what.to_string(),
+                source,
+            })
+    }
+
+    /// Round trip to the server and check that `br-int` exists (a fresh `select`, not
+    /// the replica).
+    pub async fn status(&self) -> Result<(), OvsError> {
+        let r = self
+            .client
+            .transact(
+                DB,
+                vec![
+                    Operation::select("Bridge", vec![Condition::eq("name", Value::string(BR_INT))])
+                        .with_columns(["name"]),
+                ],
+            )
+            .await
+            .map_err(|source| OvsError::Db {
+                remote: self.remote.clone(),
+                source,
+            })?;
+        if r.first().is_some_and(|r| !r.rows().is_empty()) {
+            Ok(())
+        } else {
+            Err(OvsError::NoBridge(BR_INT.into()))
+        }
+    }
+
+    fn bridge_uuid(&self, name: &str) -> Option<Uuid> {
+        self.replica.read(|v| {
+            v.rows("Bridge")
+                .find(|r| r.str("name") == name)
+                .map(|r| r.uuid())
+        })
+    }
+
+    /// Waits until the replica shows the server's current contents (after a transaction of
+    /// ours, before reading the replica again).
+    async fn settle(&self, mut cond: impl FnMut(&ovsdb::View<'_>) -> bool) {
+        let _ = self
+            .replica
+            .wait_for(Duration::from_secs(5), |v| cond(v))
+            .await;
+    }
+
+    /// Creates `br-int` (netdev, `fail_mode=secure`, owned) if missing.
+    pub async fn ensure_br_int(&self, datapath_type: &str) -> Result<(), OvsError> {
+        if self.bridge_uuid(BR_INT).is_some() {
+            return Ok(());
+        }
+        let ops = vec![
+            Operation::insert(
+                "Interface",
+                ovsdb::ops::row([
+                    ("name", Value::string(BR_INT)),
+                    ("type", Value::string("internal")),
+                    ("external_ids", str_map(&owned(BTreeMap::new()))),
+                ]),
+            )
+            .with_uuid_name("iface"),
+            Operation::insert(
+                "Port",
+                ovsdb::ops::row([
+                    ("name", Value::string(BR_INT)),
+                    ("interfaces", Value::named_uuid("iface")),
+                    ("external_ids", str_map(&owned(BTreeMap::new()))),
+                ]),
+            )
+            .with_uuid_name("port"),
+            Operation::insert(
+                "Bridge",
+                ovsdb::ops::row([
+                    ("name", Value::string(BR_INT)),
+                    ("datapath_type", Value::string(datapath_type)),
+                    ("fail_mode", Value::string("secure")),
+                    ("ports", Value::named_uuid("port")),
+                    ("external_ids", str_map(&owned(BTreeMap::new()))),
+                ]),
+            )
+            .with_uuid_name("br"),
+            Operation::mutate(
+                "Open_vSwitch",
+                vec![],
+                vec![Mutation::insert("bridges", Value::named_uuid("br"))],
+            ),
+        ];
+        match self.transact("create br-int", ops).await {
+            Ok(()) => {
+                tracing::info!(bridge = BR_INT, datapath_type, "bridge created");
+                self.settle(|v| v.rows("Bridge").any(|r| r.str("name") == BR_INT))
+                    .await;
+                Ok(())
+            }
+            // a concurrent creator (unique index on name) won: fine
+            Err(e) => {
+                self.settle(|v| v.rows("Bridge").any(|r| r.str("name") == BR_INT))
+                    .await;
+                if self.bridge_uuid(BR_INT).is_some() {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Sets `external_ids:ovn-remote/ovn-encap-type/ovn-encap-ip/system-id/hostname` and
+    /// `ovn-bridge-datapath-type=netdev` on the `Open_vSwitch` row (only keys that differ).
+    pub async fn set_ovn_config(&self, cfg: &OvnConfig) -> Result<(), OvsError> {
+        let want: BTreeMap<String, String> = [
+            ("ovn-remote", cfg.remote.as_str()),
+            ("ovn-encap-type", cfg.encap_type.as_str()),
+            ("ovn-encap-ip", cfg.encap_ip.as_str()),
+            ("system-id", cfg.system_id.as_str()),
+            ("hostname", cfg.system_id.as_str()),
+            ("ovn-bridge-datapath-type", "netdev"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let have = self.replica.read(|v| {
+            v.rows("Open_vSwitch")
+                .next()
+                .map(|r| map_of(r.get("external_ids")))
+        });
+        let Some(have) = have else {
+            // ovs-vswitchd creates the row; without it there is nothing to configure yet
+            return Err(OvsError::Op {
+                what: "configure ovn-controller".into(),
+                source: ovsdb::Error::Config("the Open_vSwitch table has no row".into()),
+            });
+        };
+        let diff: BTreeMap<String, String> = want
+            .into_iter()
+            .filter(|(k, v)| have.get(k) != Some(v))
+            .collect();
+        if diff.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = diff.keys().cloned().collect();
+        self.transact(
+            "set Open_vSwitch external_ids",
+            vec![Operation::mutate(
+                "Open_vSwitch",
+                vec![],
+                vec![
+                    Mutation::delete("external_ids", Value::string_set(keys)),
+                    Mutation::insert("external_ids", str_map(&diff)),
+                ],
+            )],
+        )
+        .await?;
+        tracing::info!(?diff, "ovn-controller configuration set");
+        Ok(())
+    }
+
+    /// The named port and its interface (uuids, interface external_ids and type), if any.
+    fn find_port(&self, name: &str) -> Option<(Uuid, Vec<Uuid>, BTreeMap<String, String>)> {
+        self.replica.read(|v| {
+            let p = v.rows("Port").find(|r| r.str("name") == name)?;
+            let ifaces: Vec<Uuid> = p
+                .get("interfaces")
+                .map(|val| {
+                    val.atoms()
+                        .iter()
+                        .filter_map(|a| match a {
+                            ovsdb::Atom::Uuid(u) => Some(*u),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((p.uuid(), ifaces, map_of(p.get("external_ids"))))
+        })
+    }
+
+    fn iface_by_name(&self, name: &str) -> Option<(Uuid, BTreeMap<String, String>, String)> {
+        self.replica.read(|v| {
+            v.rows("Interface")
+                .find(|r| r.str("name") == name)
+                .map(|r| {
+                    (
+                        r.uuid(),
+                        map_of(r.get("external_ids")),
+                        r.str("type").to_string(),
+                    )
+                })
+        })
+    }
+
+    /// Adds (or updates in place) a port of ours on `br-int`, in one transaction.
+    /// A port of that name that is not ours is an error (never touched).
+    pub async fn ensure_port(&self, spec: &PortSpec) -> Result<(), OvsError> {
+        let br = self
+            .bridge_uuid(BR_INT)
+            .ok_or_else(|| OvsError::NoBridge(BR_INT.into()))?;
+        let want_iface = owned(spec.iface_external_ids.clone());
+        let want_port = owned(spec.port_external_ids.clone());
+        let name = spec.name.as_str();
+        let on_bridge = |port: Uuid| {
+            self.replica.read(|v| {
+                v.get("Bridge", &br)
+                    .and_then(|b| b.get("ports"))
+                    .is_some_and(|p| p.atoms().contains(&ovsdb::Atom::Uuid(port)))
+            })
+        };
+        if let Some((port_uuid, _, port_ids)) = self.find_port(name) {
+            if port_ids.get(OWNER_KEY).map(String::as_str) != Some(OWNER) {
+                return Err(OvsError::Foreign {
+                    port: name.into(),
+                    detail: "exists and is not owned by the node agent".into(),
+                });
+            }
+            let mut ops = Vec::new();
+            if port_ids != want_port {
+                ops.push(Operation::update(
+                    "Port",
+                    vec![Condition::uuid(port_uuid)],
+                    ovsdb::ops::row([("external_ids", str_map(&want_port))]),
+                ));
+            }
+            if let Some((iface_uuid, have, ty)) = self.iface_by_name(name) {
+                // keep what ovn-controller added (ovn-installed) unless our keys changed
+                let ours_same = want_iface.iter().all(|(k, v)| have.get(k) == Some(v));
+                if !ours_same || ty != spec.iface_type {
+                    let mut r = ovsdb::ops::row([
+                        ("external_ids", str_map(&want_iface)),
+                        ("type", Value::string(spec.iface_type.clone())),
+                    ]);
+                    if let Some(m) = &spec.mac {
+                        r.insert("mac".into(), Value::string(m.clone()));
+                    }
+                    ops.push(Operation::update(
+                        "Interface",
+                        vec![Condition::uuid(iface_uuid)],
+                        r,
+                    ));
+                }
+            }
+            if !on_bridge(port_uuid) {
+                ops.push(Operation::mutate(
+                    "Bridge",
+                    vec![Condition::uuid(br)],
+                    vec![Mutation::insert("ports", Value::uuid(port_uuid))],
+                ));
+            }
+            if !ops.is_empty() {
+                self.transact(&format!("update port {name}"), ops).await?;
+                tracing::info!(port = name, "OVS port updated");
+            }
+            return Ok(());
+        }
+        let mut iface = ovsdb::ops::row([
+            ("name", Value::string(name)),
+            ("type", Value::string(spec.iface_type.clone())),
+            ("external_ids", str_map(&want_iface)),
+        ]);
+        if let Some(m) = &spec.mac {
+            iface.insert("mac".into(), Value::string(m.clone()));
+        }
+        let ops = vec![
+            Operation::insert("Interface", iface).with_uuid_name("iface"),
+            Operation::insert(
+                "Port",
+                ovsdb::ops::row([
+                    ("name", Value::string(name)),
+                    ("interfaces", Value::named_uuid("iface")),
+                    ("external_ids", str_map(&want_port)),
+                ]),
+            )
+            .with_uuid_name("port"),
+            Operation::mutate(
+                "Bridge",
+                vec![Condition::uuid(br)],
+                vec![Mutation::insert("ports", Value::named_uuid("port"))],
+            ),
+        ];
+        self.transact(&format!("add port {name} to {BR_INT}"), ops)
+            .await?;
+        tracing::info!(port = name, "OVS port added");
+        let n = name.to_string();
+        self.settle(move |v| v.rows("Port").any(|r| r.str("name") == n))
+            .await;
+        Ok(())
+    }
+
+    /// Removes a port of ours by name; a missing port is Ok, a foreign one is left alone
+    /// (an error). Returns whether something was removed.
+    pub async fn delete_port(&self, name: &str) -> Result<bool, OvsError> {
+        let Some((uuid, _, ids)) = self.find_port(name) else {
+            return Ok(false);
+        };
+        if ids.get(OWNER_KEY).map(String::as_str) != Some(OWNER) {
+            return Err(OvsError::Foreign {
+                port: name.into(),
+                detail: "is not owned by the node agent: not deleting it".into(),
+            });
+        }
+        self.delete_port_uuid(name, uuid).await?;
+        Ok(true)
+    }
+
+    async fn delete_port_uuid(&self, name: &str, uuid: Uuid) -> Result<(), OvsError> {
+        // The Port (and its Interface) are garbage collected once no Bridge refers to it.
+        self.transact(
+            &format!("remove port {name}"),
+            vec![Operation::mutate(
+                "Bridge",
+                vec![Condition::includes("ports", Value::uuid(uuid))],
+                vec![Mutation::delete("ports", Value::uuid(uuid))],
+            )],
+        )
+        .await?;
+        tracing::info!(port = name, "OVS port removed");
+        self.settle(move |v| v.get("Port", &uuid).is_none()).await;
+        Ok(())
+    }
+
+    /// Every Port of ours (from the replica).
+    pub fn owned_ports(&self) -> Vec<OwnedPort> {
+        self.replica.read(|v| {
+            v.rows("Port")
+                .filter(|r| r.map_get("external_ids", OWNER_KEY) == Some(OWNER))
+                .map(|r| OwnedPort {
+                    uuid: r.uuid(),
+                    name: r.str("name").to_string(),
+                    external_ids: map_of(r.get("external_ids")),
+                })
+                .collect()
+        })
+    }
+
+    /// Removes one of our ports by its uuid.
+    pub async fn delete_owned(&self, port: &OwnedPort) -> Result<(), OvsError> {
+        self.delete_port_uuid(&port.name, port.uuid).await
+    }
+
+    /// The Interface `external_ids` of a port (replica), if the interface exists.
+    pub fn iface_external_ids(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        self.iface_by_name(name).map(|(_, ids, _)| ids)
+    }
+
+    /// Waits until ovn-controller sets `external_ids:ovn-installed="true"` on the
+    /// Interface `name` bound to `iface_id`.
+    pub async fn wait_installed(
+        &self,
+        name: &str,
+        iface_id: &str,
+        timeout: Duration,
+    ) -> Result<(), OvsError> {
+        self.replica
+            .wait_for(timeout, |v| {
+                v.rows("Interface").any(|r| {
+                    r.str("name") == name
+                        && r.map_get("external_ids", "iface-id") == Some(iface_id)
+                        && r.map_get("external_ids", OVN_INSTALLED) == Some("true")
+                })
+            })
+            .await
+            .map_err(|_| OvsError::Timeout {
+                what: format!(
+                    "ovn-controller to mark port {name} (iface-id {iface_id}) {OVN_INSTALLED}"
+                ),
+                timeout,
+            })
+    }
+}
