@@ -302,7 +302,16 @@ impl Lab {
                 .manifest
                 .netns
                 .iter()
-                .map(|n| (n.clone(), netns::exists(n)))
+                .cloned()
+                .chain(
+                    self.runtime_pods()
+                        .map(|f| f.pods.into_values().map(|p| p.netns).collect::<Vec<_>>())
+                        .unwrap_or_default(),
+                )
+                .map(|n| {
+                    let ok = netns::exists(&n);
+                    (n, ok)
+                })
                 .collect(),
             timings: self.manifest.timings.clone(),
         }
@@ -397,6 +406,42 @@ impl Lab {
         Ok(rec)
     }
 
+    /// Starts one node agent (`agent`, see [`crate::agent`]) per node inside the node's
+    /// netns, pointing it at the object store's socket, and records each. A node whose
+    /// recorded agent is alive keeps it; a dead one is replaced. `shim` is passed as
+    /// `--cni-shim` (the agent installs it into the node's CNI bin dir).
+    pub fn start_agents(&mut self, agent: &Path, shim: Option<&Path>) -> Result<Vec<DaemonRecord>> {
+        let nodes = self.manifest.nodes.clone();
+        let mut out = Vec::new();
+        for node in &nodes {
+            let name = format!("node{}/{}", node.index, crate::agent::AGENT_BIN);
+            if let Some(old) = self.manifest.agents.iter().find(|a| a.name == name)
+                && old.is_alive()
+            {
+                out.push(old.clone());
+                continue;
+            }
+            let rec = crate::agent::start(&self.layout, node, agent, shim);
+            if let Ok(rec) = &rec {
+                self.manifest.agents.retain(|a| a.name != name);
+                self.manifest.agents.push(rec.clone());
+                self.save()?;
+            }
+            out.push(rec?);
+        }
+        Ok(out)
+    }
+
+    /// The node agents, as recorded.
+    pub fn agents(&self) -> &[DaemonRecord] {
+        &self.manifest.agents
+    }
+
+    /// The pod runtime's records (`pods.json`), if readable.
+    pub fn runtime_pods(&self) -> Result<crate::pods::PodsFile> {
+        crate::pods::PodsFile::load(&self.layout.pods_file())
+    }
+
     /// The object-store daemon, if one was started.
     pub fn apiserver(&self) -> Option<&DaemonRecord> {
         self.manifest.apiserver.as_ref()
@@ -452,6 +497,8 @@ fn teardown(layout: &Layout, manifest: &Manifest, purge: bool) -> Result<()> {
         note(stop_daemon(d).map(drop));
     }
     note(stop_unrecorded(layout));
+    // pods after the object store (the only writer of pods.json) has stopped
+    note(crate::pods::record::teardown(layout));
     for ns in manifest.netns.iter().rev() {
         note(netns::delete(ns));
     }
@@ -510,6 +557,7 @@ fn cleanup_stale(layout: &Layout) -> Result<bool> {
     if !pidfiles(&layout.dir).is_empty() {
         warn!(dir = %layout.dir.display(), "stale pidfiles without manifest, cleaning up");
         stop_unrecorded(layout)?;
+        crate::pods::record::teardown(layout)?;
         remove_dir_all(&layout.dir)?;
         return Ok(true);
     }

@@ -14,6 +14,10 @@
 //! - [`ctl`]: the OVS/OVN command-line tools used (to be swapped for the ovsdb client).
 //! - [`apiserver`]: the lab's object store daemon (Namespaces, Subnets, Pods, Nodes) with
 //!   the real controller on it, and the client behind `zovn lab apply/delete/get`.
+//! - [`agent`]: the node agents (`zstack-ovnkube-node`, one per node, in its netns).
+//! - [`pods`]: the pod runtime inside the object-store daemon — pods become network
+//!   namespaces wired by the real CNI shim, each with a responder on its container ports;
+//!   `zovn lab exec/probe`.
 //!
 //! ```no_run
 //! use lab::{Central, CentralConfig, Db, Lab, LabConfig, Signal};
@@ -41,6 +45,7 @@
 //! # }
 //! ```
 
+pub mod agent;
 pub mod apiserver;
 pub mod central;
 pub mod cluster;
@@ -52,6 +57,7 @@ pub mod lab;
 pub mod names;
 pub mod netns;
 pub mod node;
+pub mod pods;
 pub mod process;
 pub mod state;
 pub mod wait;

@@ -126,13 +126,140 @@ pub struct DaemonRecord {
     pub unixctl: Option<PathBuf>,
     pub log_file: PathBuf,
     pub netns: Option<String>,
+    /// What one of the process's arguments contains, identifying this very instance; the
+    /// pidfile path when `None` (OVS daemons are started with `--pidfile=`). Set for
+    /// programs that take no pidfile argument (the node agent: its `--state-dir`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ident: Option<String>,
 }
 
 impl DaemonRecord {
     /// True while the recorded pid is alive (not gone, not a zombie) and still ours.
     pub fn is_alive(&self) -> bool {
-        is_alive(self.pid) && cmdline_matches(self.pid, &self.program, Some(&self.pidfile))
+        is_alive(self.pid) && cmdline_matches(self.pid, &self.program, Some(&self.marker()))
     }
+
+    /// The argument text [`cmdline_matches`] looks for: `ident`, or the pidfile.
+    pub fn marker(&self) -> PathBuf {
+        self.ident
+            .as_ref()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.pidfile.clone())
+    }
+}
+
+/// A foreground program to run as a daemon of the lab (see [`spawn_detached`]).
+#[derive(Debug, Clone)]
+pub struct DetachedSpec {
+    /// Lab-level name, e.g. `node1/zstack-ovnkube-node`.
+    pub name: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Run inside this network namespace (`ip netns exec`, which execs in place: the pid
+    /// stays the program's).
+    pub netns: Option<String>,
+    /// stdout and stderr are appended here.
+    pub log_file: PathBuf,
+    /// Recorded; the program may write it (the responder does) or not (the agent).
+    pub pidfile: PathBuf,
+    /// See [`DaemonRecord::ident`].
+    pub ident: Option<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Starts a foreground program detached from the caller: own session (no terminal
+/// signals), stdin from /dev/null, output appended to the log file, reaped by a thread of
+/// the caller while it lives (init afterwards). Returns its record once `/proc/PID/cmdline`
+/// shows the program (i.e. `ip netns exec` has exec'ed it), or an error with the log tail
+/// if it exited first.
+pub fn spawn_detached(spec: &DetachedSpec) -> Result<DaemonRecord> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+
+    let fail = |detail: String| LabError::Daemon {
+        name: spec.name.clone(),
+        program: spec.program.display().to_string(),
+        detail,
+    };
+    if let Some(dir) = spec.log_file.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| LabError::io("create dir", dir, e))?;
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&spec.log_file)
+        .map_err(|e| LabError::io("open log", &spec.log_file, e))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| LabError::io("open log", &spec.log_file, e))?;
+    let mut c = match &spec.netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(&spec.program);
+            c
+        }
+        None => Command::new(&spec.program),
+    };
+    c.args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+    for (k, v) in &spec.env {
+        c.env(k, v);
+    }
+    // SAFETY: setsid(2) is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        c.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = c
+        .spawn()
+        .map_err(|e| fail(format!("cannot start it: {e}")))?;
+    let pid = i32::try_from(child.id()).map_err(|_| fail("pid out of range".into()))?;
+    let program = spec.program.to_string_lossy().into_owned();
+    let marker = spec
+        .ident
+        .as_ref()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| spec.pidfile.clone());
+    let t0 = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(fail(format!(
+                "exited right after start ({status}){}",
+                log_tail(&spec.log_file)
+            )));
+        }
+        if cmdline_matches(pid, &program, Some(&marker)) {
+            break;
+        }
+        if t0.elapsed() >= STOP_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(fail(format!(
+                "pid {pid} never became {program}{}",
+                log_tail(&spec.log_file)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    info!(name = %spec.name, pid, "daemon started");
+    Ok(DaemonRecord {
+        name: spec.name.clone(),
+        program,
+        pid,
+        pidfile: spec.pidfile.clone(),
+        unixctl: None,
+        log_file: spec.log_file.clone(),
+        netns: spec.netns.clone(),
+        ident: spec.ident.clone(),
+    })
 }
 
 /// Starts a daemon and returns its record once `--detach` has returned and the pidfile
@@ -182,6 +309,7 @@ pub fn start_daemon(spec: &DaemonSpec) -> Result<DaemonRecord> {
         unixctl: spec.unixctl.clone(),
         log_file: spec.log_file.clone(),
         netns: spec.netns.clone(),
+        ident: None,
     })
 }
 
@@ -309,7 +437,7 @@ pub fn stop_pid(pid: i32, program: &str, pidfile: Option<&Path>) -> Result<StopO
 
 /// [`stop_pid`] for a recorded daemon; also removes its pidfile.
 pub fn stop_daemon(rec: &DaemonRecord) -> Result<StopOutcome> {
-    let outcome = stop_pid(rec.pid, &rec.program, Some(&rec.pidfile))?;
+    let outcome = stop_pid(rec.pid, &rec.program, Some(&rec.marker()))?;
     if outcome != StopOutcome::NotOurs {
         remove_file_if_exists(&rec.pidfile)?;
     }

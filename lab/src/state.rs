@@ -3,7 +3,9 @@
 //! Layout: `<dir>/lab.json`, `<dir>/central/{run,db,log}`, `<dir>/node<i>/{run,db,log,etc}`,
 //! `<dir>/hugepages` (only if the lab mounted hugetlbfs), and the object store's
 //! `<dir>/run/{lab-api.sock,lab-apiserver.pid}`, `<dir>/log/lab-apiserver.log`,
-//! `<dir>/store.json`. The manifest records everything
+//! `<dir>/store.json`; the node agents' `<dir>/node<i>/{cni/net.d,cni/bin,agent}`,
+//! `<dir>/node<i>/run/cni.sock`, `<dir>/node<i>/log/agent.log`; the pod runtime's
+//! `<dir>/pods.json` and `<dir>/pods/{run,log}`. The manifest records everything
 //! the lab created — daemons (pid, program, pidfile), network namespaces, hugepage changes
 //! — and is saved after every step, so `down` (or the stale-state cleanup of the next `up`)
 //! removes exactly that.
@@ -59,6 +61,39 @@ impl Layout {
     /// The object store's saved objects.
     pub fn store_file(&self) -> PathBuf {
         self.dir.join("store.json")
+    }
+    /// The pod runtime's record of every pod it set up (netns, responder): `pods.json`,
+    /// written only by the object-store daemon, read by `down` and the stale cleanup.
+    pub fn pods_file(&self) -> PathBuf {
+        self.dir.join("pods.json")
+    }
+    /// Pidfiles of the pods' responders (`<dir>/pods/run/<netns>.pid`).
+    pub fn pods_run(&self) -> PathBuf {
+        self.dir.join("pods/run")
+    }
+    /// Logs of the pods' responders.
+    pub fn pods_log(&self) -> PathBuf {
+        self.dir.join("pods/log")
+    }
+    /// Node `i`'s CNI config directory (the agent writes its conflist there).
+    pub fn node_cni_conf(&self, i: usize) -> PathBuf {
+        self.node(i).join("cni/net.d")
+    }
+    /// Node `i`'s CNI binary directory (the agent installs the shim there).
+    pub fn node_cni_bin(&self, i: usize) -> PathBuf {
+        self.node(i).join("cni/bin")
+    }
+    /// Node `i`'s CNI socket, served by its agent.
+    pub fn node_cni_socket(&self, i: usize) -> PathBuf {
+        self.node(i).join("run/cni.sock")
+    }
+    /// Node `i`'s agent state directory.
+    pub fn node_agent_state(&self, i: usize) -> PathBuf {
+        self.node(i).join("agent")
+    }
+    /// Node `i`'s agent log.
+    pub fn node_agent_log(&self, i: usize) -> PathBuf {
+        self.node(i).join("log/agent.log")
     }
     /// Creates `<dir>/{run,log}`.
     pub fn create_api_dirs(&self) -> Result<()> {
@@ -144,6 +179,9 @@ pub struct Manifest {
     /// The object store daemon (`zovn lab serve`), once started.
     #[serde(default)]
     pub apiserver: Option<DaemonRecord>,
+    /// The node agents (`zstack-ovnkube-node`, one per node, in node order), once started.
+    #[serde(default)]
+    pub agents: Vec<DaemonRecord>,
 }
 
 impl Manifest {
@@ -160,13 +198,16 @@ impl Manifest {
             timings: Timings::default(),
             complete: false,
             apiserver: None,
+            agents: Vec::new(),
         }
     }
 
-    /// Every recorded daemon, in stop order: the object store, nodes last-to-first
-    /// (ovn-controller, ovs-vswitchd, ovsdb-server), then central (northd, NB, SB).
+    /// Every recorded daemon, in stop order: the object store (and its pod runtime), the
+    /// node agents, nodes last-to-first (ovn-controller, ovs-vswitchd, ovsdb-server), then
+    /// central (northd, NB, SB).
     pub fn daemons_stop_order(&self) -> Vec<&DaemonRecord> {
         let mut v: Vec<&DaemonRecord> = self.apiserver.iter().collect();
+        v.extend(self.agents.iter().rev());
         for n in self.nodes.iter().rev() {
             v.extend(n.daemons.iter().rev());
         }
@@ -178,10 +219,11 @@ impl Manifest {
     }
 
     /// Every recorded daemon, in start order: central (NB, SB, northd), each node's
-    /// ovsdb-server, ovs-vswitchd, ovn-controller, then the object store.
+    /// ovsdb-server, ovs-vswitchd, ovn-controller, then the object store, then the agents.
     pub fn daemons_start_order(&self) -> Vec<&DaemonRecord> {
         let mut v = self.ovn_daemons();
         v.extend(self.apiserver.iter());
+        v.extend(self.agents.iter());
         v
     }
 
@@ -199,8 +241,8 @@ impl Manifest {
     }
 
     /// True if `up` completed and every recorded OVN/OVS daemon is still alive: a running
-    /// lab, not stale state. (A dead object store alone does not make a lab stale: `zovn
-    /// lab up` starts it again.)
+    /// lab, not stale state. (A dead object store or agent alone does not make a lab stale:
+    /// `zovn lab up` starts them again.)
     pub fn is_running(&self) -> bool {
         self.complete && self.ovn_daemons().iter().all(|d| d.is_alive())
     }
@@ -287,6 +329,7 @@ mod tests {
             unixctl: None,
             log_file: "/tmp/lab/x.log".into(),
             netns: Some("labn1".into()),
+            ident: None,
         };
         m.nodes.push(NodeState {
             index: 1,
@@ -348,6 +391,7 @@ mod tests {
             unixctl: None,
             log_file: "/tmp/lab/log/lab-apiserver.log".into(),
             netns: None,
+            ident: None,
         });
         let names = |v: Vec<&DaemonRecord>| v.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(m.daemons_stop_order()), ["lab-apiserver", "b", "a"]);

@@ -135,5 +135,6 @@ pub fn spawn(layout: &Layout, exe: &Path) -> anyhow::Result<DaemonRecord> {
         unixctl: None,
         log_file,
         netns: None,
+        ident: None,
     })
 }

@@ -4,7 +4,9 @@
 //!
 //! Start-up: own session and umask 077, pidfile, NB connection and replica, `store.json`
 //! loaded (if any), one Node per lab node registered, `mark_synced`, controller task,
-//! socket (mode 0600). SIGTERM/SIGINT: save, remove socket and pidfile, exit 0. If the
+//! pod runtime task ([`PodRuntime`]), socket (mode 0600). `get` of pods adds what the
+//! runtime knows (status: phase, podIP, Ready; netns and datapath annotations).
+//! SIGTERM/SIGINT: save, remove socket and pidfile, exit 0. If the
 //! controller stops (NB gone), the daemon exits non-zero.
 
 use std::path::Path;
@@ -24,10 +26,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::objects::LabObject;
 use super::persist::{self, Persister};
 use super::progress::pending;
-use super::protocol::{Request, Response};
+use super::protocol::{Request, ResourceKind, Response};
 use super::store::{LabNode, LabStore};
 use super::writer::PersistingWriter;
 use crate::lab::Lab;
+use crate::pods::PodRuntime;
 use crate::state::Layout;
 
 /// How often `wait` looks again.
@@ -59,6 +62,7 @@ pub fn serve(dir: &Path, pidfile: &Path) -> anyhow::Result<()> {
 
 struct Ctx {
     store: Arc<LabStore>,
+    runtime: Arc<PodRuntime>,
     persister: Arc<Persister>,
     nb: Replica,
     owner: String,
@@ -110,10 +114,17 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
     let writer = PersistingWriter::new(mem, persister.clone());
     let mut controller = tokio::spawn(Controller::new(cfg.clone(), rec, writer).run(rx));
 
+    // the pod runtime: pods become netns wired by the node's CNI plugin
+    let zovn = std::env::current_exe().context("the zovn binary (for pod responders)")?;
+    let runtime = PodRuntime::new(&lab, zovn)
+        .with_context(|| format!("read {}", layout.pods_file().display()))?;
+    let runtime_task = tokio::spawn(runtime.clone().run(store.clone()));
+
     let sock = layout.api_socket();
     let listener = bind(&sock)?;
     let ctx = Arc::new(Ctx {
         store: store.clone(),
+        runtime,
         persister: persister.clone(),
         nb: replica,
         owner: cfg.cluster_id.clone(),
@@ -145,6 +156,8 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
         }
     };
     controller.abort();
+    // pods stay as they are: a restarted daemon adopts them, `down` removes them
+    runtime_task.abort();
     persister.save_now()?;
     tracing::info!("lab object store stopped");
     result
@@ -231,9 +244,15 @@ async fn handle(req: Request, ctx: &Ctx) -> Response {
             save(ctx);
             Response::Deleted { changes }
         }
-        Request::Get { kind } => Response::Objects {
-            items: ctx.store.get(kind),
-        },
+        Request::Get { kind } => {
+            let mut items = ctx.store.get(kind);
+            if kind == ResourceKind::Pod {
+                for p in &mut items {
+                    ctx.runtime.decorate(p);
+                }
+            }
+            Response::Objects { items }
+        }
         Request::Wait { timeout_ms } => {
             let t0 = Instant::now();
             let timeout = Duration::from_millis(timeout_ms);

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::objects::{DEFAULT_NAMESPACE, LabObject};
 use super::protocol::{Action, Change, ObjectRef, ResourceKind};
+use crate::pods::{DesiredPod, PortSpec, Proto};
 
 /// A lab node as registered in the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +61,8 @@ pub struct LabStore {
     mem: MemoryStore,
     nodes: Vec<LabNode>,
     extra: Mutex<Extra>,
+    /// Signalled after every apply/delete (the pod runtime waits on it).
+    changed: tokio::sync::Notify,
 }
 
 impl LabStore {
@@ -69,12 +72,57 @@ impl LabStore {
             mem,
             nodes,
             extra: Mutex::new(Extra::default()),
+            changed: tokio::sync::Notify::new(),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Extra> {
         // every critical section leaves the maps consistent
         self.extra.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notified after every apply and delete.
+    pub fn changed(&self) -> &tokio::sync::Notify {
+        &self.changed
+    }
+
+    /// The pods the pod runtime should run: not hostNetwork, not completed, on a node;
+    /// with their uid and container ports.
+    pub fn runtime_pods(&self) -> Vec<DesiredPod> {
+        let extra = self.lock();
+        self.network_pods()
+            .into_iter()
+            .filter_map(|info| {
+                let pod = extra.pods.get(&info.key())?;
+                let mut ports: Vec<PortSpec> = pod
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.containers.iter())
+                    .flat_map(|c| c.ports.iter().flatten())
+                    .filter_map(|p| {
+                        let proto = match p.protocol.as_deref().unwrap_or("TCP") {
+                            "TCP" => Proto::Tcp,
+                            "UDP" => Proto::Udp,
+                            _ => return None,
+                        };
+                        Some(PortSpec {
+                            port: u16::try_from(p.container_port).ok().filter(|p| *p > 0)?,
+                            proto,
+                        })
+                    })
+                    .collect();
+                ports.sort();
+                ports.dedup();
+                Some(DesiredPod {
+                    key: info.key(),
+                    namespace: info.namespace.clone(),
+                    name: info.name.clone(),
+                    uid: info.uid.clone(),
+                    node: info.node.clone()?,
+                    ports,
+                })
+            })
+            .collect()
     }
 
     /// The lab's nodes.
@@ -168,7 +216,7 @@ impl LabStore {
         if !problems.is_empty() {
             return Err(problems.join("; "));
         }
-        Ok(planned
+        let changes = planned
             .into_iter()
             .map(|o| {
                 let object = o.object_ref().to_string();
@@ -179,7 +227,10 @@ impl LabStore {
                 };
                 Change { object, action }
             })
-            .collect())
+            .collect();
+        drop(extra);
+        self.changed.notify_one();
+        Ok(changes)
     }
 
     /// Resolves the pod's node (given, shorthand, kept, or round-robin) and checks it.
@@ -354,6 +405,8 @@ impl LabStore {
                 },
             });
         }
+        drop(extra);
+        self.changed.notify_one();
         out
     }
 

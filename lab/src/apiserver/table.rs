@@ -8,12 +8,22 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::protocol::ResourceKind;
+use crate::pods::runtime::DATAPATH_ANNOTATION;
 
 /// The header and rows for `items` of `kind`.
 pub fn rows(kind: ResourceKind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     match kind {
         ResourceKind::Pod => (
-            vec!["NAMESPACE/NAME", "NODE", "IP", "MAC", "SUBNET", "STATUS"],
+            vec![
+                "NAMESPACE/NAME",
+                "NODE",
+                "IP",
+                "MAC",
+                "SUBNET",
+                "DATAPATH",
+                "READY",
+                "STATUS",
+            ],
             typed::<Pod>(items).iter().map(pod_row).collect(),
         ),
         ResourceKind::Subnet => (
@@ -74,8 +84,10 @@ fn dash(s: &str) -> String {
     if s.is_empty() { "-".into() } else { s.into() }
 }
 
-/// One pod: addresses from `k8s.ovn.org/pod-networks`; STATUS is `Ready` when annotated,
-/// the IPAM error when there is one, `HostNetwork`, or `Pending`.
+/// One pod: addresses from `k8s.ovn.org/pod-networks`; DATAPATH and READY from the pod
+/// runtime (READY: CNI ADD succeeded and the responder runs; `-` when the runtime does not
+/// run the pod, e.g. hostNetwork); STATUS is the controller's: `Ready` when annotated, the
+/// IPAM error when there is one, `HostNetwork`, or `Pending`.
 pub fn pod_row(p: &Pod) -> Vec<String> {
     let empty = Default::default();
     let ann = p.metadata.annotations.as_ref().unwrap_or(&empty);
@@ -94,6 +106,20 @@ pub fn pod_row(p: &Pod) -> Vec<String> {
                 .join(","),
             n.mac_address.clone(),
         ),
+        // the pod runtime's view (a CNI result without a controller annotation)
+        _ if !host => (
+            p.status
+                .as_ref()
+                .and_then(|s| s.pod_ips.as_ref())
+                .map(|ips| {
+                    ips.iter()
+                        .map(|i| i.ip.clone())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default(),
+            String::new(),
+        ),
         _ => (String::new(), String::new()),
     };
     let status = if host {
@@ -105,6 +131,12 @@ pub fn pod_row(p: &Pod) -> Vec<String> {
     } else {
         "Pending".to_string()
     };
+    let ready = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| if c.status == "True" { "true" } else { "false" });
     vec![
         format!(
             "{}/{}",
@@ -119,6 +151,16 @@ pub fn pod_row(p: &Pod) -> Vec<String> {
         } else {
             ann.get(POD_SUBNET).map(String::as_str).unwrap_or("")
         }),
+        dash(
+            ann.get(DATAPATH_ANNOTATION)
+                .map(String::as_str)
+                .unwrap_or(""),
+        ),
+        match ready {
+            Some(r) => r.to_string(),
+            None if host => "-".to_string(),
+            None => "false".to_string(),
+        },
         status,
     ]
 }
@@ -189,15 +231,17 @@ mod tests {
         let nets = r#"{"default":{"ip_addresses":["10.16.0.5/16"],"mac_address":"0a:58:0a:10:00:05","routes":[]}}"#;
         let items = vec![
             json!({"metadata": {"name": "a", "namespace": "demo",
-                "annotations": {POD_NETWORKS: nets, POD_SUBNET: "demo", IPAM_ERROR: ""}},
-                "spec": {"nodeName": "n1", "containers": []}}),
+                "annotations": {POD_NETWORKS: nets, POD_SUBNET: "demo", IPAM_ERROR: "",
+                    DATAPATH_ANNOTATION: "kernel/veth"}},
+                "spec": {"nodeName": "n1", "containers": []},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
             json!({"metadata": {"name": "b", "namespace": "demo",
                 "annotations": {IPAM_ERROR: "no Subnet serves namespace demo"}},
                 "spec": {"nodeName": "n2", "containers": []}}),
             json!({"metadata": {"name": "c", "namespace": "demo"}, "spec": {"containers": []}}),
         ];
         let (h, rows) = rows(ResourceKind::Pod, &items);
-        assert_eq!(h.len(), 6);
+        assert_eq!(h.len(), 8);
         assert_eq!(
             rows[0],
             [
@@ -206,11 +250,13 @@ mod tests {
                 "10.16.0.5",
                 "0a:58:0a:10:00:05",
                 "demo",
+                "kernel/veth",
+                "true",
                 "Ready"
             ]
         );
-        assert_eq!(rows[1][5], "no Subnet serves namespace demo");
-        assert_eq!(rows[2][1..], ["-", "-", "-", "-", "Pending"]);
+        assert_eq!(rows[1][7], "no Subnet serves namespace demo");
+        assert_eq!(rows[2][1..], ["-", "-", "-", "-", "-", "false", "Pending"]);
         let text = render(&h, &rows);
         assert!(text.starts_with("NAMESPACE/NAME   NODE   IP"), "{text}");
     }

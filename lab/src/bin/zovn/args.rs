@@ -38,6 +38,55 @@ pub enum LabCommand {
     /// Run the lab's object store daemon (started by `zovn lab up`).
     #[command(hide = true)]
     Serve(ServeArgs),
+    /// Run a command inside a pod's network namespace (its exit code is passed through).
+    Exec(ExecArgs),
+    /// Connect from inside a pod to HOST:PORT (TCP: connect and read the reply; --udp: send
+    /// and wait for the echo). Exit 0 when reachable, 1 when not.
+    Probe(ProbeArgs),
+    /// A pod's responder (started by the pod runtime inside the pod netns): TCP answers
+    /// with the pod name and closes, UDP echoes the pod name.
+    #[command(hide = true)]
+    Responder(ResponderArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The pod: NAMESPACE/NAME (NAME alone: namespace default).
+    pub pod: String,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The pod to probe from: NAMESPACE/NAME.
+    pub pod: String,
+    /// Where to: HOST:PORT.
+    pub target: String,
+    /// UDP instead of TCP.
+    #[arg(long)]
+    pub udp: bool,
+    /// How long to wait (e.g. 2s, 500ms).
+    #[arg(long, default_value = "2s", value_parser = lab::pods::probe::parse_duration)]
+    pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ResponderArgs {
+    /// Ports to serve: 80/tcp,53/udp.
+    #[arg(long, default_value = "")]
+    pub ports: String,
+    /// The reply: the pod's NAMESPACE/NAME.
+    #[arg(long)]
+    pub name: String,
+    /// Written once every port is bound.
+    #[arg(long)]
+    pub pidfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

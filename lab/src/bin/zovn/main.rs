@@ -7,6 +7,8 @@
 //! zovn lab apply -f FILE|DIR [-f ...] [--wait [--timeout S]] [--dir DIR]
 //! zovn lab delete -f FILE|DIR [-f ...] [--wait [--timeout S]] [--dir DIR]
 //! zovn lab get pods|subnets|sn|namespaces|nodes [-o table|json|yaml] [--dir DIR]
+//! zovn lab exec NS/POD [--dir DIR] -- CMD [ARGS...]
+//! zovn lab probe NS/POD HOST:PORT [--udp] [--timeout 2s] [--dir DIR]
 //! ```
 //! The lab dir defaults to `$ZOVN_LAB_DIR` or `/tmp/zovn-lab`.
 //!
@@ -15,12 +17,18 @@
 //! real controller writing the NB from them. Its objects are saved in `<dir>/store.json`
 //! and survive a restart of the daemon (`zovn lab up` on a running lab whose store died
 //! starts it again), not `zovn lab down`.
+//!
+//! `up` then starts one node agent (`zstack-ovnkube-node`) per node in the node's netns.
+//! The object store's pod runtime turns every pod into a network namespace wired by the
+//! CNI shim and the agent, with a responder on its container ports; `exec` and `probe`
+//! act from inside a pod.
 
 mod apply;
 mod args;
 mod delete;
 mod down;
 mod get;
+mod pods;
 mod serve;
 mod status;
 mod up;
@@ -56,6 +64,9 @@ fn main() -> anyhow::Result<()> {
             LabCommand::Delete(a) => delete::run(a),
             LabCommand::Get(a) => get::run(a),
             LabCommand::Serve(a) => serve::run(a),
+            LabCommand::Exec(a) => pods::exec(a),
+            LabCommand::Probe(a) => pods::probe(a),
+            LabCommand::Responder(a) => pods::responder(a),
         },
     }
 }

@@ -39,6 +39,8 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let api = lab
         .start_apiserver(&exe)
         .with_context(|| format!("starting the object store of the lab in {}", dir.display()))?;
+    start_agents(&mut lab)
+        .with_context(|| format!("starting the node agents of the lab in {}", dir.display()))?;
     lab.keep_running();
     println!("NB: {}", lab.nb_remote());
     println!("SB: {}", lab.sb_remote());
@@ -57,29 +59,75 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// If a lab is running in `dir` without a live object store, starts the store and returns
-/// true.
+/// Starts the node agents if the binary is built; otherwise says that pods will stay
+/// without network.
+fn start_agents(lab: &mut Lab) -> anyhow::Result<()> {
+    let agent = match lab::agent::agent_exe() {
+        Ok(a) => a,
+        Err(e) => {
+            println!(
+                "node agent not built ({e:#}): pods will stay without network                  (`cargo build -p dataplane --bin {}`)",
+                lab::agent::AGENT_BIN
+            );
+            return Ok(());
+        }
+    };
+    let shim = match lab::agent::shim_exe() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            println!("warning: {e:#}: the agent gets no --cni-shim");
+            None
+        }
+    };
+    for a in lab.start_agents(&agent, shim.as_deref())? {
+        println!(
+            "{}: pid {} in netns {}, log {}",
+            a.name,
+            a.pid,
+            a.netns.as_deref().unwrap_or("-"),
+            a.log_file.display()
+        );
+    }
+    Ok(())
+}
+
+/// If a lab is running in `dir` without a live object store or node agent, starts what
+/// is missing and returns true.
 fn restart_apiserver(dir: &Path, exe: &Path) -> anyhow::Result<bool> {
     if !dir.join("lab.json").exists() {
         return Ok(false);
     }
     let mut lab =
         Lab::open(dir).with_context(|| format!("reading the lab at {}", dir.display()))?;
-    if !lab.manifest().is_running() || lab.manifest().apiserver_alive() {
-        // stale state (cleaned by `up`) or a complete running lab (refused by `up`)
+    if !lab.manifest().is_running() {
+        // stale state: cleaned by `up`
         return Ok(false);
     }
-    let api = lab.start_apiserver(exe).with_context(|| {
-        format!(
-            "restarting the object store of the lab in {}",
+    let agents_alive =
+        lab.agents().len() == lab.nodes().len() && lab.agents().iter().all(|a| a.is_alive());
+    let agent_built = lab::agent::agent_exe().is_ok();
+    if lab.manifest().apiserver_alive() && (agents_alive || !agent_built) {
+        // a complete running lab: refused by `up`
+        return Ok(false);
+    }
+    if !lab.manifest().apiserver_alive() {
+        let api = lab.start_apiserver(exe).with_context(|| {
+            format!(
+                "restarting the object store of the lab in {}",
+                dir.display()
+            )
+        })?;
+        println!(
+            "the lab in {} is already running; its object store was not: started it again",
             dir.display()
-        )
-    })?;
-    println!(
-        "the lab in {} is already running; its object store was not: started it again",
-        dir.display()
-    );
-    print_apiserver(dir, api.pid);
+        );
+        print_apiserver(dir, api.pid);
+    }
+    if !agents_alive {
+        start_agents(&mut lab).with_context(|| {
+            format!("restarting the node agents of the lab in {}", dir.display())
+        })?;
+    }
     Ok(true)
 }
 

@@ -1,0 +1,23 @@
+//! The lab's pod runtime: "the pod runtime that calls the CNI binary like a container
+//! runtime". Pods of the object store become network namespaces, wired by the real
+//! `zstack-ovn-cni` shim talking to the node's real `zstack-ovnkube-node` agent, each
+//! with a small responder serving its container ports.
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`runtime`] | [`PodRuntime`]: the per-pod tasks inside the object-store daemon |
+//! | [`cni_exec`] | the node's network config, one plugin call (`CNI_*` env, stdin, stdout) |
+//! | [`record`] | `pods.json` (what was created, what was learnt), [`record::teardown`] |
+//! | [`naming`] | netns names (`<prefix>p-<hash>`) and container ids |
+//! | [`responder`] | `zovn lab responder`: TCP/UDP answers with the pod name |
+//! | [`probe`] | `zovn lab exec` / `zovn lab probe` from inside a pod netns |
+
+pub mod cni_exec;
+pub mod naming;
+pub mod probe;
+pub mod record;
+pub mod responder;
+pub mod runtime;
+
+pub use record::{PodPhase, PodRecord, PodsFile, PortSpec, Proto};
+pub use runtime::{DesiredPod, PodRuntime};

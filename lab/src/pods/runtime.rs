@@ -1,0 +1,588 @@
+//! [`PodRuntime`]: the lab's container runtime, run inside the object-store daemon.
+//!
+//! Every pod of the store that is not hostNetwork and has a node gets one task that does
+//! what kubelet + containerd do for a sandbox: wait for the node's CNI config (the agent
+//! writes it), create the netns `<prefix>p-<hash>`, call the plugin with `ADD` (retried
+//! with backoff; `11`/`100` mean "not yet" and retry fast, other errors are cleaned up
+//! with `DEL` and retried slower), start the pod's responder, and report the pod ready.
+//! When the pod leaves the store (or comes back with another uid) the task stops the
+//! responder, calls `DEL` (with the ADD result as `prevResult`) and deletes the netns.
+//!
+//! Everything is recorded in `pods.json` before it is created. When the daemon restarts,
+//! the records are adopted: a ready pod whose netns still exists is not set up again
+//! (its responder is restarted if it died); a pod no longer in the store is torn down.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::cni_exec::{
+    CniCall, CniFailure, CniNode, NetworkConfig, load_network_config, summarize,
+};
+use super::naming::{container_id, pod_netns};
+use super::record::{PodPhase, PodRecord, PodsFile, PortSpec};
+use super::responder;
+use crate::apiserver::store::LabStore;
+use crate::error::{LabError, Result};
+use crate::lab::Lab;
+use crate::netns;
+use crate::process::stop_daemon;
+use crate::state::Layout;
+
+/// The pod interface name.
+pub const IFNAME: &str = "eth0";
+/// Annotation (in `get` output only) naming the pod's netns.
+pub const NETNS_ANNOTATION: &str = "lab.zstack.io/netns";
+/// Annotation (in `get` output only) naming the pod's datapath.
+pub const DATAPATH_ANNOTATION: &str = "lab.zstack.io/datapath";
+/// How often the runtime looks at the store when nothing notifies it.
+const RESYNC: Duration = Duration::from_secs(1);
+/// How often a running pod's responder is checked.
+const HEALTH: Duration = Duration::from_secs(2);
+
+/// A pod the store wants running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredPod {
+    /// `namespace/name`.
+    pub key: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// Node name.
+    pub node: String,
+    pub ports: Vec<PortSpec>,
+}
+
+impl DesiredPod {
+    fn from_record(r: &PodRecord) -> DesiredPod {
+        let (ns, name) = r.key.split_once('/').unwrap_or(("default", &r.key));
+        DesiredPod {
+            key: r.key.clone(),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            uid: r.uid.clone(),
+            node: r.node.clone(),
+            ports: r.ports.clone(),
+        }
+    }
+}
+
+/// Why a setup attempt failed.
+struct SetupError {
+    /// Retry soon (waiting for the agent/controller), not a failure.
+    transient: bool,
+    message: String,
+}
+
+impl SetupError {
+    fn waiting(message: String) -> Self {
+        SetupError {
+            transient: true,
+            message,
+        }
+    }
+    fn failed(message: String) -> Self {
+        SetupError {
+            transient: false,
+            message,
+        }
+    }
+}
+
+/// The runtime (see the module docs).
+pub struct PodRuntime {
+    layout: Layout,
+    prefix: String,
+    nodes: Vec<CniNode>,
+    /// The `zovn` binary, for responders.
+    zovn: PathBuf,
+    state: Mutex<PodsFile>,
+}
+
+impl PodRuntime {
+    /// A runtime for `lab`, with the records of `pods.json` (if any).
+    pub fn new(lab: &Lab, zovn: PathBuf) -> Result<Arc<PodRuntime>> {
+        let layout = Layout::new(lab.dir());
+        let nodes = lab
+            .nodes()
+            .iter()
+            .map(|n| CniNode {
+                name: n.system_id.clone(),
+                index: n.index,
+                netns: n.netns.clone(),
+                conf_dir: layout.node_cni_conf(n.index),
+                bin_dir: layout.node_cni_bin(n.index),
+                socket: layout.node_cni_socket(n.index),
+                host_ip: n.encap_ip.clone(),
+            })
+            .collect();
+        let state = PodsFile::load(&layout.pods_file())?;
+        Ok(Arc::new(PodRuntime {
+            prefix: lab.names().prefix().to_string(),
+            layout,
+            nodes,
+            zovn,
+            state: Mutex::new(state),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PodsFile> {
+        // every critical section leaves the map consistent
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The record of pod `key`.
+    pub fn record(&self, key: &str) -> Option<PodRecord> {
+        self.lock().pods.get(key).cloned()
+    }
+
+    /// Every record.
+    pub fn records(&self) -> BTreeMap<String, PodRecord> {
+        self.lock().pods.clone()
+    }
+
+    fn save(&self, f: &PodsFile) -> Result<()> {
+        f.save(&self.layout.pods_file())
+    }
+
+    /// Changes the record of `key` (if present) and saves.
+    fn update(&self, key: &str, change: impl FnOnce(&mut PodRecord)) {
+        let mut st = self.lock();
+        if let Some(r) = st.pods.get_mut(key) {
+            change(r);
+            if let Err(e) = self.save(&st) {
+                warn!(pod = key, error = %e, "saving pods.json failed");
+            }
+        }
+    }
+
+    fn node(&self, name: &str) -> Option<&CniNode> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// Runs until the task is aborted: keeps the pods of `store` set up.
+    pub async fn run(self: Arc<Self>, store: Arc<LabStore>) {
+        let mut tasks: HashMap<String, PodTask> = HashMap::new();
+        for rec in self.records().values() {
+            let d = DesiredPod::from_record(rec);
+            tasks.insert(d.key.clone(), PodTask::spawn(self.clone(), d));
+        }
+        loop {
+            let desired: BTreeMap<String, DesiredPod> = store
+                .runtime_pods()
+                .into_iter()
+                .map(|d| (d.key.clone(), d))
+                .collect();
+            tasks.retain(|_, t| !t.handle.is_finished());
+            for (key, t) in &tasks {
+                if desired.get(key).map(|d| &d.uid) != Some(&t.uid) {
+                    let _ = t.gone.send(true);
+                }
+            }
+            for (key, d) in desired {
+                tasks
+                    .entry(key)
+                    .or_insert_with(|| PodTask::spawn(self.clone(), d));
+            }
+            tokio::select! {
+                _ = store.changed().notified() => {}
+                _ = tokio::time::sleep(RESYNC) => {}
+            }
+        }
+    }
+
+    /// One attempt at bringing pod `d` up.
+    async fn setup(
+        &self,
+        d: &DesiredPod,
+        gone: &mut watch::Receiver<bool>,
+    ) -> Result<(), SetupError> {
+        let node = self.node(&d.node).ok_or_else(|| {
+            SetupError::failed(format!("pod {}: node {} is not a lab node", d.key, d.node))
+        })?;
+        let net = network_config(node, &d.key)?;
+        let ns = pod_netns(&self.prefix, &d.key);
+        let rec = {
+            let mut st = self.lock();
+            if let Some(other) = st.pods.values().find(|r| r.netns == ns && r.key != d.key) {
+                return Err(SetupError::failed(format!(
+                    "pod {}: netns name {ns} collides with pod {}",
+                    d.key, other.key
+                )));
+            }
+            let rec = match st.pods.get(&d.key) {
+                Some(r) if r.uid == d.uid => PodRecord {
+                    attempts: r.attempts + 1,
+                    ..r.clone()
+                },
+                _ => PodRecord {
+                    key: d.key.clone(),
+                    uid: d.uid.clone(),
+                    node: d.node.clone(),
+                    node_index: node.index,
+                    netns: ns.clone(),
+                    container_id: container_id(&d.uid),
+                    ports: d.ports.clone(),
+                    phase: PodPhase::Pending,
+                    ready: false,
+                    ips: Vec::new(),
+                    mac: None,
+                    datapath: None,
+                    message: None,
+                    result: None,
+                    attempts: 1,
+                    responder: None,
+                },
+            };
+            st.pods.insert(d.key.clone(), rec.clone());
+            self.save(&st).map_err(|e| {
+                SetupError::failed(format!("pod {}: record it in pods.json: {e}", d.key))
+            })?;
+            rec
+        };
+        if !netns::exists(&ns) {
+            let name = ns.clone();
+            blocking(move || netns::add(&name)).await.map_err(|e| {
+                SetupError::failed(format!("pod {}: create netns {ns}: {e}", d.key))
+            })?;
+        }
+        let adopted = rec.ready && rec.result.is_some();
+        if !adopted {
+            if rec.attempts > 1 {
+                // clean up what a failed or interrupted attempt may have left
+                let _ = self
+                    .call(d, node, &net, &rec, "DEL", rec.result.as_ref())
+                    .await;
+            }
+            let add = tokio::select! {
+                r = self.call(d, node, &net, &rec, "ADD", None) => r,
+                _ = deleted(gone) => {
+                    return Err(SetupError::waiting(format!("pod {}: deleted during ADD", d.key)));
+                }
+            };
+            match add {
+                Ok(result) => {
+                    let (ips, mac, datapath) = summarize(&result).map_err(|e| {
+                        SetupError::failed(format!("pod {}: CNI ADD result: {e}", d.key))
+                    })?;
+                    info!(pod = %d.key, netns = %ns, ?ips, "CNI ADD succeeded");
+                    self.update(&d.key, |r| {
+                        r.ips = ips;
+                        r.mac = mac;
+                        r.datapath = Some(datapath);
+                        r.result = Some(result);
+                    });
+                }
+                Err(f) => {
+                    if !f.transient() {
+                        let _ = self.call(d, node, &net, &rec, "DEL", None).await;
+                        return Err(SetupError::failed(f.to_string()));
+                    }
+                    return Err(SetupError::waiting(f.to_string()));
+                }
+            }
+        }
+        self.ensure_responder(d).await.map_err(SetupError::failed)?;
+        self.update(&d.key, |r| {
+            r.phase = PodPhase::Running;
+            r.ready = true;
+            r.message = None;
+        });
+        Ok(())
+    }
+
+    /// Starts the pod's responder unless it runs (or the pod declares no ports).
+    async fn ensure_responder(&self, d: &DesiredPod) -> std::result::Result<(), String> {
+        let Some(rec) = self.record(&d.key) else {
+            return Ok(());
+        };
+        if rec.ports.is_empty() || rec.responder.as_ref().is_some_and(|r| r.is_alive()) {
+            return Ok(());
+        }
+        let (layout, zovn, key, ns, ports) = (
+            self.layout.clone(),
+            self.zovn.clone(),
+            d.key.clone(),
+            rec.netns.clone(),
+            rec.ports.clone(),
+        );
+        let spawned = blocking(move || responder::spawn(&layout, &zovn, &key, &ns, &ports))
+            .await
+            .map_err(|e| format!("pod {}: start the responder: {e}", d.key))?;
+        info!(pod = %d.key, pid = spawned.pid, "responder started");
+        self.update(&d.key, |r| r.responder = Some(spawned));
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        d: &DesiredPod,
+        node: &CniNode,
+        net: &NetworkConfig,
+        rec: &PodRecord,
+        command: &str,
+        prev: Option<&Value>,
+    ) -> std::result::Result<Value, CniFailure> {
+        CniCall {
+            command,
+            node,
+            container_id: &rec.container_id,
+            netns: &rec.netns,
+            ifname: IFNAME,
+            namespace: &d.namespace,
+            name: &d.name,
+            uid: &d.uid,
+            net,
+            prev_result: prev,
+        }
+        .run()
+        .await
+    }
+
+    /// Undoes everything for pod `d`: responder, CNI DEL, netns, record.
+    async fn teardown(&self, d: &DesiredPod) {
+        let Some(rec) = self.record(&d.key) else {
+            return;
+        };
+        if rec.uid != d.uid {
+            return;
+        }
+        self.update(&d.key, |r| {
+            r.phase = PodPhase::Terminating;
+            r.ready = false;
+        });
+        if let Some(resp) = rec.responder.clone() {
+            let key = d.key.clone();
+            if let Err(e) = blocking(move || stop_daemon(&resp).map(drop)).await {
+                warn!(pod = %key, error = %e, "stopping the responder failed");
+            }
+        }
+        if let Some(node) = self.node(&rec.node)
+            && let Ok(net) = network_config(node, &d.key)
+        {
+            for attempt in 1..=3 {
+                match self
+                    .call(d, node, &net, &rec, "DEL", rec.result.as_ref())
+                    .await
+                {
+                    Ok(_) => break,
+                    Err(e) => {
+                        warn!(pod = %d.key, attempt, error = %e, "CNI DEL failed");
+                        tokio::time::sleep(Duration::from_millis(500 * attempt)).await;
+                    }
+                }
+            }
+        }
+        let ns = rec.netns.clone();
+        if let Err(e) = blocking(move || netns::delete(&ns)).await {
+            warn!(pod = %d.key, netns = %rec.netns, error = %e, "deleting the pod netns failed");
+            self.update(&d.key, |r| r.message = Some(format!("delete netns: {e}")));
+            return;
+        }
+        let _ = std::fs::remove_file(responder::pidfile(&self.layout, &rec.netns));
+        let mut st = self.lock();
+        st.pods.remove(&d.key);
+        if let Err(e) = self.save(&st) {
+            warn!(pod = %d.key, error = %e, "saving pods.json failed");
+        }
+        info!(pod = %d.key, netns = %rec.netns, "pod torn down");
+    }
+
+    /// The pod as `get` shows it: `status` (phase, hostIP, podIP(s), Ready condition)
+    /// and the netns/datapath annotations, from the runtime's record (if its uid matches).
+    pub fn decorate(&self, pod: &mut Value) {
+        let key = format!(
+            "{}/{}",
+            pod["metadata"]["namespace"].as_str().unwrap_or("default"),
+            pod["metadata"]["name"].as_str().unwrap_or("")
+        );
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        let Some(obj) = pod.as_object_mut() else {
+            return;
+        };
+        let rec = self.record(&key).filter(|r| r.uid == uid);
+        let Some(rec) = rec else {
+            return;
+        };
+        let host_ip = self
+            .node(&rec.node)
+            .map(|n| n.host_ip.clone())
+            .unwrap_or_default();
+        let ips: Vec<&str> = rec
+            .ips
+            .iter()
+            .map(|a| a.split('/').next().unwrap_or(a))
+            .collect();
+        let phase = match rec.phase {
+            PodPhase::Running => "Running",
+            PodPhase::Pending | PodPhase::Terminating => "Pending",
+        };
+        let mut status = json!({
+            "phase": phase,
+            "hostIP": host_ip,
+            "conditions": [{
+                "type": "Ready",
+                "status": if rec.ready { "True" } else { "False" },
+                "reason": if rec.ready { "CNIAddSucceeded" } else { "ContainersNotReady" },
+                "message": rec.message.clone().unwrap_or_default(),
+            }],
+        });
+        if let Some(first) = ips.first() {
+            status["podIP"] = json!(first);
+            status["podIPs"] = json!(ips.iter().map(|ip| json!({"ip": ip})).collect::<Vec<_>>());
+        }
+        obj.insert("status".into(), status);
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| json!({}))
+            .as_object_mut();
+        if let Some(meta) = meta {
+            let ann = meta.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(ann) = ann.as_object_mut() {
+                ann.insert(NETNS_ANNOTATION.into(), json!(rec.netns));
+                if let Some(dp) = &rec.datapath {
+                    ann.insert(DATAPATH_ANNOTATION.into(), json!(dp));
+                }
+            }
+        }
+    }
+}
+
+fn network_config(node: &CniNode, key: &str) -> Result<NetworkConfig, SetupError> {
+    match load_network_config(&node.conf_dir) {
+        Ok(Some(net)) => Ok(net),
+        Ok(None) => Err(SetupError::waiting(format!(
+            "pod {key}: no CNI config in {} yet (node agent zstack-ovnkube-node not running \
+             on {}?)",
+            node.conf_dir.display(),
+            node.name
+        ))),
+        Err(e) => Err(SetupError::failed(format!("pod {key}: {e}"))),
+    }
+}
+
+/// Resolves once `gone` says the pod was deleted; never if the runtime stops (the sender
+/// is dropped).
+async fn deleted(gone: &mut watch::Receiver<bool>) {
+    loop {
+        if *gone.borrow_and_update() {
+            return;
+        }
+        if gone.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| LabError::Invalid(format!("a runtime worker failed: {e}")))?
+}
+
+/// A pod's task and how to tell it the pod is gone.
+struct PodTask {
+    uid: String,
+    gone: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+impl PodTask {
+    fn spawn(rt: Arc<PodRuntime>, d: DesiredPod) -> PodTask {
+        let (tx, rx) = watch::channel(false);
+        let uid = d.uid.clone();
+        let handle = tokio::spawn(pod_lifecycle(rt, d, rx));
+        PodTask {
+            uid,
+            gone: tx,
+            handle,
+        }
+    }
+}
+
+/// Backoff while waiting for the agent or the controller, and after real failures.
+fn next_delay(prev: Duration, transient: bool) -> Duration {
+    let (first, max) = if transient {
+        (Duration::from_millis(250), Duration::from_secs(5))
+    } else {
+        (Duration::from_secs(1), Duration::from_secs(30))
+    };
+    if prev.is_zero() {
+        first
+    } else {
+        (prev * 2).clamp(first, max)
+    }
+}
+
+async fn pod_lifecycle(rt: Arc<PodRuntime>, d: DesiredPod, mut gone: watch::Receiver<bool>) {
+    let mut delay = Duration::ZERO;
+    loop {
+        if *gone.borrow() {
+            return rt.teardown(&d).await;
+        }
+        match rt.setup(&d, &mut gone).await {
+            Ok(()) => break,
+            Err(e) => {
+                delay = next_delay(delay, e.transient);
+                if e.transient {
+                    tracing::debug!(pod = %d.key, retry_in = ?delay, "{}", e.message);
+                } else {
+                    warn!(pod = %d.key, retry_in = ?delay, "{}", e.message);
+                }
+                rt.update(&d.key, |r| {
+                    r.ready = false;
+                    r.phase = PodPhase::Pending;
+                    r.message = Some(e.message.clone());
+                });
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = deleted(&mut gone) => {}
+                }
+            }
+        }
+    }
+    loop {
+        tokio::select! {
+            r = gone.changed() => {
+                if r.is_err() {
+                    return; // the runtime stops: leave the pod as it is
+                }
+                if *gone.borrow() {
+                    return rt.teardown(&d).await;
+                }
+            }
+            _ = tokio::time::sleep(HEALTH) => {
+                if let Err(e) = rt.ensure_responder(&d).await {
+                    warn!(pod = %d.key, error = %e, "restarting the responder failed");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let mut d = Duration::ZERO;
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            d = next_delay(d, true);
+            seen.push(d.as_millis());
+        }
+        assert_eq!(seen, [250, 500, 1000, 2000, 4000, 5000, 5000, 5000]);
+        assert_eq!(next_delay(Duration::ZERO, false), Duration::from_secs(1));
+        assert_eq!(
+            next_delay(Duration::from_secs(20), false),
+            Duration::from_secs(30)
+        );
+    }
+}
