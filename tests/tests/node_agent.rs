@@ -113,13 +113,32 @@ fn shim(
     pod: &str,
     timeout_s: f64,
 ) -> (bool, Value) {
-    let conf = json!({
+    shim_with(cmd, node, cid, netns, pod, timeout_s, json!({}))
+}
+
+/// [`shim`] with extra network config fields (cniVersion 1.1.0).
+fn shim_with(
+    cmd: &str,
+    node: &Node,
+    cid: &str,
+    netns: &str,
+    pod: &str,
+    timeout_s: f64,
+    extra: Value,
+) -> (bool, Value) {
+    let mut conf = json!({
         "cniVersion": "1.0.0",
         "name": "zstack-ovn",
         "type": "zstack-ovn-cni",
         "serverSocket": node.socket,
         "timeoutSeconds": timeout_s,
     });
+    if let (Some(c), Some(e)) = (conf.as_object_mut(), extra.as_object()) {
+        if !e.is_empty() {
+            c.insert("cniVersion".into(), "1.1.0".into());
+        }
+        c.extend(e.clone());
+    }
     let mut c = Command::new(tests::workspace_bin("zstack-ovn-cni"))
         .env("CNI_COMMAND", cmd)
         .env("CNI_CONTAINERID", cid)
@@ -400,6 +419,64 @@ fn node_agent_cni_end_to_end() {
     assert!(ping(&qb, &ip_c, Duration::from_secs(10)), "pb -> pc");
     let (ok, r) = shim("CHECK", &nodes[0], &cid_a, &qa, "pa", 10.0);
     assert!(ok, "CHECK pa after restart: {r}");
+
+    // a port lost from OVS (as after a database reset) is re-added by the OVS watch
+    let port_c = rc["interfaces"][0]["name"]
+        .as_str()
+        .expect("host ifname")
+        .to_string();
+    let ports = |db: &str| {
+        let out = Command::new("ovs-vsctl")
+            .args(["--db", db, "list-ports", "br-int"])
+            .output()
+            .expect("ovs-vsctl list-ports");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        Command::new("ovs-vsctl")
+            .args(["--db", &nodes[0].db, "del-port", "br-int", &port_c])
+            .status()
+            .expect("ovs-vsctl del-port")
+            .success()
+    );
+    let t = Instant::now();
+    while !ports(&nodes[0].db).lines().any(|l| l == port_c) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{port_c} not re-added\n{}",
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        ping(&qc, &ip_b, Duration::from_secs(10)),
+        "pc -> pb after re-add"
+    );
+
+    // GC on node2 with no valid attachment: pb's port and veth go
+    let port_b = rb["interfaces"][0]["name"]
+        .as_str()
+        .expect("host ifname")
+        .to_string();
+    let (ok, r) = shim_with(
+        "GC",
+        &nodes[1],
+        "",
+        &qb,
+        "",
+        10.0,
+        json!({"cni.dev/valid-attachments": [{"containerID": cid_a, "ifname": "eth0"}]}),
+    );
+    assert!(ok, "GC: {r}");
+    assert!(
+        !ports(&nodes[1].db).lines().any(|l| l == port_b),
+        "GC left {port_b}"
+    );
+    assert!(
+        !in_ns(&nodes[1].netns, &["ip", "link", "show", &port_b])
+            .status
+            .success()
+    );
 
     // an annotation that never comes: 100 within the timeout
     let t = Instant::now();
