@@ -388,7 +388,6 @@ fn runtime_with_a_stub_plugin() {
 }
 
 #[test]
-#[ignore = "needs zstack-ovnkube-node (dataplane)"]
 fn pods_reach_each_other() {
     if !tests::require_real("lab_pods::pods_reach_each_other", tests::OVSDB_BINS)
         || !tests::require_real("lab_pods::pods_reach_each_other", LAB_BINS)

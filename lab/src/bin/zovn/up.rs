@@ -91,8 +91,8 @@ fn start_agents(lab: &mut Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// If a lab is running in `dir` without a live object store or node agent, starts what
-/// is missing and returns true.
+/// If a lab is running in `dir` but its object store or a recorded node agent died,
+/// starts them again and returns true.
 fn restart_apiserver(dir: &Path, exe: &Path) -> anyhow::Result<bool> {
     if !dir.join("lab.json").exists() {
         return Ok(false);
@@ -103,10 +103,10 @@ fn restart_apiserver(dir: &Path, exe: &Path) -> anyhow::Result<bool> {
         // stale state: cleaned by `up`
         return Ok(false);
     }
-    let agents_alive =
-        lab.agents().len() == lab.nodes().len() && lab.agents().iter().all(|a| a.is_alive());
-    let agent_built = lab::agent::agent_exe().is_ok();
-    if lab.manifest().apiserver_alive() && (agents_alive || !agent_built) {
+    // only agents that were started and died are started again (a lab brought up
+    // without agents stays without them)
+    let agents_dead = lab.agents().iter().any(|a| !a.is_alive());
+    if lab.manifest().apiserver_alive() && !agents_dead {
         // a complete running lab: refused by `up`
         return Ok(false);
     }
@@ -123,7 +123,7 @@ fn restart_apiserver(dir: &Path, exe: &Path) -> anyhow::Result<bool> {
         );
         print_apiserver(dir, api.pid);
     }
-    if !agents_alive {
+    if agents_dead {
         start_agents(&mut lab).with_context(|| {
             format!("restarting the node agents of the lab in {}", dir.display())
         })?;
