@@ -1,8 +1,9 @@
 #!/bin/bash
 # lab-demo.sh DIR NODES - the README's first command (`make lab`): bring up the local lab of
-# real OVN/OVS daemons with the control plane, apply examples/lab/ (Namespaces, Subnets,
-# Pods), show what the controller decided (pod addresses, Subnet status, OVN rows), tear
-# everything down.
+# real OVN/OVS daemons with the control plane and a node agent per node, apply
+# examples/lab/ (Namespaces, Subnets, Pods: each pod a network namespace wired through the
+# real CNI plugin), show what was decided (pod addresses, Subnet status), the reachability
+# matrix (same node and across the Geneve tunnel) and the OVN rows, tear everything down.
 set -euo pipefail
 DIR=${1:-/tmp/zovn-lab}; NODES=${2:-2}
 ZOVN=target/debug/zovn
@@ -18,10 +19,19 @@ SB=$(echo "$STATUS" | sed -n 's/^SB: //p')
 step "zovn lab apply -f examples/lab/ --wait"
 $ZOVN lab apply -f examples/lab/ --wait --dir "$DIR"
 
+step "waiting until every pod is Ready (its network namespace wired by the real CNI plugin)"
+for _ in $(seq 120); do
+  $ZOVN lab get pods --dir "$DIR" | awk 'NR>1 && $7 != "true" {bad=1} END {exit bad}' && break
+  sleep 0.25
+done
+
 step "zovn lab get subnets   (the controller's status: phase, addresses used/available)"
 $ZOVN lab get subnets --dir "$DIR"
 step "zovn lab get pods      (addresses from each pod's Subnet; db asked for 10.16.0.100)"
 $ZOVN lab get pods --dir "$DIR"
+
+step "reachability matrix    (zovn lab probe: every pod to every declared port; hosts to pods)"
+python3 scripts/lab-matrix.py "$ZOVN" "$DIR"
 
 step "ovn-nbctl show         (the OVN topology the controller wrote)"
 ovn-nbctl --db="$NB" show
@@ -37,5 +47,7 @@ Explore on your own:
   $ZOVN lab up --nodes $NODES
   $ZOVN lab apply -f examples/lab/      # edit the files and apply again: objects update
   $ZOVN lab get pods | get sn
+  $ZOVN lab exec demo/web -- ip addr             # a shell command inside a pod
+  $ZOVN lab probe blue/client 10.16.0.100:5432   # exit 0 when reachable
   $ZOVN lab down
 TXT
