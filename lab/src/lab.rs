@@ -432,6 +432,35 @@ impl Lab {
         Ok(out)
     }
 
+    /// Kills node `i`'s ovs-vswitchd (SIGKILL, a crash) and starts it again with the same
+    /// database, run directory and control socket; the manifest records the new pid.
+    /// For restart tests: the node agent and ovn-controller must recover on their own.
+    pub fn restart_vswitchd(&mut self, i: usize) -> Result<DaemonRecord> {
+        let name = format!("node{i}/ovs-vswitchd");
+        let node = self.node(i)?.clone();
+        let old = node
+            .daemons
+            .iter()
+            .find(|d| d.name == name)
+            .cloned()
+            .ok_or_else(|| LabError::Daemon {
+                name: name.clone(),
+                program: crate::node::VSWITCHD.into(),
+                detail: "not recorded in the manifest".into(),
+            })?;
+        crate::process::kill9(&old)?;
+        let spec =
+            crate::node::vswitchd_spec(i, &node.dir, &node.netns, &node.db_remote, node.dpdk);
+        let rec = crate::process::start_daemon(&spec)?;
+        if let Some(n) = self.manifest.nodes.iter_mut().find(|n| n.index == i) {
+            for d in n.daemons.iter_mut().filter(|d| d.name == name) {
+                *d = rec.clone();
+            }
+        }
+        self.save()?;
+        Ok(rec)
+    }
+
     /// The node agents, as recorded.
     pub fn agents(&self) -> &[DaemonRecord] {
         &self.manifest.agents

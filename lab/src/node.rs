@@ -79,6 +79,23 @@ pub fn node_env(dir: &Path) -> Vec<(String, String)> {
     ]
 }
 
+/// The ovs-vswitchd of node `i`: always the same run dir, pidfile and control socket, so a
+/// restarted one is found by ovn-controller again (LAB.md: br-int.mgmt must not move).
+pub fn vswitchd_spec(i: usize, dir: &Path, netns: &str, db: &str, dpdk: bool) -> DaemonSpec {
+    let program = if dpdk { VSWITCHD_DPDK } else { VSWITCHD };
+    let mut spec = DaemonSpec::new(
+        &format!("node{i}/ovs-vswitchd"),
+        program,
+        dir.join("run/ovs-vswitchd.pid"),
+        dir.join("log/ovs-vswitchd.log"),
+    );
+    spec.unixctl = Some(dir.join("run/ovs-vswitchd.ctl"));
+    spec.args = vec![db.to_string()];
+    spec.netns = Some(netns.to_string());
+    spec.env = node_env(dir);
+    spec
+}
+
 /// Starts node `spec.index` inside its (already created) netns, attaching it to the
 /// underlay bridge. Started daemons are pushed to `state.daemons` as they start, so a
 /// failure half-way leaves an accurate record for cleanup.
@@ -140,18 +157,9 @@ pub fn start(
     ctl::vsctl(&db, &set)?;
 
     // ovs-vswitchd
-    let program = if spec.dpdk { VSWITCHD_DPDK } else { VSWITCHD };
-    let mut spec_vs = DaemonSpec::new(
-        &format!("node{i}/ovs-vswitchd"),
-        program,
-        dir.join("run/ovs-vswitchd.pid"),
-        dir.join("log/ovs-vswitchd.log"),
-    );
-    spec_vs.unixctl = Some(dir.join("run/ovs-vswitchd.ctl"));
-    spec_vs.args = vec![db.clone()];
-    spec_vs.netns = Some(ns.clone());
-    spec_vs.env = env.clone();
-    state.daemons.push(start_daemon(&spec_vs)?);
+    state
+        .daemons
+        .push(start_daemon(&vswitchd_spec(i, &dir, &ns, &db, spec.dpdk))?);
     if spec.dpdk {
         wait_dpdk_initialized(&db)?;
     }

@@ -498,3 +498,97 @@ fn pods_reach_each_other() {
     drop(lab);
     assert_down_clean(&dir, &s.prefix, &pids);
 }
+
+/// Probes `from` → `to_ip:port` until it answers with `to` (bounded).
+fn probe_until(z: &Zovn, from: &str, target: &str, to: &str, bound: Duration) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        let (code, out, _) = z.run(&["probe", from, target, "--timeout", "1s"]);
+        if code == 0 && out.trim() == to {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < bound,
+            "{from} → {target} still unreachable after {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// ovs-vswitchd crashes and is restarted (same database and run dir): the pods on that node
+/// regain their network without any pod being re-created, and no port is duplicated.
+#[test]
+fn pods_survive_an_ovs_vswitchd_restart() {
+    if !tests::require_real("lab_pods::pods_survive_an_ovs_vswitchd_restart", LAB_BINS) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("lpr");
+    let dir = s.dir.path().join("lab");
+    let mut cfg = LabConfig::new(&dir, &s.prefix);
+    cfg.nodes = 2;
+    let mut lab = Lab::up(cfg).expect("lab up");
+    lab.keep_running();
+    let _down = DownOnDrop(dir.clone());
+    let z = Zovn {
+        exe: tests::workspace_bin("zovn"),
+        dir: dir.clone(),
+    };
+    lab.start_apiserver(&z.exe).expect("object store");
+    let agent = tests::workspace_bin("zstack-ovnkube-node");
+    let shim = tests::workspace_bin("zstack-ovn-cni");
+    lab.start_agents(&agent, Some(&shim)).expect("agents");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/lab");
+    z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
+    let keys = ["demo/web", "demo/db", "blue/dns", "blue/client"];
+    let pods = z.wait_ready(&keys, Duration::from_secs(120));
+    let web_node = pods["demo/web"]["spec"]["nodeName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let node_index = lab
+        .nodes()
+        .iter()
+        .find(|n| n.system_id == web_node)
+        .map(|n| n.index)
+        .expect("web's node");
+    let db = format!("{}:5432", pod_ip(&pods["demo/db"]));
+    let web = format!("{}:80", pod_ip(&pods["demo/web"]));
+    probe_until(&z, "demo/web", &db, "demo/db", Duration::from_secs(10));
+    let node_db = lab.node(node_index).unwrap().db_remote.clone();
+    let ports_before =
+        lab::ctl::vsctl(&node_db, &["--bare", "--columns=name", "list", "Interface"]).unwrap();
+
+    let old_pid = lab
+        .node(node_index)
+        .unwrap()
+        .daemons
+        .iter()
+        .find(|d| d.name.ends_with("ovs-vswitchd"))
+        .unwrap()
+        .pid;
+    let rec = lab
+        .restart_vswitchd(node_index)
+        .expect("restart ovs-vswitchd");
+    assert_ne!(rec.pid, old_pid);
+    let cross = probe_until(&z, "demo/web", &db, "demo/db", Duration::from_secs(30));
+    let into = probe_until(&z, "demo/db", &web, "demo/web", Duration::from_secs(30));
+    eprintln!("connectivity back after the restart: {cross:?} (out), {into:?} (in)");
+    let ports_after =
+        lab::ctl::vsctl(&node_db, &["--bare", "--columns=name", "list", "Interface"]).unwrap();
+    let sorted = |s: &str| {
+        let mut v: Vec<String> = s
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        sorted(&ports_after),
+        sorted(&ports_before),
+        "same ports, none duplicated"
+    );
+    drop(lab);
+}
