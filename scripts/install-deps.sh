@@ -10,6 +10,7 @@ PACKAGES=(
   dpdk                                         # DPDK runtime (PMDs) used by ovs-vswitchd-dpdk
   iproute2 iputils-ping ethtool iperf3 qperf   # namespaces, veths, ping, offload settings, traffic
   etcd-server                                  # etcd 3.4 for the tests' private kube-apiserver
+  containerd runc busybox-static               # a real container runtime for the CNI tests (ctr run --cni)
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

@@ -13,12 +13,15 @@
 //! - [`scratch`]: a private state directory and a short, unique name prefix per test, so
 //!   concurrent tests never share sockets, databases or namespaces.
 //! - [`nbctl`]: `ovn-nbctl` as the second opinion on what an OVN_Northbound server holds.
+//! - [`agent`]: a 2-node lab with the object store and one node agent per node, the CNI
+//!   shim called like a runtime, and probes (ping, OVS interfaces, links).
 //! - [`kube`]: a private etcd + kube-apiserver (built once from Debian's source package and
 //!   cached outside the repository) for tests against a real Kubernetes API.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+pub mod agent;
 pub mod kube;
 pub mod nbctl;
 
