@@ -117,10 +117,15 @@ impl AgentLab {
 
     /// Applies pod `name` in namespace `default`, scheduled on node `node` (0-based).
     pub fn apply_pod(&self, name: &str, node: usize) {
+        self.apply_pod_with(name, node, json!({}));
+    }
+
+    /// [`AgentLab::apply_pod`] with `annotations` (a JSON object).
+    pub fn apply_pod_with(&self, name: &str, node: usize, annotations: Value) {
         ApiClient::connect(&self.dir)
             .expect("object store client")
             .apply(vec![json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "default", "annotations": {}},
+                "metadata": {"name": name, "namespace": "default", "annotations": annotations},
                 "spec": {"nodeName": self.nodes[node].name, "containers": []}})])
             .expect("apply pod");
     }
@@ -277,15 +282,23 @@ pub fn start_agent(node: &Node, api: &Path) -> Child {
     child
 }
 
-/// The shim's network configuration for `node` (cniVersion 1.0.0).
-pub fn shim_conf(node: &Node, timeout_s: f64) -> Value {
-    json!({
+/// The shim's network configuration for `node`: cniVersion 1.0.0, or 1.1.0 with the
+/// `extra` fields (a JSON object) added.
+pub fn shim_conf(node: &Node, timeout_s: f64, extra: &Value) -> Value {
+    let mut conf = json!({
         "cniVersion": "1.0.0",
         "name": "zstack-ovn",
         "type": "zstack-ovn-cni",
         "serverSocket": node.socket,
         "timeoutSeconds": timeout_s,
-    })
+    });
+    if let (Some(c), Some(e)) = (conf.as_object_mut(), extra.as_object())
+        && !e.is_empty()
+    {
+        c.insert("cniVersion".into(), "1.1.0".into());
+        c.extend(e.clone());
+    }
+    conf
 }
 
 /// Spawns the shim for `cmd` on pod `default/<pod>` in `/var/run/netns/<netns>`, with
@@ -297,6 +310,19 @@ pub fn spawn_shim(
     netns: &str,
     pod: &str,
     timeout_s: f64,
+) -> Child {
+    spawn_shim_with(cmd, node, cid, netns, pod, timeout_s, &json!({}))
+}
+
+/// [`spawn_shim`] with extra network config fields (see [`shim_conf`]).
+pub fn spawn_shim_with(
+    cmd: &str,
+    node: &Node,
+    cid: &str,
+    netns: &str,
+    pod: &str,
+    timeout_s: f64,
+    extra: &Value,
 ) -> Child {
     let mut c = Command::new(crate::workspace_bin("zstack-ovn-cni"))
         .env("CNI_COMMAND", cmd)
@@ -316,7 +342,7 @@ pub fn spawn_shim(
     c.stdin
         .take()
         .expect("stdin")
-        .write_all(shim_conf(node, timeout_s).to_string().as_bytes())
+        .write_all(shim_conf(node, timeout_s, extra).to_string().as_bytes())
         .expect("write stdin");
     c
 }
@@ -343,6 +369,22 @@ pub fn shim(
     timeout_s: f64,
 ) -> (bool, Value) {
     shim_output(spawn_shim(cmd, node, cid, netns, pod, timeout_s), cmd)
+}
+
+/// [`shim`] with extra network config fields (see [`shim_conf`]).
+pub fn shim_with(
+    cmd: &str,
+    node: &Node,
+    cid: &str,
+    netns: &str,
+    pod: &str,
+    timeout_s: f64,
+    extra: &Value,
+) -> (bool, Value) {
+    shim_output(
+        spawn_shim_with(cmd, node, cid, netns, pod, timeout_s, extra),
+        cmd,
+    )
 }
 
 /// The first address of a CNI result, without the prefix length.

@@ -8,15 +8,13 @@
 //! Needs the `zovn`, `zstack-ovn-cni` and `zstack-ovnkube-node` binaries
 //! (`cargo build --workspace --bins`).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lab::apiserver::ApiClient;
-use lab::apiserver::protocol::ResourceKind;
-use lab::{Dpdk, Encap, Lab, LabConfig};
 use serde_json::{Value, json};
+use tests::agent::{
+    AgentLab, Node, in_ns, pid_gone, ping, pod_annotations, result_ip, shim, shim_with,
+};
 
 const BINS: &[&str] = &[
     "ovsdb-server",
@@ -33,174 +31,6 @@ const BINS: &[&str] = &[
     "ping",
     "iperf3",
 ];
-
-/// Everything the test started, undone on drop (also on panic).
-struct Cleanup {
-    dir: PathBuf,
-    agents: Vec<Child>,
-    netns: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for a in &mut self.agents {
-            let _ = a.kill();
-            let _ = a.wait();
-        }
-        for n in &self.netns {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-        if let Ok(lab) = Lab::open(&self.dir) {
-            let _ = lab.down();
-        }
-    }
-}
-
-struct Node {
-    name: String,
-    netns: String,
-    db: String,
-    socket: PathBuf,
-    state: PathBuf,
-    log: PathBuf,
-}
-
-fn start_agent(node: &Node, api: &Path) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&node.log)
-        .expect("agent log");
-    let child = Command::new("ip")
-        .args(["netns", "exec", &node.netns])
-        .arg(tests::workspace_bin("zstack-ovnkube-node"))
-        .args(["--node-name", &node.name, "--ovs-db", &node.db])
-        .arg("--cni-socket")
-        .arg(&node.socket)
-        .arg("--pods")
-        .arg(format!("lab:{}", api.display()))
-        .arg("--state-dir")
-        .arg(&node.state)
-        .args(["--metrics-addr", "127.0.0.1:0", "--mtu", "1400"])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start agent");
-    let t = Instant::now();
-    // connectable, not just present: a killed agent leaves its socket file behind
-    while std::os::unix::net::UnixStream::connect(&node.socket).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "agent of {} did not create {} in 20 s:\n{}",
-            node.name,
-            node.socket.display(),
-            std::fs::read_to_string(&node.log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child
-}
-
-/// Runs the shim: (exit ok, stdout JSON).
-fn shim(
-    cmd: &str,
-    node: &Node,
-    cid: &str,
-    netns: &str,
-    pod: &str,
-    timeout_s: f64,
-) -> (bool, Value) {
-    shim_with(cmd, node, cid, netns, pod, timeout_s, json!({}))
-}
-
-/// [`shim`] with extra network config fields (cniVersion 1.1.0).
-fn shim_with(
-    cmd: &str,
-    node: &Node,
-    cid: &str,
-    netns: &str,
-    pod: &str,
-    timeout_s: f64,
-    extra: Value,
-) -> (bool, Value) {
-    let mut conf = json!({
-        "cniVersion": "1.0.0",
-        "name": "zstack-ovn",
-        "type": "zstack-ovn-cni",
-        "serverSocket": node.socket,
-        "timeoutSeconds": timeout_s,
-    });
-    if let (Some(c), Some(e)) = (conf.as_object_mut(), extra.as_object()) {
-        if !e.is_empty() {
-            c.insert("cniVersion".into(), "1.1.0".into());
-        }
-        c.extend(e.clone());
-    }
-    let mut c = Command::new(tests::workspace_bin("zstack-ovn-cni"))
-        .env("CNI_COMMAND", cmd)
-        .env("CNI_CONTAINERID", cid)
-        .env("CNI_NETNS", format!("/var/run/netns/{netns}"))
-        .env("CNI_IFNAME", "eth0")
-        .env("CNI_PATH", "/opt/cni/bin")
-        .env(
-            "CNI_ARGS",
-            format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}"),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run shim");
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(conf.to_string().as_bytes())
-        .expect("write stdin");
-    let out = c.wait_with_output().expect("shim output");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v = if text.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("shim {cmd} printed {text:?}: {e}"))
-    };
-    (out.status.success(), v)
-}
-
-fn in_ns(ns: &str, args: &[&str]) -> std::process::Output {
-    Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(args)
-        .output()
-        .expect("ip netns exec")
-}
-
-/// Pings until one reply arrives (bounded).
-fn ping(ns: &str, ip: &str, within: Duration) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < within {
-        if in_ns(ns, &["ping", "-c", "1", "-W", "1", ip])
-            .status
-            .success()
-        {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    false
-}
-
-fn pod_annotations(dir: &Path, name: &str) -> serde_json::Map<String, Value> {
-    let pods = ApiClient::connect(dir)
-        .and_then(|mut c| c.get(ResourceKind::Pod))
-        .expect("get pods");
-    pods.iter()
-        .find(|p| p["metadata"]["name"] == name)
-        .and_then(|p| p["metadata"]["annotations"].as_object().cloned())
-        .unwrap_or_default()
-}
 
 /// `/metrics` of an agent (it listens on 127.0.0.1 inside the node netns).
 fn metrics(node: &Node) -> String {
@@ -220,121 +50,38 @@ fn metrics(node: &Node) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn pid_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(s) => s
-            .rsplit(')')
-            .next()
-            .is_some_and(|r| r.trim_start().starts_with('Z')),
-    }
-}
-
 #[test]
 fn node_agent_cni_end_to_end() {
     if !tests::require_real("node_agent_cni_end_to_end", BINS) {
         return;
     }
     let _heavy = tests::heavy_lock();
-    let zovn = tests::workspace_bin("zovn");
     let s = tests::scratch("nag");
-    let dir = s.dir.path().join("lab");
-    let mut cleanup = Cleanup {
-        dir: dir.clone(),
-        agents: Vec::new(),
-        netns: Vec::new(),
-    };
-    let mut lab = Lab::up(LabConfig {
-        dir: dir.clone(),
-        prefix: s.prefix.clone(),
-        nodes: 2,
-        raft: false,
-        dpdk: Dpdk::Off,
-        encap: Encap::Geneve,
-    })
-    .expect("lab up");
-    lab.keep_running();
-    lab.start_apiserver(&zovn).expect("object store");
-    let api = lab::state::Layout::new(&dir).api_socket();
-
-    // a Subnet, a pod per node, one with an address IPAM cannot give
-    let mut client = ApiClient::connect(&dir).expect("object store client");
-    let pod = |name: &str, node: usize, ann: Value| {
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": "default", "annotations": ann},
-               "spec": {"nodeName": format!("{}-node{node}", s.prefix), "containers": []}})
-    };
-    client
-        .apply(vec![
-            json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
-                   "metadata": {"name": "nag"},
-                   "spec": {"cidr": "10.33.0.0/16", "gateway": "10.33.0.1", "default": true}}),
-            pod("pa", 1, json!({})),
-            pod("pb", 2, json!({})),
-            pod("pc", 1, json!({})),
-            pod(
-                "bad",
-                1,
-                json!({"ovn.kubernetes.io/ip_address": "10.99.0.5"}),
-            ),
-        ])
-        .expect("apply");
-
-    let nodes: Vec<Node> = (1..=2)
-        .map(|i| {
-            let st = lab.node(i).expect("node");
-            Node {
-                name: st.system_id.clone(),
-                netns: st.netns.clone(),
-                db: st.db_remote.clone(),
-                socket: s.dir.path().join(format!("agent{i}/run/cni.sock")),
-                state: s.dir.path().join(format!("agent{i}/state")),
-                log: s.dir.path().join(format!("agent{i}.log")),
-            }
-        })
-        .collect();
-    for n in &nodes {
-        cleanup.agents.push(start_agent(n, &api));
-    }
-    for p in ["qa", "qb", "qc"] {
-        let ns = format!("{}{p}", s.prefix);
-        assert!(
-            Command::new("ip")
-                .args(["netns", "add", &ns])
-                .status()
-                .expect("ip netns add")
-                .success()
-        );
-        cleanup.netns.push(ns);
-    }
-    let (qa, qb, qc) = (
-        cleanup.netns[0].clone(),
-        cleanup.netns[1].clone(),
-        cleanup.netns[2].clone(),
+    // a Subnet, both agents; a pod per node, one with an address IPAM cannot give
+    let mut lab = AgentLab::up(&s, "10.33.0.0/16", "10.33.0.1");
+    let dir = lab.dir.clone();
+    lab.apply_pod("pa", 0);
+    lab.apply_pod("pb", 1);
+    lab.apply_pod("pc", 0);
+    lab.apply_pod_with(
+        "bad",
+        0,
+        json!({"ovn.kubernetes.io/ip_address": "10.99.0.5"}),
     );
-    let logs = || {
-        nodes
-            .iter()
-            .map(|n| std::fs::read_to_string(&n.log).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n----\n")
-    };
+    let (qa, qb, qc) = (
+        lab.add_netns("qa"),
+        lab.add_netns("qb"),
+        lab.add_netns("qc"),
+    );
 
     // ADD on each node: the result carries the annotated address
     let cid_a = format!("{:0<64}", "a1");
     let cid_b = format!("{:0<64}", "b2");
-    let (ok, ra) = shim("ADD", &nodes[0], &cid_a, &qa, "pa", 30.0);
-    assert!(ok, "ADD pa: {ra}\n{}", logs());
-    let (ok, rb) = shim("ADD", &nodes[1], &cid_b, &qb, "pb", 30.0);
-    assert!(ok, "ADD pb: {rb}\n{}", logs());
-    let ip_of = |r: &Value| {
-        r["ips"][0]["address"]
-            .as_str()
-            .and_then(|a| a.split('/').next())
-            .unwrap_or_else(|| panic!("no address in {r}"))
-            .to_string()
-    };
-    let (ip_a, ip_b) = (ip_of(&ra), ip_of(&rb));
+    let (ok, ra) = shim("ADD", &lab.nodes[0], &cid_a, &qa, "pa", 30.0);
+    assert!(ok, "ADD pa: {ra}\n{}", lab.logs());
+    let (ok, rb) = shim("ADD", &lab.nodes[1], &cid_b, &qb, "pb", 30.0);
+    assert!(ok, "ADD pb: {rb}\n{}", lab.logs());
+    let (ip_a, ip_b) = (result_ip(&ra), result_ip(&rb));
     let nets: Value = serde_json::from_str(
         pod_annotations(&dir, "pa")["k8s.ovn.org/pod-networks"]
             .as_str()
@@ -353,14 +100,14 @@ fn node_agent_cni_end_to_end() {
     assert_eq!(ra["cniVersion"], "1.0.0");
 
     // CHECK
-    let (ok, r) = shim("CHECK", &nodes[0], &cid_a, &qa, "pa", 10.0);
+    let (ok, r) = shim("CHECK", &lab.nodes[0], &cid_a, &qa, "pa", 10.0);
     assert!(ok, "CHECK pa: {r}");
 
     // cross-node ping and TCP over Geneve
     assert!(
         ping(&qa, &ip_b, Duration::from_secs(10)),
         "pa -> pb ping\n{}",
-        logs()
+        lab.logs()
     );
     assert!(ping(&qb, &ip_a, Duration::from_secs(10)), "pb -> pa ping");
     let mut server = Command::new("ip")
@@ -387,12 +134,12 @@ fn node_agent_cni_end_to_end() {
 
     // host-to-pod through the management port
     assert!(
-        ping(&nodes[0].netns, &ip_b, Duration::from_secs(20)),
+        ping(&lab.nodes[0].netns, &ip_b, Duration::from_secs(20)),
         "node1 -> pb via ovn-k8s-mp0\n{}",
-        logs()
+        lab.logs()
     );
 
-    let m = metrics(&nodes[0]);
+    let m = metrics(&lab.nodes[0]);
     assert!(m.contains("zstack_ovn_cni_add_seconds_count 1"), "{m}");
     assert!(
         m.contains(r#"zstack_ovn_cni_requests_total{command="CHECK",result="ok"} 1"#),
@@ -400,24 +147,20 @@ fn node_agent_cni_end_to_end() {
     );
 
     // SIGKILL the agent of node1, restart it: pods keep working, a new ADD works
-    let old = cleanup.agents.remove(0);
-    let old_pid = old.id();
-    let mut old = old;
-    old.kill().expect("SIGKILL agent");
-    old.wait().expect("reap agent");
-    cleanup.agents.insert(0, start_agent(&nodes[0], &api));
+    let old_pid = lab.kill_agent(0);
+    lab.start_agent(0);
     assert!(
         ping(&qa, &ip_b, Duration::from_secs(10)),
         "after restart\n{}",
-        logs()
+        lab.logs()
     );
     let cid_c = format!("{:0<64}", "c3");
-    let (ok, rc) = shim("ADD", &nodes[0], &cid_c, &qc, "pc", 30.0);
-    assert!(ok, "ADD pc after restart: {rc}\n{}", logs());
-    let ip_c = ip_of(&rc);
+    let (ok, rc) = shim("ADD", &lab.nodes[0], &cid_c, &qc, "pc", 30.0);
+    assert!(ok, "ADD pc after restart: {rc}\n{}", lab.logs());
+    let ip_c = result_ip(&rc);
     assert!(ping(&qc, &ip_b, Duration::from_secs(10)), "pc -> pb");
     assert!(ping(&qb, &ip_c, Duration::from_secs(10)), "pb -> pc");
-    let (ok, r) = shim("CHECK", &nodes[0], &cid_a, &qa, "pa", 10.0);
+    let (ok, r) = shim("CHECK", &lab.nodes[0], &cid_a, &qa, "pa", 10.0);
     assert!(ok, "CHECK pa after restart: {r}");
 
     // a port lost from OVS (as after a database reset) is re-added by the OVS watch
@@ -434,17 +177,17 @@ fn node_agent_cni_end_to_end() {
     };
     assert!(
         Command::new("ovs-vsctl")
-            .args(["--db", &nodes[0].db, "del-port", "br-int", &port_c])
+            .args(["--db", &lab.nodes[0].db, "del-port", "br-int", &port_c])
             .status()
             .expect("ovs-vsctl del-port")
             .success()
     );
     let t = Instant::now();
-    while !ports(&nodes[0].db).lines().any(|l| l == port_c) {
+    while !ports(&lab.nodes[0].db).lines().any(|l| l == port_c) {
         assert!(
             t.elapsed() < Duration::from_secs(10),
             "{port_c} not re-added\n{}",
-            logs()
+            lab.logs()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -460,20 +203,20 @@ fn node_agent_cni_end_to_end() {
         .to_string();
     let (ok, r) = shim_with(
         "GC",
-        &nodes[1],
+        &lab.nodes[1],
         "",
         &qb,
         "",
         10.0,
-        json!({"cni.dev/valid-attachments": [{"containerID": cid_a, "ifname": "eth0"}]}),
+        &json!({"cni.dev/valid-attachments": [{"containerID": cid_a, "ifname": "eth0"}]}),
     );
     assert!(ok, "GC: {r}");
     assert!(
-        !ports(&nodes[1].db).lines().any(|l| l == port_b),
+        !ports(&lab.nodes[1].db).lines().any(|l| l == port_b),
         "GC left {port_b}"
     );
     assert!(
-        !in_ns(&nodes[1].netns, &["ip", "link", "show", &port_b])
+        !in_ns(&lab.nodes[1].netns, &["ip", "link", "show", &port_b])
             .status
             .success()
     );
@@ -482,7 +225,7 @@ fn node_agent_cni_end_to_end() {
     let t = Instant::now();
     let (ok, r) = shim(
         "ADD",
-        &nodes[0],
+        &lab.nodes[0],
         &format!("{:0<64}", "d4"),
         &qc,
         "ghost",
@@ -513,7 +256,7 @@ fn node_agent_cni_end_to_end() {
     };
     let (ok, r) = shim(
         "ADD",
-        &nodes[0],
+        &lab.nodes[0],
         &format!("{:0<64}", "e5"),
         &qc,
         "bad",
@@ -526,19 +269,19 @@ fn node_agent_cni_end_to_end() {
     );
 
     // STATUS, DEL (twice), nothing of ours left in OVS
-    let (ok, r) = shim("STATUS", &nodes[0], "", &qa, "", 5.0);
+    let (ok, r) = shim("STATUS", &lab.nodes[0], "", &qa, "", 5.0);
     assert!(ok, "STATUS: {r}");
     for (node, cid, ns, pod) in [
-        (&nodes[0], &cid_a, &qa, "pa"),
-        (&nodes[1], &cid_b, &qb, "pb"),
-        (&nodes[0], &cid_c, &qc, "pc"),
+        (&lab.nodes[0], &cid_a, &qa, "pa"),
+        (&lab.nodes[1], &cid_b, &qb, "pb"),
+        (&lab.nodes[0], &cid_c, &qc, "pc"),
     ] {
         let (ok, r) = shim("DEL", node, cid, ns, pod, 10.0);
         assert!(ok, "DEL {pod}: {r}");
         let (ok, r) = shim("DEL", node, cid, ns, pod, 10.0);
         assert!(ok, "second DEL {pod}: {r}");
     }
-    for n in &nodes {
+    for n in &lab.nodes {
         let out = Command::new("ovs-vsctl")
             .args(["--db", &n.db, "--columns=name", "find", "Port"])
             .arg("external_ids:zstack.io/owner=zstack-ovn-node")
@@ -552,32 +295,10 @@ fn node_agent_cni_end_to_end() {
             .collect();
         assert_eq!(names, ["ovn-k8s-mp0"], "ports left on {}", n.name);
     }
-    let (ok, r) = shim("CHECK", &nodes[0], &cid_a, &qa, "pa", 10.0);
+    let (ok, r) = shim("CHECK", &lab.nodes[0], &cid_a, &qa, "pa", 10.0);
     assert!(!ok && r["code"] == 3, "CHECK after DEL: {r}");
 
-    // leave nothing behind
-    let pids: Vec<u32> = cleanup.agents.iter().map(Child::id).collect();
-    for a in &mut cleanup.agents {
-        a.kill().expect("stop agent");
-        a.wait().expect("reap agent");
-    }
-    cleanup.agents.clear();
-    for pid in pids.iter().chain([&old_pid]) {
-        assert!(pid_gone(*pid), "agent pid {pid} still alive");
-    }
-    for n in std::mem::take(&mut cleanup.netns) {
-        assert!(
-            Command::new("ip")
-                .args(["netns", "del", &n])
-                .status()
-                .expect("ip netns del")
-                .success()
-        );
-    }
-    Lab::open(&dir).expect("lab").down().expect("lab down");
-    let left: Vec<String> = lab::netns::list()
-        .into_iter()
-        .filter(|n| n.starts_with(&s.prefix))
-        .collect();
-    assert!(left.is_empty(), "netns left: {left:?}");
+    // leave nothing behind: agents (the SIGKILLed one too), netns, the lab
+    assert!(pid_gone(old_pid), "agent pid {old_pid} still alive");
+    lab.finish();
 }
