@@ -9,8 +9,13 @@
 //!   invocation with every command), plus the replica's memory per row.
 //! - [`control_sync`]: the controller's cold sync of 10,000 pods over 20 Subnets into a
 //!   real NB, and its restart with nothing changed (time to steady state, NB writes).
+//! - [`cni_add`]: CNI ADD latency (p50/p99) and pods/s through the real shim and node
+//!   agent on a 1-node lab, sequential and concurrent, versus the same per-pod work done
+//!   by hand with `ip`/`ethtool`/`ovs-vsctl`/`ovn-nbctl`; with a per-phase breakdown from
+//!   the agent log.
 //! - [`alloc`]: the counting allocator behind the memory figures.
 
 pub mod alloc;
+pub mod cni_add;
 pub mod control_sync;
 pub mod ovsdb_insert;

@@ -3,6 +3,10 @@
 //! `zovn-perf ovsdb-insert [--ports 10000] [--batch 1000] [--nbctl-loop-ports 1000]
 //! [--json FILE]` inserts logical switch ports into real NB databases through our client
 //! and through `ovn-nbctl`, and prints rates, ratios and the replica's memory per row.
+//!
+//! `zovn-perf cni-add [--pods 100] [--concurrent 20] [--json FILE] [--agent-log FILE]`
+//! brings up a 1-node lab with its object store, controller and node agent, and measures
+//! CNI ADD latency and pods/s through the real shim against the same work done by hand.
 
 use std::path::PathBuf;
 
@@ -48,6 +52,21 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// CNI ADD latency and pods/s on a 1-node lab: real shim + agent vs ip/ovs-vsctl/ovn-nbctl.
+    CniAdd {
+        /// Pods added one after another (and by hand for the baseline).
+        #[arg(long, default_value_t = 100)]
+        pods: usize,
+        /// Pods whose ADDs start together.
+        #[arg(long, default_value_t = 20)]
+        concurrent: usize,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Keep a copy of the node agent's log here.
+        #[arg(long)]
+        agent_log: Option<PathBuf>,
+    },
 }
 
 #[tokio::main]
@@ -87,6 +106,27 @@ async fn main() -> Result<()> {
                 nodes,
             };
             let report = perf::control_sync::run(cfg).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::CniAdd {
+            pods,
+            concurrent,
+            json,
+            agent_log,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::cni_add::Config {
+                dir: dir.clone(),
+                pods,
+                concurrent,
+                agent_log,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::cni_add::run(cfg))
+                .await
+                .context("cni-add worker")?;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
