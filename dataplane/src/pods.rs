@@ -65,7 +65,10 @@ pub trait PodSource: Send + Sync {
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>>;
 
     /// Waits (at most `timeout`) until `ready` holds for the pod; returns the last pod seen
-    /// (`None`: never seen) and whether `ready` held. The default polls [`PodSource::pod`].
+    /// (`None`: never seen) and whether `ready` held. The default polls [`PodSource::pod`]
+    /// with a short backoff (5 ms doubling to 100 ms): the controller usually annotates a
+    /// pod within tens of milliseconds, and a fixed long pause would add up to one whole
+    /// pause to every ADD that asks a moment too early.
     fn wait_pod<'a>(
         &'a self,
         namespace: &'a str,
@@ -76,6 +79,7 @@ pub trait PodSource: Send + Sync {
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + timeout;
             let mut last = None;
+            let mut pause = Duration::from_millis(5);
             loop {
                 match self.pod(namespace, name).await {
                     Ok(Some(p)) => {
@@ -91,7 +95,8 @@ pub trait PodSource: Send + Sync {
                 if now >= deadline {
                     return Ok((last, false));
                 }
-                tokio::time::sleep((deadline - now).min(Duration::from_millis(200))).await;
+                tokio::time::sleep((deadline - now).min(pause)).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
             }
         })
     }
