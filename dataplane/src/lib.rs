@@ -25,6 +25,7 @@
 pub mod agent;
 pub mod metrics;
 pub mod mgmt;
+pub mod mtu;
 pub mod ovs;
 pub mod pod_iface;
 pub mod pods;

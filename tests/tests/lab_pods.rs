@@ -555,6 +555,17 @@ fn pods_survive_an_ovs_vswitchd_restart() {
     let db = format!("{}:5432", pod_ip(&pods["demo/db"]));
     let web = format!("{}:80", pod_ip(&pods["demo/web"]));
     probe_until(&z, "demo/web", &db, "demo/db", Duration::from_secs(10));
+    // The pod MTU was derived from the tunnel endpoint's interface (br-phy, 1500) minus the
+    // Geneve overhead, and the agent said so.
+    let mtu = z.ok(&["exec", "demo/web", "--", "cat", "/sys/class/net/eth0/mtu"]);
+    assert_eq!(mtu.trim(), "1400");
+    let agent_log = std::fs::read_to_string(dir.join(format!("node{node_index}/log/agent.log")))
+        .expect("agent log");
+    assert!(
+        agent_log.contains("underlay MTU minus the encapsulation overhead")
+            && agent_log.contains("br-phy"),
+        "the agent logs how it chose the MTU"
+    );
     let node_db = lab.node(node_index).unwrap().db_remote.clone();
     let ports_before =
         lab::ctl::vsctl(&node_db, &["--bare", "--columns=name", "list", "Interface"]).unwrap();

@@ -47,15 +47,59 @@ struct Args {
     /// Tunnel endpoint IP (required with --sb).
     #[arg(long)]
     encap_ip: Option<String>,
-    /// Default pod MTU.
-    #[arg(long, default_value_t = 1400)]
-    mtu: u32,
+    /// Pod MTU. Default: the MTU of the interface holding the tunnel endpoint address
+    /// minus the encapsulation overhead (Geneve 100, VXLAN 50; +20 on IPv6), e.g. 1400 on
+    /// a 1500-byte underlay with Geneve.
+    #[arg(long)]
+    mtu: Option<u32>,
     /// Per-sandbox state (restart safety).
     #[arg(long, default_value = "/var/lib/zstack-ovn/node")]
     state_dir: PathBuf,
     /// Prometheus `/metrics` listen address (port 0: any).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
+}
+
+/// Fallback when the tunnel endpoint is not known yet: right for Geneve on 1500 bytes.
+const FALLBACK_MTU: u32 = 1400;
+
+/// The pod MTU from the tunnel endpoint's interface and the encapsulation (see
+/// [`dataplane::mtu`]); the decision and its reason are logged.
+fn derive_mtu(args: &Args, ovs: &Ovs) -> u32 {
+    let from_ovs = |key: &str| {
+        ovs.replica().read(|v| {
+            v.rows("Open_vSwitch")
+                .next()
+                .and_then(|r| r.map_get("external_ids", key).map(str::to_string))
+        })
+    };
+    let (ip, encap) = match (&args.sb, &args.encap_ip) {
+        (Some(_), Some(ip)) => (Some(ip.clone()), args.encap_type.clone()),
+        _ => (
+            from_ovs("ovn-encap-ip"),
+            from_ovs("ovn-encap-type").unwrap_or_else(|| args.encap_type.clone()),
+        ),
+    };
+    let Some(ip) = ip.and_then(|s| s.parse::<std::net::IpAddr>().ok()) else {
+        tracing::warn!(
+            mtu = FALLBACK_MTU,
+            "pod MTU: no tunnel endpoint (ovn-encap-ip) configured; using the Geneve-on-1500 default"
+        );
+        return FALLBACK_MTU;
+    };
+    let derived = dataplane::mtu::uplink_mtu(ip).and_then(|(iface, underlay)| {
+        dataplane::mtu::pod_mtu(underlay, &encap, ip).map(|m| (iface, underlay, m))
+    });
+    match derived {
+        Ok((iface, underlay, mtu)) => {
+            tracing::info!(mtu, %iface, underlay, %encap, "pod MTU = underlay MTU minus the encapsulation overhead");
+            mtu
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, mtu = FALLBACK_MTU, "pod MTU could not be derived; using the Geneve-on-1500 default");
+            FALLBACK_MTU
+        }
+    }
 }
 
 #[tokio::main]
@@ -68,8 +112,10 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    if !(68..=65535).contains(&args.mtu) {
-        anyhow::bail!("--mtu {} is out of range 68..=65535", args.mtu);
+    if let Some(mtu) = args.mtu
+        && !(68..=65535).contains(&mtu)
+    {
+        anyhow::bail!("--mtu {mtu} is out of range 68..=65535");
     }
     let ovn = match (&args.sb, &args.encap_ip) {
         (Some(sb), Some(ip)) => Some(OvnConfig {
@@ -85,6 +131,10 @@ async fn main() -> anyhow::Result<()> {
     let ovs = Ovs::connect(&args.ovs_db)
         .await
         .with_context(|| format!("connect to the local OVS database {}", args.ovs_db))?;
+    let mtu = match args.mtu {
+        Some(m) => m,
+        None => derive_mtu(&args, &ovs),
+    };
     let pods = dataplane::pods::from_spec(&args.pods, args.kubeconfig.clone())
         .await
         .context("pod source")?;
@@ -94,7 +144,7 @@ async fn main() -> anyhow::Result<()> {
     let agent = Arc::new(Agent::new(
         AgentConfig {
             node_name: args.node_name.clone(),
-            mtu: args.mtu,
+            mtu,
             ovn,
             refresh: Duration::from_secs(5),
         },
@@ -128,7 +178,7 @@ async fn main() -> anyhow::Result<()> {
             .with_context(|| format!("install {} into {}", shim.display(), bin_dir.display()))?;
         let conflist = cni::conflist::ConfList::zstack_ovn(&cni::conflist::PluginOptions {
             server_socket: Some(args.cni_socket.clone()),
-            mtu: Some(args.mtu),
+            mtu: Some(mtu),
             log_level: None,
             timeout_seconds: None,
         });
