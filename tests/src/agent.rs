@@ -14,22 +14,6 @@ use lab::apiserver::protocol::ResourceKind;
 use lab::{Dpdk, Encap, Lab, LabConfig};
 use serde_json::{Value, json};
 
-/// Binaries a lab with node agents needs (besides the workspace's own).
-pub const AGENT_LAB_BINS: &[&str] = &[
-    "ovsdb-server",
-    "ovsdb-tool",
-    "ovsdb-client",
-    "ovn-nbctl",
-    "ovn-sbctl",
-    "ovn-northd",
-    "ovn-controller",
-    "ovs-vsctl",
-    "ovs-appctl",
-    "ovs-vswitchd",
-    "ip",
-    "ping",
-];
-
 /// One lab node as the agent sees it.
 pub struct Node {
     pub name: String,

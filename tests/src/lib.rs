@@ -25,6 +25,23 @@ pub mod agent;
 pub mod kube;
 pub mod nbctl;
 
+/// Binaries a lab (OVN central + OVS nodes in namespaces, pods, traffic checks) needs.
+pub const LAB_BINS: &[&str] = &[
+    "ovsdb-server",
+    "ovsdb-tool",
+    "ovsdb-client",
+    "ovn-nbctl",
+    "ovn-sbctl",
+    "ovn-northd",
+    "ovn-controller",
+    "ovs-vsctl",
+    "ovs-appctl",
+    "ovs-vswitchd",
+    "ip",
+    "ethtool",
+    "ping",
+];
+
 /// Binaries every real-component test needs.
 pub const OVSDB_BINS: &[&str] = &["ovsdb-server", "ovsdb-tool", "ovn-nbctl"];
 

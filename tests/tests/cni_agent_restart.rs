@@ -86,7 +86,7 @@ fn wait_shim(c: std::process::Child, within: Duration) -> (bool, Value) {
 
 #[test]
 fn cni_agent_killed_mid_add() {
-    let mut bins = agent::AGENT_LAB_BINS.to_vec();
+    let mut bins = tests::LAB_BINS.to_vec();
     bins.extend(tests::OVSDB_BINS);
     if !tests::require_real("cni_agent_killed_mid_add", &bins) {
         return;

@@ -241,7 +241,7 @@ impl Drop for Containerd {
 
 #[test]
 fn cni_containerd_ctr_run() {
-    let mut bins = agent::AGENT_LAB_BINS.to_vec();
+    let mut bins = tests::LAB_BINS.to_vec();
     bins.extend(tests::OVSDB_BINS);
     bins.extend(CTR_BINS);
     if !tests::require_real("cni_containerd_ctr_run", &bins) {

@@ -99,22 +99,6 @@ fn central_raft_leader_failover() {
     assert!(pids.iter().all(|p| !lab::process::is_alive(*p)));
 }
 
-const LAB_BINS: &[&str] = &[
-    "ovsdb-server",
-    "ovsdb-tool",
-    "ovsdb-client",
-    "ovn-nbctl",
-    "ovn-sbctl",
-    "ovn-northd",
-    "ovn-controller",
-    "ovs-vsctl",
-    "ovs-appctl",
-    "ovs-vswitchd",
-    "ip",
-    "ethtool",
-    "ping",
-];
-
 fn lab_config(dir: &Path, prefix: &str, nodes: usize) -> LabConfig {
     LabConfig {
         dir: dir.join("lab"),
@@ -179,7 +163,10 @@ fn ping_until_ok(ns: &str, dst: &str) {
 
 #[test]
 fn two_node_lab_cross_node_ping_and_clean_down() {
-    if !tests::require_real("two_node_lab_cross_node_ping_and_clean_down", LAB_BINS) {
+    if !tests::require_real(
+        "two_node_lab_cross_node_ping_and_clean_down",
+        tests::LAB_BINS,
+    ) {
         return;
     }
     let _heavy = tests::heavy_lock();
@@ -262,7 +249,7 @@ fn two_node_lab_cross_node_ping_and_clean_down() {
 
 #[test]
 fn stale_state_is_cleaned_by_next_up() {
-    if !tests::require_real("stale_state_is_cleaned_by_next_up", LAB_BINS) {
+    if !tests::require_real("stale_state_is_cleaned_by_next_up", tests::LAB_BINS) {
         return;
     }
     let _heavy = tests::heavy_lock();
@@ -308,7 +295,7 @@ fn hugepage_state() -> (u64, Vec<std::path::PathBuf>) {
 
 #[test]
 fn dpdk_node_initialises_and_down_restores_hugepages() {
-    let mut bins = LAB_BINS.to_vec();
+    let mut bins = tests::LAB_BINS.to_vec();
     bins.push("/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk");
     if !tests::require_real("dpdk_node_initialises_and_down_restores_hugepages", &bins) {
         return;

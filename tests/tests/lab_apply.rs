@@ -17,20 +17,6 @@ use lab::apiserver::ApiClient;
 use lab::{Dpdk, Encap, Lab, LabConfig};
 use serde_json::Value;
 
-const LAB_BINS: &[&str] = &[
-    "ovsdb-server",
-    "ovsdb-tool",
-    "ovsdb-client",
-    "ovn-nbctl",
-    "ovn-sbctl",
-    "ovn-northd",
-    "ovn-controller",
-    "ovs-vsctl",
-    "ovs-appctl",
-    "ovs-vswitchd",
-    "ip",
-];
-
 /// Takes the lab in the directory down when dropped (also when the test panics).
 struct DownOnDrop(PathBuf);
 
@@ -167,7 +153,7 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 
 #[test]
 fn lab_apply_examples_restart_and_delete() {
-    if !tests::require_real("lab_apply_examples_restart_and_delete", LAB_BINS) {
+    if !tests::require_real("lab_apply_examples_restart_and_delete", tests::LAB_BINS) {
         return;
     }
     let _heavy = tests::heavy_lock();

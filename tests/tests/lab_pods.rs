@@ -21,20 +21,6 @@ use std::time::{Duration, Instant};
 use lab::{Lab, LabConfig};
 use serde_json::Value;
 
-const LAB_BINS: &[&str] = &[
-    "ovsdb-server",
-    "ovsdb-tool",
-    "ovsdb-client",
-    "ovn-nbctl",
-    "ovn-sbctl",
-    "ovn-northd",
-    "ovn-controller",
-    "ovs-vsctl",
-    "ovs-appctl",
-    "ovs-vswitchd",
-    "ip",
-];
-
 /// Takes the lab in the directory down when dropped (also when the test panics).
 struct DownOnDrop(PathBuf);
 
@@ -228,7 +214,7 @@ spec:
 #[test]
 fn runtime_with_a_stub_plugin() {
     if !tests::require_real("lab_pods::runtime_with_a_stub_plugin", tests::OVSDB_BINS)
-        || !tests::require_real("lab_pods::runtime_with_a_stub_plugin", LAB_BINS)
+        || !tests::require_real("lab_pods::runtime_with_a_stub_plugin", tests::LAB_BINS)
     {
         return;
     }
@@ -390,7 +376,7 @@ fn runtime_with_a_stub_plugin() {
 #[test]
 fn pods_reach_each_other() {
     if !tests::require_real("lab_pods::pods_reach_each_other", tests::OVSDB_BINS)
-        || !tests::require_real("lab_pods::pods_reach_each_other", LAB_BINS)
+        || !tests::require_real("lab_pods::pods_reach_each_other", tests::LAB_BINS)
     {
         return;
     }
@@ -519,7 +505,10 @@ fn probe_until(z: &Zovn, from: &str, target: &str, to: &str, bound: Duration) ->
 /// regain their network without any pod being re-created, and no port is duplicated.
 #[test]
 fn pods_survive_an_ovs_vswitchd_restart() {
-    if !tests::require_real("lab_pods::pods_survive_an_ovs_vswitchd_restart", LAB_BINS) {
+    if !tests::require_real(
+        "lab_pods::pods_survive_an_ovs_vswitchd_restart",
+        tests::LAB_BINS,
+    ) {
         return;
     }
     let _heavy = tests::heavy_lock();
