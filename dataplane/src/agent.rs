@@ -336,7 +336,7 @@ impl Agent {
             mtu: conf.mtu.unwrap_or(self.cfg.mtu),
         };
         self.plumb(&rec).await?;
-        self.state.put(&rec).map_err(|e| {
+        self.state.put_async(&rec).await.map_err(|e| {
             CniError::new(
                 code::IO_FAILURE,
                 format!("persist state of sandbox {}: {e}", rec.key()),

@@ -6,6 +6,7 @@
 //! modified or deleted.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ovsdb::{
@@ -90,6 +91,57 @@ pub struct Ovs {
     remote: String,
     client: Client,
     replica: Replica,
+    adds: Arc<PortBatch>,
+}
+
+/// A new port waiting to be inserted (see [`Ovs::insert_port`]).
+struct NewPort {
+    name: String,
+    iface: ovsdb::Row,
+    port_ids: Value,
+    br: Uuid,
+    /// `Ok`: committed; `Err(())`: the shared transaction failed, insert alone.
+    done: tokio::sync::oneshot::Sender<Result<(), ()>>,
+}
+
+/// Group commit of port inserts: concurrent ADDs share one transaction, so ovs-vswitchd
+/// reconfigures its datapath (and ovn-controller recomputes) once per batch, not once
+/// per port.
+#[derive(Default)]
+struct PortBatch {
+    queue: Mutex<Vec<NewPort>>,
+    commit: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for PortBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PortBatch").finish_non_exhaustive()
+    }
+}
+
+fn insert_ops(batch: &[(String, ovsdb::Row, Value, Uuid)]) -> Vec<Operation> {
+    let mut ops = Vec::with_capacity(batch.len() * 3);
+    for (i, (name, iface, port_ids, br)) in batch.iter().enumerate() {
+        let (ni, np) = (format!("iface{i}"), format!("port{i}"));
+        ops.push(Operation::insert("Interface", iface.clone()).with_uuid_name(ni.clone()));
+        ops.push(
+            Operation::insert(
+                "Port",
+                ovsdb::ops::row([
+                    ("name", Value::string(name.clone())),
+                    ("interfaces", Value::named_uuid(ni)),
+                    ("external_ids", port_ids.clone()),
+                ]),
+            )
+            .with_uuid_name(np.clone()),
+        );
+        ops.push(Operation::mutate(
+            "Bridge",
+            vec![Condition::uuid(*br)],
+            vec![Mutation::insert("ports", Value::named_uuid(np))],
+        ));
+    }
+    ops
 }
 
 fn str_map(m: &BTreeMap<String, String>) -> Value {
@@ -157,6 +209,7 @@ impl Ovs {
             remote: remote.to_string(),
             client,
             replica,
+            adds: Arc::default(),
         })
     }
 
@@ -440,29 +493,76 @@ impl Ovs {
         if let Some(m) = &spec.mac {
             iface.insert("mac".into(), Value::string(m.clone()));
         }
-        let ops = vec![
-            Operation::insert("Interface", iface).with_uuid_name("iface"),
-            Operation::insert(
-                "Port",
-                ovsdb::ops::row([
-                    ("name", Value::string(name)),
-                    ("interfaces", Value::named_uuid("iface")),
-                    ("external_ids", str_map(&want_port)),
-                ]),
-            )
-            .with_uuid_name("port"),
-            Operation::mutate(
-                "Bridge",
-                vec![Condition::uuid(br)],
-                vec![Mutation::insert("ports", Value::named_uuid("port"))],
-            ),
-        ];
-        self.transact(&format!("add port {name} to {BR_INT}"), ops)
+        self.insert_port(name, iface, str_map(&want_port), br)
             .await?;
         tracing::info!(port = name, "OVS port added");
         let n = name.to_string();
         self.settle(move |v| v.rows("Port").any(|r| r.str("name") == n))
             .await;
+        Ok(())
+    }
+
+    /// Inserts a new Interface + Port on bridge `br`. Concurrent callers are grouped: the
+    /// first one to get the commit lock sends every queued insert in one transaction; if
+    /// that shared transaction fails, each caller retries alone (so one bad port cannot
+    /// fail the others, and each gets its own error).
+    async fn insert_port(
+        &self,
+        name: &str,
+        iface: ovsdb::Row,
+        port_ids: Value,
+        br: Uuid,
+    ) -> Result<(), OvsError> {
+        let what = format!("add port {name} to {BR_INT}");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.adds
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(NewPort {
+                name: name.to_string(),
+                iface: iface.clone(),
+                port_ids: port_ids.clone(),
+                br,
+                done: tx,
+            });
+        let commit = self.adds.commit.lock().await;
+        let batch: Vec<NewPort> =
+            std::mem::take(&mut *self.adds.queue.lock().unwrap_or_else(|e| e.into_inner()));
+        if !batch.is_empty() {
+            let items: Vec<(String, ovsdb::Row, Value, Uuid)> = batch
+                .iter()
+                .map(|p| (p.name.clone(), p.iface.clone(), p.port_ids.clone(), p.br))
+                .collect();
+            let n = items.len();
+            let r = self.client.transact(DB, insert_ops(&items)).await;
+            if n > 1 {
+                tracing::debug!(
+                    ports = n,
+                    ok = r.is_ok(),
+                    "OVS ports added in one transaction"
+                );
+            }
+            let ok = r.is_ok();
+            if let Err(source) = r
+                && n == 1
+                && batch[0].name == name
+            {
+                // only ours: its error is ours
+                return Err(OvsError::Op { what, source });
+            }
+            for p in batch {
+                let _ = p.done.send(if ok { Ok(()) } else { Err(()) });
+            }
+        }
+        drop(commit);
+        if !matches!(rx.await, Ok(Ok(()))) {
+            self.transact(
+                &what,
+                insert_ops(&[(name.to_string(), iface, port_ids, br)]),
+            )
+            .await?;
+        }
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -66,9 +67,10 @@ pub trait PodSource: Send + Sync {
 
     /// Waits (at most `timeout`) until `ready` holds for the pod; returns the last pod seen
     /// (`None`: never seen) and whether `ready` held. The default polls [`PodSource::pod`]
-    /// with a short backoff (5 ms doubling to 100 ms): the controller usually annotates a
-    /// pod within tens of milliseconds, and a fixed long pause would add up to one whole
-    /// pause to every ADD that asks a moment too early.
+    /// with a short backoff (5 ms doubling to 20 ms): the controller usually annotates a
+    /// pod within tens of milliseconds, and a long pause would add up to one whole pause
+    /// to every ADD that asks a moment too early (the lab source shares one list request
+    /// among concurrent waiters, so short pauses stay cheap).
     fn wait_pod<'a>(
         &'a self,
         namespace: &'a str,
@@ -96,7 +98,7 @@ pub trait PodSource: Send + Sync {
                     return Ok((last, false));
                 }
                 tokio::time::sleep((deadline - now).min(pause)).await;
-                pause = (pause * 2).min(Duration::from_millis(100));
+                pause = (pause * 2).min(Duration::from_millis(20));
             }
         })
     }
@@ -154,13 +156,34 @@ pub fn parse_cidrs(cidr: &str) -> Vec<IpNet> {
 #[derive(Debug, Clone)]
 pub struct LabSource {
     socket: PathBuf,
+    /// The last Pod list and when its fetch started: concurrent lookups share one fetch.
+    #[allow(clippy::type_complexity)]
+    pods: Arc<tokio::sync::Mutex<Option<(tokio::time::Instant, Arc<Vec<Value>>)>>>,
 }
 
 impl LabSource {
     pub fn new(socket: impl Into<PathBuf>) -> LabSource {
         LabSource {
             socket: socket.into(),
+            pods: Arc::new(tokio::sync::Mutex::new(None)),
         }
+    }
+
+    /// Every Pod, from a fetch that started after this call did (so never staler than a
+    /// fetch of our own), shared by the concurrent callers: N ADDs waiting for their
+    /// annotation cost one list request per round, not N.
+    async fn all_pods(&self) -> Result<Arc<Vec<Value>>, SourceError> {
+        let asked = tokio::time::Instant::now();
+        let mut last = self.pods.lock().await;
+        if let Some((started, v)) = &*last
+            && *started >= asked
+        {
+            return Ok(v.clone());
+        }
+        let started = tokio::time::Instant::now();
+        let v = Arc::new(self.get("Pod").await?);
+        *last = Some((started, v.clone()));
+        Ok(v)
     }
 
     fn err(&self, detail: impl Into<String>) -> SourceError {
@@ -215,7 +238,7 @@ impl PodSource for LabSource {
     ) -> BoxFuture<'a, Result<Option<PodInfo>, SourceError>> {
         Box::pin(async move {
             Ok(self
-                .get("Pod")
+                .all_pods()
                 .await?
                 .iter()
                 .map(pod_from_json)

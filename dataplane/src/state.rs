@@ -129,19 +129,20 @@ impl StateStore {
     /// Stores (and persists) a record.
     pub fn put(&self, r: &SandboxRecord) -> std::io::Result<()> {
         if let Some(d) = &self.dir {
-            let path = d.join(file_name(&r.key()));
-            let tmp = d.join(format!(".{}.tmp", file_name(&r.key())));
-            let body = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
-            let res = (|| {
-                let mut f = std::fs::File::create(&tmp)?;
-                f.write_all(&body)?;
-                f.sync_all()?;
-                std::fs::rename(&tmp, &path)
-            })();
-            if res.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-            res?;
+            write_record(d, r)?;
+        }
+        self.lock().insert(r.key(), r.clone());
+        Ok(())
+    }
+
+    /// [`StateStore::put`] with the file write (and its fsync) on a blocking thread, so
+    /// concurrent ADDs do not stall the runtime's worker threads.
+    pub async fn put_async(&self, r: &SandboxRecord) -> std::io::Result<()> {
+        if let Some(d) = self.dir.clone() {
+            let rec = r.clone();
+            tokio::task::spawn_blocking(move || write_record(&d, &rec))
+                .await
+                .map_err(std::io::Error::other)??;
         }
         self.lock().insert(r.key(), r.clone());
         Ok(())
@@ -159,6 +160,23 @@ impl StateStore {
         self.lock().remove(&key);
         Ok(())
     }
+}
+
+/// Writes a record's file atomically (temp file, fsync, rename).
+fn write_record(d: &Path, r: &SandboxRecord) -> std::io::Result<()> {
+    let path = d.join(file_name(&r.key()));
+    let tmp = d.join(format!(".{}.tmp", file_name(&r.key())));
+    let body = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
+    let res = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&body)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
 }
 
 #[cfg(test)]
