@@ -42,6 +42,9 @@ pub struct Agent {
     /// Poked after each ADD: a new pod may come from a Subnet the management port has no
     /// route for yet.
     mgmt_refresh: tokio::sync::Notify,
+    /// The Subnets the management port was last configured with: an ADD whose addresses
+    /// they cover needs no refresh (the periodic one still runs).
+    mgmt_subnets: Mutex<Vec<IpNet>>,
 }
 
 fn fmt_mac(m: &[u8]) -> String {
@@ -200,6 +203,7 @@ impl Agent {
             metrics,
             locks: Mutex::new(HashMap::new()),
             mgmt_refresh: tokio::sync::Notify::new(),
+            mgmt_subnets: Mutex::new(Vec::new()),
         }
     }
 
@@ -230,7 +234,17 @@ impl Agent {
             .map_err(|e| e.to_string())?;
         mgmt::ensure(&self.ovs, &cfg)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        *self.mgmt_subnets.lock().unwrap_or_else(|e| e.into_inner()) = cfg.subnets;
+        Ok(())
+    }
+
+    /// Whether the management port already routes every one of `addrs`.
+    fn mgmt_covers(&self, addrs: &[IpNet]) -> bool {
+        let subnets = self.mgmt_subnets.lock().unwrap_or_else(|e| e.into_inner());
+        addrs
+            .iter()
+            .all(|a| subnets.iter().any(|s| s.contains(&a.addr())))
     }
 
     /// One CNI request → its answer (and metrics).
@@ -357,7 +371,9 @@ impl Agent {
             .wait_installed(&rec.host_ifname, &rec.iface_id(), left)
             .await
             .map_err(|e| CniError::new(code::PORT_NOT_READY, format!("pod {key}: {e}")))?;
-        self.mgmt_refresh.notify_one();
+        if !self.mgmt_covers(&rec.addresses) {
+            self.mgmt_refresh.notify_one();
+        }
         Ok(cni_result(&rec, None))
     }
 
