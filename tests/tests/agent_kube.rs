@@ -1,0 +1,493 @@
+//! The node agent's `--pods kube` mode against a real kube-apiserver 1.20 + etcd: a 2-node
+//! lab (central NB/SB + nodes, without the lab's object store), the Subnet CRD, the real
+//! `zstack-ovnkube-controller` on the lab's NB/SB, Node objects named like the lab's
+//! chassis, a default Subnet and a pod per node created through the API; one agent per
+//! node (inside the node netns) reads pods, its Node and the Subnets from the API. The
+//! real shim's ADD returns the address of the pod's `k8s.ovn.org/pod-networks`
+//! annotation, the pods ping each other, the management port carries the Node's
+//! `network.zstack.io/mgmt-port` address and reaches a pod; DEL removes the OVS port; an
+//! ADD for a Pod the API does not have fails with code 100 within the timeout.
+//!
+//! The API server listens on 127.0.0.1 of the host netns; the agents run in the node
+//! netns, so each node netns gets a small forwarder on its own 127.0.0.1 at the same
+//! port (the kubeconfig and the serving certificate stay valid).
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use control::annotation::{NODE_MGMT_PORT, POD_NETWORKS, decode_pod_networks};
+use control::crd::Subnet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::PostParams;
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, CustomResourceExt};
+use lab::{Dpdk, Encap, Lab, LabConfig};
+use nix::sched::{CloneFlags, setns};
+use serde_json::{Value, json};
+use tests::agent::{self, in_ns, ovs_ifaces, ping, result_ip, shim};
+
+/// Everything the test started, undone on drop (also on panic): processes by pid,
+/// network namespaces, the lab.
+struct Cleanup {
+    procs: Vec<Child>,
+    netns: Vec<String>,
+    lab_dir: Option<std::path::PathBuf>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in self.procs.iter_mut() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        for n in &self.netns {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+        if let Some(dir) = self.lab_dir.take()
+            && let Ok(lab) = Lab::open(&dir)
+        {
+            let _ = lab.down();
+        }
+    }
+}
+
+/// Listens on 127.0.0.1:`port` inside netns `ns` and forwards every connection to
+/// 127.0.0.1:`port` of this process's netns (a thread per direction).
+fn forward_into_netns(ns: &str, port: u16) {
+    let path = format!("/var/run/netns/{ns}");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let bind = || -> std::io::Result<TcpListener> {
+            let host = std::fs::File::open("/proc/thread-self/ns/net")?;
+            let target = std::fs::File::open(&path)?;
+            setns(target.as_fd(), CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)?;
+            let l = TcpListener::bind(("127.0.0.1", port));
+            setns(host.as_fd(), CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)?;
+            l
+        };
+        let l = match bind() {
+            Ok(l) => {
+                let _ = tx.send(Ok(()));
+                l
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        };
+        for down in l.incoming().flatten() {
+            let Ok(up) = TcpStream::connect(("127.0.0.1", port)) else {
+                continue;
+            };
+            let (Ok(mut d2), Ok(mut u2)) = (down.try_clone(), up.try_clone()) else {
+                continue;
+            };
+            let (mut d, mut u) = (down, up);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut d, &mut u);
+                let _ = u.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut u2, &mut d2);
+                let _ = d2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    rx.recv()
+        .expect("forwarder thread")
+        .unwrap_or_else(|e| panic!("listen on 127.0.0.1:{port} in {ns}: {e}"));
+}
+
+async fn create<K>(api: &Api<K>, v: Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(v).expect("object json");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create")
+}
+
+/// Polls `f` every 100 ms until it returns Some, at most `bound`.
+async fn eventually<T, F, Fut>(what: &str, bound: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let t = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            t.elapsed() < bound,
+            "timed out after {bound:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts the agent of `node` with `--pods kube` inside its netns; waits for its socket.
+fn start_kube_agent(node: &agent::Node, kubeconfig: &std::path::Path) -> Child {
+    let log = std::fs::File::create(&node.log).expect("agent log");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &node.netns])
+        .arg(tests::workspace_bin("zstack-ovnkube-node"))
+        .args(["--node-name", &node.name, "--ovs-db", &node.db])
+        .arg("--cni-socket")
+        .arg(&node.socket)
+        .args(["--pods", "kube", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg("--state-dir")
+        .arg(&node.state)
+        .args(["--metrics-addr", "127.0.0.1:0", "--mtu", "1400"])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start agent");
+    let t = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&node.socket).is_err() {
+        if t.elapsed() > Duration::from_secs(30) || child.try_wait().ok().flatten().is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "agent of {} not serving {}:\n{}",
+                node.name,
+                node.socket.display(),
+                std::fs::read_to_string(&node.log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+fn logs(nodes: &[agent::Node], ctl_log: &std::path::Path) -> String {
+    let mut s: Vec<String> = nodes
+        .iter()
+        .map(|n| std::fs::read_to_string(&n.log).unwrap_or_default())
+        .collect();
+    s.push(std::fs::read_to_string(ctl_log).unwrap_or_default());
+    s.join("\n----\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_pods_kube_on_real_kube_apiserver() {
+    let mut bins = vec!["etcd"];
+    bins.extend_from_slice(tests::LAB_BINS);
+    if !tests::require_real("agent_kube_agent_pods_kube_on_real_kube_apiserver", &bins) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("akube");
+    let base = s.dir.path().to_path_buf();
+    let kube_api = tests::kube::KubeApi::start(&base.join("kube"))
+        .await
+        .expect("etcd + kube-apiserver");
+    let client = kube_api.client().await.expect("kube client");
+    let port: u16 = kube_api
+        .server_url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("API server port");
+
+    // the lab: central NB/SB + 2 nodes, no object store
+    let lab_dir = base.join("lab");
+    let mut cleanup = Cleanup {
+        procs: Vec::new(),
+        netns: Vec::new(),
+        lab_dir: Some(lab_dir.clone()),
+    };
+    let mut lab = Lab::up(LabConfig {
+        dir: lab_dir.clone(),
+        prefix: s.prefix.clone(),
+        nodes: 2,
+        raft: false,
+        dpdk: Dpdk::Off,
+        encap: Encap::Geneve,
+    })
+    .expect("lab up");
+    lab.keep_running();
+    let (nb, sb) = (lab.nb_remote(), lab.sb_remote());
+    let nodes: Vec<agent::Node> = lab
+        .nodes()
+        .iter()
+        .map(|st| agent::Node {
+            name: st.system_id.clone(),
+            netns: st.netns.clone(),
+            db: st.db_remote.clone(),
+            socket: base.join(format!("agent{}/run/cni.sock", st.index)),
+            state: base.join(format!("agent{}/state", st.index)),
+            log: base.join(format!("agent{}.log", st.index)),
+            ovn_controller: None,
+        })
+        .collect();
+    assert_eq!(nodes.len(), 2);
+    let ctl_log = base.join("controller.log");
+
+    // the CRD, the controller on the lab's NB/SB
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &Subnet::crd())
+        .await
+        .expect("create Subnet CRD");
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(
+            crds,
+            "subnets.network.zstack.io",
+            conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .expect("CRD established in time")
+    .expect("watch CRD");
+    cleanup.procs.push(
+        Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
+            .args(["--nb", &nb, "--sb", &sb, "--kubeconfig"])
+            .arg(kube_api.kubeconfig_path())
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&ctl_log).unwrap())
+            .spawn()
+            .expect("start zstack-ovnkube-controller"),
+    );
+
+    // Nodes named like the chassis, a default Subnet, a pod per node
+    let node_api: Api<Node> = Api::all(client.clone());
+    for n in &nodes {
+        create(
+            &node_api,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name}}),
+        )
+        .await;
+    }
+    let subnets: Api<Subnet> = Api::all(client.clone());
+    create(
+        &subnets,
+        json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
+        "metadata": {"name": "main"},
+        "spec": {"cidr": "10.40.0.0/24", "gateway": "10.40.0.1", "default": true}}),
+    )
+    .await;
+    // The controller writes `network.zstack.io/ipam-error` on a pod it sees before any
+    // default Subnet (cleared once it allocates), and the agent answers an ADD that meets
+    // that annotation with 101 at once: create the pods once the Subnet is Active.
+    eventually("Subnet main Active", Duration::from_secs(30), || {
+        let api = subnets.clone();
+        async move {
+            let sn = serde_json::to_value(api.get("main").await.ok()?).ok()?;
+            (sn["status"]["phase"] == "Active").then_some(())
+        }
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, node) in [("ka", &nodes[0]), ("kb", &nodes[1])] {
+        create(
+            &pods,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"nodeName": node.name,
+                            "containers": [{"name": "c", "image": "busybox"}]}}),
+        )
+        .await;
+    }
+
+    // the agents, inside the node netns, reaching the API through the forwarders
+    for n in &nodes {
+        forward_into_netns(&n.netns, port);
+    }
+    for n in &nodes {
+        let c = start_kube_agent(n, kube_api.kubeconfig_path());
+        cleanup.procs.push(c);
+    }
+
+    // pod netns, ADD through the real shim
+    let mut pod_ns = Vec::new();
+    for tag in ["ka", "kb", "kg"] {
+        let ns = format!("{}{tag}", s.prefix);
+        assert!(
+            Command::new("ip")
+                .args(["netns", "add", &ns])
+                .status()
+                .expect("ip netns add")
+                .success()
+        );
+        cleanup.netns.push(ns.clone());
+        pod_ns.push(ns);
+    }
+    let cid_a = format!("{:0<64}", "ka1");
+    let cid_b = format!("{:0<64}", "kb2");
+    let (ok, ra) = shim("ADD", &nodes[0], &cid_a, &pod_ns[0], "ka", 30.0);
+    assert!(ok, "ADD ka: {ra}\n{}", logs(&nodes, &ctl_log));
+    let (ok, rb) = shim("ADD", &nodes[1], &cid_b, &pod_ns[1], "kb", 30.0);
+    assert!(ok, "ADD kb: {rb}\n{}", logs(&nodes, &ctl_log));
+    let (ip_a, ip_b) = (result_ip(&ra), result_ip(&rb));
+    for (pod, r) in [("ka", &ra), ("kb", &rb)] {
+        let ann = pods
+            .get(pod)
+            .await
+            .expect("get pod")
+            .metadata
+            .annotations
+            .and_then(|a| a.get(POD_NETWORKS).cloned())
+            .unwrap_or_else(|| panic!("{pod} has no {POD_NETWORKS}"));
+        let net = decode_pod_networks(&ann).expect("pod-networks");
+        assert_eq!(
+            Some(net.ip_addresses[0].as_str()),
+            r["ips"][0]["address"].as_str(),
+            "{pod}: {r}"
+        );
+        assert_eq!(r["ips"][0]["gateway"], "10.40.0.1", "{r}");
+    }
+    assert!(ip_a.starts_with("10.40.0.") && ip_b.starts_with("10.40.0."));
+    assert_ne!(ip_a, ip_b);
+
+    // cross-node pod-to-pod
+    assert!(
+        ping(&pod_ns[0], &ip_b, Duration::from_secs(15)),
+        "ka -> kb\n{}",
+        logs(&nodes, &ctl_log)
+    );
+    assert!(ping(&pod_ns[1], &ip_a, Duration::from_secs(10)), "kb -> ka");
+
+    // the management port: the Node annotation's address on ovn-k8s-mp0, host → pod
+    for n in &nodes {
+        let ann = eventually(
+            "the Node's mgmt-port annotation",
+            Duration::from_secs(30),
+            || {
+                let api = node_api.clone();
+                let name = n.name.clone();
+                async move {
+                    api.get(&name)
+                        .await
+                        .ok()?
+                        .metadata
+                        .annotations?
+                        .get(NODE_MGMT_PORT)
+                        .cloned()
+                }
+            },
+        )
+        .await;
+        let v: Value = serde_json::from_str(&ann).expect("mgmt-port JSON");
+        let addr = v["ip_addresses"][0]
+            .as_str()
+            .unwrap_or_else(|| panic!("no address in {ann}"))
+            .to_string();
+        let t = Instant::now();
+        loop {
+            let out = in_ns(
+                &n.netns,
+                &["ip", "-o", "addr", "show", "dev", "ovn-k8s-mp0"],
+            );
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if text.contains(&format!(" {addr} ")) {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{}: ovn-k8s-mp0 lacks {addr}: {text}\n{}",
+                n.name,
+                logs(&nodes, &ctl_log)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert!(
+        ping(&nodes[0].netns, &ip_b, Duration::from_secs(20)),
+        "node1 -> kb via ovn-k8s-mp0\n{}",
+        logs(&nodes, &ctl_log)
+    );
+    assert!(
+        ping(&nodes[1].netns, &ip_a, Duration::from_secs(20)),
+        "node2 -> ka via ovn-k8s-mp0"
+    );
+
+    // a Pod the API does not have: 100 within the short timeout
+    let t = Instant::now();
+    let mut c = Command::new(tests::workspace_bin("zstack-ovn-cni"))
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", format!("{:0<64}", "kg3"))
+        .env("CNI_NETNS", format!("/var/run/netns/{}", pod_ns[2]))
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_PATH", "/opt/cni/bin")
+        .env("CNI_ARGS", "K8S_POD_NAMESPACE=default;K8S_POD_NAME=ghost")
+        .env("ZSTACK_OVN_CNI_TIMEOUT", "3")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run shim");
+    let mut conf = agent::shim_conf(&nodes[0], 3.0, &json!({}));
+    conf.as_object_mut().unwrap().remove("timeoutSeconds");
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(conf.to_string().as_bytes())
+        .unwrap();
+    let (ok, r) = agent::shim_output(c, "ADD");
+    assert!(!ok && r["code"] == 100, "ghost ADD: {r}");
+    assert!(
+        r["msg"].as_str().unwrap_or("").contains("default/ghost"),
+        "{r}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+
+    // DEL → the OVS ports go
+    for (node, cid, ns, pod) in [
+        (&nodes[0], &cid_a, &pod_ns[0], "ka"),
+        (&nodes[1], &cid_b, &pod_ns[1], "kb"),
+    ] {
+        assert!(!ovs_ifaces(&node.db, &format!("default_{pod}")).is_empty());
+        let (ok, r) = shim("DEL", node, cid, ns, pod, 10.0);
+        assert!(ok, "DEL {pod}: {r}");
+        assert!(
+            ovs_ifaces(&node.db, &format!("default_{pod}")).is_empty(),
+            "{pod}'s port left on {}",
+            node.name
+        );
+    }
+
+    // stop everything, by pid, and check nothing is left
+    let pids: Vec<u32> = cleanup.procs.iter().map(Child::id).collect();
+    for p in cleanup.procs.iter_mut() {
+        p.kill().expect("kill");
+        p.wait().expect("reap");
+    }
+    cleanup.procs.clear();
+    for pid in pids {
+        assert!(agent::pid_gone(pid), "pid {pid} still alive");
+    }
+    for n in std::mem::take(&mut cleanup.netns) {
+        assert!(
+            Command::new("ip")
+                .args(["netns", "del", &n])
+                .status()
+                .expect("ip netns del")
+                .success()
+        );
+    }
+    cleanup.lab_dir = None;
+    Lab::open(&lab_dir).expect("lab").down().expect("lab down");
+    let mut kube_api = kube_api;
+    let (etcd, apiserver) = kube_api.pids();
+    kube_api.stop();
+    for pid in [etcd, apiserver].into_iter().flatten() {
+        assert!(agent::pid_gone(pid), "kube pid {pid} still alive");
+    }
+    let left: Vec<String> = lab::netns::list()
+        .into_iter()
+        .filter(|n| n.starts_with(&s.prefix))
+        .collect();
+    assert!(left.is_empty(), "netns left: {left:?}");
+}
