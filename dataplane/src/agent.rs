@@ -19,6 +19,10 @@ use crate::pod_iface::{self, PodInterfaceSpec, host_ifname_for};
 use crate::pods::{PodInfo, PodSource};
 use crate::state::{SandboxRecord, StateStore, parse_mac};
 
+/// How long an ADD keeps waiting when the pod carries an IPAM error, in case the error
+/// was transient (the controller saw the pod before its Subnet) and addresses follow.
+const IPAM_ERROR_GRACE: Duration = Duration::from_secs(2);
+
 /// Settings of the agent.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -322,7 +326,21 @@ impl Agent {
                 ));
             }
         };
-        if let Some(msg) = pod.annotation(IPAM_ERROR) {
+        let mut pod = pod;
+        if pod.annotation(POD_NETWORKS).is_none() && pod.annotation(IPAM_ERROR).is_some() {
+            // An IPAM error can be transient (the controller saw the pod before its Subnet):
+            // give it a short grace to be replaced by addresses before refusing.
+            let grace = IPAM_ERROR_GRACE.min(budget.saturating_sub(start.elapsed()));
+            tracing::info!(pod = %key, error = pod.annotation(IPAM_ERROR).unwrap_or(""), ?grace,
+                "the pod has an IPAM error; waiting briefly for addresses");
+            let addressed = |p: &PodInfo| p.annotation(POD_NETWORKS).is_some();
+            if let Ok((Some(p), _)) = self.pods.wait_pod(&ns, &name, grace, &addressed).await {
+                pod = p;
+            }
+        }
+        if pod.annotation(POD_NETWORKS).is_none()
+            && let Some(msg) = pod.annotation(IPAM_ERROR)
+        {
             return Err(refused(format!("pod {key}: IPAM error: {msg}")));
         }
         if let Some(n) = &pod.node_name

@@ -15,6 +15,7 @@ use lab::{Dpdk, Encap, Lab, LabConfig};
 use serde_json::{Value, json};
 
 /// One lab node as the agent sees it.
+#[derive(Clone, Debug)]
 pub struct Node {
     pub name: String,
     pub netns: String,

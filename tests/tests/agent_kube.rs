@@ -270,25 +270,6 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
         )
         .await;
     }
-    let subnets: Api<Subnet> = Api::all(client.clone());
-    create(
-        &subnets,
-        json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
-        "metadata": {"name": "main"},
-        "spec": {"cidr": "10.40.0.0/24", "gateway": "10.40.0.1", "default": true}}),
-    )
-    .await;
-    // The controller writes `network.zstack.io/ipam-error` on a pod it sees before any
-    // default Subnet (cleared once it allocates), and the agent answers an ADD that meets
-    // that annotation with 101 at once: create the pods once the Subnet is Active.
-    eventually("Subnet main Active", Duration::from_secs(30), || {
-        let api = subnets.clone();
-        async move {
-            let sn = serde_json::to_value(api.get("main").await.ok()?).ok()?;
-            (sn["status"]["phase"] == "Active").then_some(())
-        }
-    })
-    .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for (name, node) in [("ka", &nodes[0]), ("kb", &nodes[1])] {
         create(
@@ -326,7 +307,52 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
     }
     let cid_a = format!("{:0<64}", "ka1");
     let cid_b = format!("{:0<64}", "kb2");
-    let (ok, ra) = shim("ADD", &nodes[0], &cid_a, &pod_ns[0], "ka", 30.0);
+    // The race a cluster start produces: the controller sees the pods before any Subnet
+    // and marks them with an IPAM error; the Subnet arrives and the ADD comes at once. The
+    // agent gives the error a grace to be replaced by addresses instead of refusing.
+    eventually(
+        "the transient IPAM error on ka",
+        Duration::from_secs(30),
+        || {
+            let api = pods.clone();
+            async move {
+                let a = api.get("ka").await.ok()?.metadata.annotations?;
+                a.get("network.zstack.io/ipam-error")
+                    .filter(|e| e.contains("no Subnet"))
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
+    // The ADD starts while ka still carries the IPAM error; the agent must hold on (its
+    // log says so) rather than refuse, and the Subnet created now gives it addresses.
+    let add_a = {
+        let (node, cid, ns) = (nodes[0].clone(), cid_a.clone(), pod_ns[0].clone());
+        std::thread::spawn(move || shim("ADD", &node, &cid, &ns, "ka", 30.0))
+    };
+    eventually(
+        "the agent waiting out ka's IPAM error",
+        Duration::from_secs(20),
+        || {
+            let log = nodes[0].log.clone();
+            async move {
+                std::fs::read_to_string(log)
+                    .ok()?
+                    .contains("waiting briefly for addresses")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    let subnets: Api<Subnet> = Api::all(client.clone());
+    create(
+        &subnets,
+        json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
+        "metadata": {"name": "main"},
+        "spec": {"cidr": "10.40.0.0/24", "gateway": "10.40.0.1", "default": true}}),
+    )
+    .await;
+    let (ok, ra) = add_a.join().expect("ADD thread");
     assert!(ok, "ADD ka: {ra}\n{}", logs(&nodes, &ctl_log));
     let (ok, rb) = shim("ADD", &nodes[1], &cid_b, &pod_ns[1], "kb", 30.0);
     assert!(ok, "ADD kb: {rb}\n{}", logs(&nodes, &ctl_log));
