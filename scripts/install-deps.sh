@@ -11,6 +11,7 @@ PACKAGES=(
   iproute2 iputils-ping ethtool iperf3 qperf   # namespaces, veths, ping, offload settings, traffic
   etcd-server                                  # etcd 3.4 for the tests' private kube-apiserver
   containerd runc busybox-static               # a real container runtime for the CNI tests (ctr run --cni)
+  python3                                      # licence check, lab reachability matrix
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

@@ -60,6 +60,17 @@ fn node(name: &str) -> NodeInfo {
     }
 }
 
+/// A standalone OVN central in the test's scratch dir (with ovn-northd when asked).
+fn start_central(s: &tests::Scratch, northd: bool) -> Central {
+    Central::start(CentralConfig {
+        dir: s.dir.path().join("central"),
+        raft: false,
+        northd,
+        tcp: false,
+    })
+    .expect("start OVN central")
+}
+
 /// Feeds every pending event to the controller and runs one pass.
 async fn pass(ctl: &mut Controller<MemoryStore>, rx: &mut UnboundedReceiver<Event>) -> SyncReport {
     while let Ok(ev) = rx.try_recv() {
@@ -147,13 +158,7 @@ async fn controller_end_to_end_on_real_nb() {
         return;
     }
     let s = tests::scratch("cct");
-    let central = Central::start(CentralConfig {
-        dir: s.dir.path().join("central"),
-        raft: false,
-        northd: true,
-        tcp: false,
-    })
-    .unwrap();
+    let central = start_central(&s, true);
     let nb = central.nb_remote();
     let (store, mut rx) = MemoryStore::new();
     fill(&store);
@@ -305,13 +310,7 @@ async fn external_mode_never_hands_out_platform_addresses() {
         return;
     }
     let s = tests::scratch("cce");
-    let central = Central::start(CentralConfig {
-        dir: s.dir.path().join("central"),
-        raft: false,
-        northd: true,
-        tcp: false,
-    })
-    .unwrap();
+    let central = start_central(&s, true);
     let nb = central.nb_remote();
     // The platform's switch with two VMs on it.
     nbctl(&nb, &["ls-add", "zs-l2"]);
@@ -401,13 +400,7 @@ async fn kubevirt_vm_keeps_its_address_until_the_vm_is_deleted() {
         return;
     }
     let s = tests::scratch("ccv");
-    let central = Central::start(CentralConfig {
-        dir: s.dir.path().join("central"),
-        raft: false,
-        northd: false,
-        tcp: false,
-    })
-    .unwrap();
+    let central = start_central(&s, false);
     let nb = central.nb_remote();
     let (store, mut rx) = MemoryStore::new();
     let mut vms = spec("10.5.0.0/24");

@@ -512,7 +512,7 @@ fn pods_survive_an_ovs_vswitchd_restart() {
         return;
     }
     let _heavy = tests::heavy_lock();
-    let s = tests::scratch("lpr");
+    let s = tests::scratch("lpv");
     let dir = s.dir.path().join("lab");
     let mut cfg = LabConfig::new(&dir, &s.prefix);
     cfg.nodes = 2;
