@@ -129,6 +129,25 @@ pub struct PodInfo {
     pub annotations: BTreeMap<String, String>,
     /// Terminal phase (Succeeded/Failed): its addresses are released.
     pub completed: bool,
+    /// Declared container ports (NetworkPolicy and Service named ports resolve here).
+    pub ports: Vec<PodPort>,
+}
+
+/// A declared container port of a pod.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodPort {
+    /// `ports[].name` (an IANA_SVC_NAME), when given.
+    pub name: Option<String>,
+    pub port: u16,
+    /// `TCP` (the default), `UDP` or `SCTP`.
+    pub protocol: String,
+}
+
+/// A namespace as the control plane sees it (NetworkPolicy namespaceSelectors).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceInfo {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
 }
 
 impl PodInfo {

@@ -124,6 +124,7 @@ fn fill(store: &MemoryStore, cfg: &Config) -> Result<()> {
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             completed: false,
+            ports: Vec::new(),
         });
     }
     store.mark_synced();

@@ -48,6 +48,7 @@ fn pod(ns: &str, name: &str, node: &str, ann: &[(&str, &str)]) -> PodInfo {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         completed: false,
+        ports: Vec::new(),
     }
 }
 

@@ -40,6 +40,7 @@ fn pod(ns: &str, name: &str, node: &str) -> PodInfo {
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
         completed: false,
+        ports: Vec::new(),
     }
 }
 

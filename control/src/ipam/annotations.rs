@@ -241,6 +241,7 @@ mod tests {
             labels: map(&[("kubevirt.io", "virt-launcher")]),
             annotations: map(&[(KUBEVIRT_DOMAIN, "a"), (IP_ADDRESS, "10.0.0.9")]),
             completed: false,
+            ports: Vec::new(),
         };
         let req = pod_request(&pod).unwrap();
         assert_eq!(req.vm.as_deref(), Some("a"));

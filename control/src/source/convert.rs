@@ -2,9 +2,9 @@
 
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
-use crate::model::{NodeInfo, PodInfo};
+use crate::model::{NamespaceInfo, NodeInfo, PodInfo, PodPort};
 
 /// A Pod as the controller sees it.
 pub fn pod_info(pod: &Pod) -> PodInfo {
@@ -20,6 +20,31 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
         labels: meta.labels.clone().unwrap_or_default(),
         annotations: meta.annotations.clone().unwrap_or_default(),
         completed: matches!(phase, Some("Succeeded" | "Failed")),
+        ports: pod_ports(pod),
+    }
+}
+
+/// The pod's declared container ports (invalid numbers skipped).
+pub fn pod_ports(pod: &Pod) -> Vec<PodPort> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            Some(PodPort {
+                name: p.name.clone().filter(|n| !n.is_empty()),
+                port: u16::try_from(p.container_port).ok().filter(|p| *p > 0)?,
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            })
+        })
+        .collect()
+}
+
+/// A Namespace as the controller sees it: its name and labels.
+pub fn namespace_info(ns: &Namespace) -> NamespaceInfo {
+    NamespaceInfo {
+        name: ns.metadata.name.clone().unwrap_or_default(),
+        labels: ns.metadata.labels.clone().unwrap_or_default(),
     }
 }
 

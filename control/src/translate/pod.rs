@@ -56,6 +56,7 @@ mod tests {
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             completed: false,
+            ports: Vec::new(),
         };
         let addrs = PodAddresses {
             subnet: "blue".into(),
