@@ -141,6 +141,7 @@ pub fn pod_port_spec(r: &SandboxRecord) -> PortSpec {
             (SANDBOX_KEY.to_string(), r.container_id.clone()),
             (IFNAME_KEY.to_string(), r.ifname.clone()),
         ]),
+        ..PortSpec::new(r.host_ifname.clone())
     }
 }
 

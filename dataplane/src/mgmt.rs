@@ -110,7 +110,7 @@ impl MgmtConfig {
                 "iface-id".to_string(),
                 control::names::node_port(&self.node),
             )]),
-            port_external_ids: BTreeMap::new(),
+            ..PortSpec::new(MGMT_PORT)
         }
     }
 }

@@ -66,6 +66,63 @@ pub struct PortSpec {
     pub iface_external_ids: BTreeMap<String, String>,
     /// Port `external_ids` (the owner mark is added).
     pub port_external_ids: BTreeMap<String, String>,
+    /// Interface `options` (e.g. `xdp-mode`/`n_rxq` of an `afxdp` port,
+    /// `vhost-server-path` of a `dpdkvhostuserclient` port).
+    pub options: BTreeMap<String, String>,
+    /// Interface `other_config` (e.g. `pmd-rxq-affinity`).
+    pub other_config: BTreeMap<String, String>,
+    /// Interface `mtu_request`.
+    pub mtu_request: Option<i64>,
+}
+
+impl PortSpec {
+    /// A plain port (type `""`) with the given external ids and nothing else.
+    pub fn new(name: impl Into<String>) -> PortSpec {
+        PortSpec {
+            name: name.into(),
+            iface_type: String::new(),
+            mac: None,
+            iface_external_ids: BTreeMap::new(),
+            port_external_ids: BTreeMap::new(),
+            options: BTreeMap::new(),
+            other_config: BTreeMap::new(),
+            mtu_request: None,
+        }
+    }
+
+    /// The Interface columns this spec sets, besides `name` and `external_ids`.
+    fn iface_columns(&self) -> Vec<(&'static str, Value)> {
+        let mut cols = vec![
+            ("type", Value::string(self.iface_type.clone())),
+            ("options", str_map(&self.options)),
+            ("other_config", str_map(&self.other_config)),
+            (
+                "mtu_request",
+                match self.mtu_request {
+                    Some(m) => Value::Atom(ovsdb::Atom::Integer(m)),
+                    None => Value::Set(vec![]),
+                },
+            ),
+        ];
+        if let Some(m) = &self.mac {
+            cols.push(("mac", Value::string(m.clone())));
+        }
+        cols
+    }
+}
+
+/// What the replica shows of an Interface (see [`Ovs::interface`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IfaceView {
+    pub uuid: Option<Uuid>,
+    pub iface_type: String,
+    pub external_ids: BTreeMap<String, String>,
+    pub options: BTreeMap<String, String>,
+    pub other_config: BTreeMap<String, String>,
+    pub mtu_request: Option<i64>,
+    pub ofport: Option<i64>,
+    /// The `error` column: why ovs-vswitchd could not open the device.
+    pub error: Option<String>,
 }
 
 /// One port of ours, as read from the replica.
@@ -181,6 +238,11 @@ impl Ovs {
                         "bridges",
                         "external_ids",
                         "other_config",
+                        "dpdk_initialized",
+                        "dpdk_version",
+                        "ovs_version",
+                        "iface_types",
+                        "datapath_types",
                     ]),
                     MonitorRequest::table("Bridge").with_columns([
                         "name",
@@ -200,6 +262,10 @@ impl Ovs {
                         "mac",
                         "ofport",
                         "error",
+                        "options",
+                        "other_config",
+                        "mtu_request",
+                        "statistics",
                     ]),
                 ],
             )
@@ -409,16 +475,28 @@ impl Ovs {
         })
     }
 
-    fn iface_by_name(&self, name: &str) -> Option<(Uuid, BTreeMap<String, String>, String)> {
+    /// The Interface `name` as the replica shows it.
+    pub fn interface(&self, name: &str) -> Option<IfaceView> {
         self.replica.read(|v| {
             v.rows("Interface")
                 .find(|r| r.str("name") == name)
                 .map(|r| {
-                    (
-                        r.uuid(),
-                        map_of(r.get("external_ids")),
-                        r.str("type").to_string(),
-                    )
+                    let int = |col: &str| {
+                        r.get(col).and_then(|v| match v.atoms().first() {
+                            Some(ovsdb::Atom::Integer(i)) => Some(*i),
+                            _ => None,
+                        })
+                    };
+                    IfaceView {
+                        uuid: Some(r.uuid()),
+                        iface_type: r.str("type").to_string(),
+                        external_ids: map_of(r.get("external_ids")),
+                        options: map_of(r.get("options")),
+                        other_config: map_of(r.get("other_config")),
+                        mtu_request: int("mtu_request"),
+                        ofport: int("ofport"),
+                        error: Some(r.str("error").to_string()).filter(|e| !e.is_empty()),
+                    }
                 })
         })
     }
@@ -454,16 +532,22 @@ impl Ovs {
                     ovsdb::ops::row([("external_ids", str_map(&want_port))]),
                 ));
             }
-            if let Some((iface_uuid, have, ty)) = self.iface_by_name(name) {
+            if let Some(have) = self.interface(name)
+                && let Some(iface_uuid) = have.uuid
+            {
                 // keep what ovn-controller added (ovn-installed) unless our keys changed
-                let ours_same = want_iface.iter().all(|(k, v)| have.get(k) == Some(v));
-                if !ours_same || ty != spec.iface_type {
-                    let mut r = ovsdb::ops::row([
-                        ("external_ids", str_map(&want_iface)),
-                        ("type", Value::string(spec.iface_type.clone())),
-                    ]);
-                    if let Some(m) = &spec.mac {
-                        r.insert("mac".into(), Value::string(m.clone()));
+                let ours_same = want_iface
+                    .iter()
+                    .all(|(k, v)| have.external_ids.get(k) == Some(v));
+                if !ours_same
+                    || have.iface_type != spec.iface_type
+                    || have.options != spec.options
+                    || have.other_config != spec.other_config
+                    || have.mtu_request != spec.mtu_request
+                {
+                    let mut r = ovsdb::ops::row([("external_ids", str_map(&want_iface))]);
+                    for (k, v) in spec.iface_columns() {
+                        r.insert(k.into(), v);
                     }
                     ops.push(Operation::update(
                         "Interface",
@@ -487,11 +571,10 @@ impl Ovs {
         }
         let mut iface = ovsdb::ops::row([
             ("name", Value::string(name)),
-            ("type", Value::string(spec.iface_type.clone())),
             ("external_ids", str_map(&want_iface)),
         ]);
-        if let Some(m) = &spec.mac {
-            iface.insert("mac".into(), Value::string(m.clone()));
+        for (k, v) in spec.iface_columns() {
+            iface.insert(k.into(), v);
         }
         self.insert_port(name, iface, str_map(&want_port), br)
             .await?;
@@ -619,7 +702,7 @@ impl Ovs {
 
     /// The Interface `external_ids` of a port (replica), if the interface exists.
     pub fn iface_external_ids(&self, name: &str) -> Option<BTreeMap<String, String>> {
-        self.iface_by_name(name).map(|(_, ids, _)| ids)
+        self.interface(name).map(|i| i.external_ids)
     }
 
     /// Waits until ovn-controller sets `external_ids:ovn-installed="true"` on the
