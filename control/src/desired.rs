@@ -6,12 +6,12 @@
 //! `owned: false` is a foreign row (external mode: the platform's switch): the reconciler
 //! never changes it beyond adding and removing its own ports in its `ports` set.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ovsdb::nb::{
-    LogicalRouter, LogicalRouterColumn as LrCol, LogicalRouterPort,
-    LogicalRouterPortColumn as LrpCol, LogicalSwitch, LogicalSwitchColumn as LsCol,
-    LogicalSwitchPort, LogicalSwitchPortColumn as LspCol,
+    LoadBalancer, LoadBalancerColumn as LbCol, LogicalRouter, LogicalRouterColumn as LrCol,
+    LogicalRouterPort, LogicalRouterPortColumn as LrpCol, LogicalSwitch,
+    LogicalSwitchColumn as LsCol, LogicalSwitchPort, LogicalSwitchPortColumn as LspCol,
 };
 
 /// A parent row and its children, by name.
@@ -45,6 +45,17 @@ impl<P, C> Parent<P, C> {
 pub struct DesiredNb {
     pub routers: BTreeMap<String, Parent<LogicalRouter, LogicalRouterPort>>,
     pub switches: BTreeMap<String, Parent<LogicalSwitch, LogicalSwitchPort>>,
+    /// Service load balancers and the switches they apply on.
+    pub load_balancers: DesiredLbs,
+}
+
+/// Service load balancers ([`crate::translate::service`]): the `Load_Balancer` rows by
+/// name, all members of our Load_Balancer_Group, which is attached to `switches`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DesiredLbs {
+    pub rows: BTreeMap<String, LoadBalancer>,
+    /// Our logical switches the group is attached to (traffic entering them is balanced).
+    pub switches: BTreeSet<String>,
 }
 
 impl DesiredNb {
@@ -70,10 +81,11 @@ impl DesiredNb {
                 .values()
                 .map(|p| 1 + p.children.len())
                 .sum::<usize>()
+            + self.load_balancers.rows.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.routers.is_empty() && self.switches.is_empty()
+        self.routers.is_empty() && self.switches.is_empty() && self.load_balancers.rows.is_empty()
     }
 }
 
@@ -94,4 +106,11 @@ pub const SWITCH_PORT_COLUMNS: &[LspCol] = &[
     LspCol::Options,
     LspCol::ExternalIds,
     LspCol::Tag,
+];
+pub const LOAD_BALANCER_COLUMNS: &[LbCol] = &[
+    LbCol::Vips,
+    LbCol::Protocol,
+    LbCol::Options,
+    LbCol::SelectionFields,
+    LbCol::ExternalIds,
 ];

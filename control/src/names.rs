@@ -45,6 +45,18 @@ pub fn node_port(node: &str) -> String {
     format!("node-{node}")
 }
 
+/// The Load_Balancer of Service `namespace/name` for one protocol (`TCP`, `UDP`, `SCTP`):
+/// `Service_<namespace>/<name>_<protocol>`.
+pub fn service_lb(service_key: &str, protocol: &str) -> String {
+    format!("Service_{service_key}_{protocol}")
+}
+
+/// Our Load_Balancer_Group holding every Service load balancer. The table has no
+/// `external_ids`, so the name carries the owner: `zstack-ovn-services_<cluster id>`.
+pub fn lb_group(cluster_id: &str) -> String {
+    format!("zstack-ovn-services_{cluster_id}")
+}
+
 /// The `external_ids` of a row we own.
 pub fn owned(cluster_id: &str, kind: &str, object: &str) -> BTreeMap<String, String> {
     BTreeMap::from([

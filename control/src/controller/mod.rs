@@ -576,7 +576,16 @@ impl<W: Writer> Controller<W> {
             pods: pods.iter().map(|(p, a)| (*p, a)).collect(),
             nodes: nodes.iter().map(|(n, a)| (*n, a)).collect(),
         };
-        translate::translate(&self.cfg, &input)
+        let mut nb = translate::translate(&self.cfg, &input);
+        let nodes: Vec<&crate::model::NodeInfo> = self.state.nodes.values().collect();
+        translate::service::add(
+            &self.cfg,
+            self.state.services.values(),
+            self.state.endpoint_slices.values(),
+            &nodes,
+            &mut nb,
+        );
+        nb
     }
 
     /// The status a Subnet should carry now.

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::crd::Subnet;
 use crate::model::{NodeInfo, PodInfo};
+use crate::services::{EndpointSliceInfo, ServiceInfo};
 use crate::source::{Event, Kind};
 
 /// Objects by key, and which kinds have completed their initial list.
@@ -15,15 +16,19 @@ pub struct ClusterState {
     pub nodes: BTreeMap<String, NodeInfo>,
     /// KubeVirt VirtualMachines, `namespace/name`: their addresses outlive their pods.
     pub vms: BTreeSet<String>,
+    /// Services by `namespace/name`.
+    pub services: BTreeMap<String, ServiceInfo>,
+    /// EndpointSlices by `namespace/<slice name>`.
+    pub endpoint_slices: BTreeMap<String, EndpointSliceInfo>,
     synced: BTreeSet<Kind>,
     /// Keys seen since a re-list of that kind began (a re-list replaces the kind's objects).
     relisting: BTreeMap<Kind, BTreeSet<String>>,
 }
 
 impl ClusterState {
-    /// True once Subnets, Pods, Nodes and VirtualMachines have each been listed.
+    /// True once every kind ([`Kind::ALL`]) has been listed.
     pub fn is_synced(&self) -> bool {
-        self.synced.len() == 4
+        Kind::ALL.iter().all(|k| self.synced.contains(k))
     }
 
     fn seen(&mut self, kind: Kind, key: &str) {
@@ -65,6 +70,28 @@ impl ClusterState {
             Event::VmDeleted(key) => {
                 self.vms.remove(&key);
             }
+            Event::Service(s) => {
+                let key = s.key();
+                if !s.problems.is_empty() {
+                    tracing::warn!(service = %key, problems = %s.problems.join("; "), "Service partly unusable; those parts are skipped");
+                }
+                if s.internal_local {
+                    tracing::info!(service = %key, "internalTrafficPolicy: Local is served by every endpoint (switches span nodes)");
+                }
+                self.seen(Kind::Service, &key);
+                self.services.insert(key, *s);
+            }
+            Event::ServiceDeleted(key) => {
+                self.services.remove(&key);
+            }
+            Event::EndpointSlice(s) => {
+                let key = s.key();
+                self.seen(Kind::EndpointSlice, &key);
+                self.endpoint_slices.insert(key, *s);
+            }
+            Event::EndpointSliceDeleted(key) => {
+                self.endpoint_slices.remove(&key);
+            }
             Event::Relist(kind) => {
                 self.relisting.insert(kind, BTreeSet::new());
             }
@@ -75,6 +102,8 @@ impl ClusterState {
                         Kind::Pod => self.pods.retain(|k, _| keys.contains(k)),
                         Kind::Node => self.nodes.retain(|k, _| keys.contains(k)),
                         Kind::Vm => self.vms.retain(|k| keys.contains(k)),
+                        Kind::Service => self.services.retain(|k, _| keys.contains(k)),
+                        Kind::EndpointSlice => self.endpoint_slices.retain(|k, _| keys.contains(k)),
                     }
                 }
                 self.synced.insert(kind);

@@ -6,12 +6,16 @@
 //! (zero writes).
 
 pub mod family;
+pub mod load_balancer;
 #[cfg(test)]
 mod tests;
 
 use std::time::Duration;
 
-use ovsdb::nb::{LogicalRouter, LogicalRouterPort, LogicalSwitch, LogicalSwitchPort};
+use ovsdb::nb::{
+    LoadBalancer, LoadBalancerGroup, LogicalRouter, LogicalRouterPort, LogicalSwitch,
+    LogicalSwitchPort,
+};
 use ovsdb::replica::View;
 use ovsdb::typed::Table;
 use ovsdb::{Client, MonitorRequest, Operation, Replica};
@@ -106,6 +110,8 @@ pub fn monitor_requests() -> Vec<MonitorRequest> {
         MonitorRequest::of::<LogicalRouterPort>(),
         MonitorRequest::of::<LogicalSwitch>(),
         MonitorRequest::of::<LogicalSwitchPort>(),
+        MonitorRequest::of::<LoadBalancer>(),
+        MonitorRequest::of::<LoadBalancerGroup>(),
     ]
 }
 
@@ -128,6 +134,14 @@ pub fn plan(view: &View<'_>, desired: &DesiredNb, owner: &str) -> Result<Plan, R
         &view.typed::<LogicalSwitchPort>()?,
         SWITCH_COLUMNS,
         SWITCH_PORT_COLUMNS,
+        &mut plan,
+    );
+    load_balancer::plan(
+        owner,
+        &desired.load_balancers,
+        &view.typed::<LoadBalancer>()?,
+        &view.typed::<LoadBalancerGroup>()?,
+        &view.typed::<LogicalSwitch>()?,
         &mut plan,
     );
     Ok(plan)

@@ -25,6 +25,7 @@ pub const FIELD_MANAGER: &str = "zstack-ovnkube-controller";
 /// exists); their events arrive on `tx` until it is closed.
 pub fn spawn_watchers(client: Client, tx: mpsc::UnboundedSender<Event>) {
     spawn_vm_watch(client.clone(), tx.clone());
+    super::services::spawn_watchers(client.clone(), tx.clone());
     spawn_watch(
         Api::<Subnet>::all(client.clone()),
         Kind::Subnet,
@@ -98,7 +99,7 @@ fn spawn_vm_watch(client: Client, tx: mpsc::UnboundedSender<Event>) {
     });
 }
 
-fn spawn_watch<K>(
+pub(super) fn spawn_watch<K>(
     api: Api<K>,
     kind: Kind,
     tx: mpsc::UnboundedSender<Event>,

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use super::{Event, Kind, WriteError, Writer};
 use crate::crd::{Subnet, SubnetStatus};
 use crate::model::{NodeInfo, PodInfo};
+use crate::services::{EndpointSliceInfo, ServiceInfo};
 
 #[derive(Default)]
 struct Objects {
@@ -19,6 +20,8 @@ struct Objects {
     pods: BTreeMap<String, PodInfo>,
     nodes: BTreeMap<String, NodeInfo>,
     vms: std::collections::BTreeSet<String>,
+    services: BTreeMap<String, ServiceInfo>,
+    endpoint_slices: BTreeMap<String, EndpointSliceInfo>,
 }
 
 /// The store. Cheap to clone; every clone sees the same objects.
@@ -54,8 +57,8 @@ impl MemoryStore {
 
     /// Says every kind has been listed (what a watch's initial list ends with).
     pub fn mark_synced(&self) {
-        for k in [Kind::Subnet, Kind::Pod, Kind::Node, Kind::Vm] {
-            self.emit(Event::Synced(k));
+        for k in Kind::ALL {
+            self.emit(Event::Synced(*k));
         }
     }
 
@@ -126,6 +129,48 @@ impl MemoryStore {
         }
     }
 
+    /// Creates or replaces a Service.
+    pub fn apply_service(&self, svc: ServiceInfo) {
+        self.lock().services.insert(svc.key(), svc.clone());
+        self.emit(Event::Service(Box::new(svc)));
+    }
+
+    /// Deletes a Service (`namespace/name`).
+    pub fn delete_service(&self, key: &str) {
+        if self.lock().services.remove(key).is_some() {
+            self.emit(Event::ServiceDeleted(key.to_string()));
+        }
+    }
+
+    /// Creates or replaces an EndpointSlice; an identical one emits nothing.
+    pub fn apply_endpoint_slice(&self, slice: EndpointSliceInfo) {
+        let key = slice.key();
+        let mut objs = self.lock();
+        if objs.endpoint_slices.get(&key) == Some(&slice) {
+            return;
+        }
+        objs.endpoint_slices.insert(key, slice.clone());
+        drop(objs);
+        self.emit(Event::EndpointSlice(Box::new(slice)));
+    }
+
+    /// Deletes an EndpointSlice (`namespace/<slice name>`).
+    pub fn delete_endpoint_slice(&self, key: &str) {
+        if self.lock().endpoint_slices.remove(key).is_some() {
+            self.emit(Event::EndpointSliceDeleted(key.to_string()));
+        }
+    }
+
+    /// Every stored Service.
+    pub fn services(&self) -> Vec<ServiceInfo> {
+        self.lock().services.values().cloned().collect()
+    }
+
+    /// Every stored EndpointSlice.
+    pub fn endpoint_slices(&self) -> Vec<EndpointSliceInfo> {
+        self.lock().endpoint_slices.values().cloned().collect()
+    }
+
     /// The stored pod (with the annotations the controller wrote).
     pub fn pod(&self, key: &str) -> Option<PodInfo> {
         self.lock().pods.get(key).cloned()
@@ -168,8 +213,14 @@ impl MemoryStore {
         for v in &objs.vms {
             let _ = tx.send(Event::Vm(v.clone()));
         }
-        for k in [Kind::Subnet, Kind::Pod, Kind::Node, Kind::Vm] {
-            let _ = tx.send(Event::Synced(k));
+        for s in objs.services.values() {
+            let _ = tx.send(Event::Service(Box::new(s.clone())));
+        }
+        for s in objs.endpoint_slices.values() {
+            let _ = tx.send(Event::EndpointSlice(Box::new(s.clone())));
+        }
+        for k in Kind::ALL {
+            let _ = tx.send(Event::Synced(*k));
         }
         rx
     }

@@ -9,12 +9,14 @@
 pub mod convert;
 pub mod kube;
 pub mod memory;
+pub mod services;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 
 use crate::crd::{Subnet, SubnetStatus};
 use crate::model::{NodeInfo, PodInfo};
+use crate::services::{EndpointSliceInfo, ServiceInfo};
 
 /// Which kind of object an [`Event::Synced`] is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -24,6 +26,22 @@ pub enum Kind {
     Node,
     /// KubeVirt `VirtualMachine`s (an empty list where KubeVirt is not installed).
     Vm,
+    /// Services.
+    Service,
+    /// EndpointSlices (or core v1 Endpoints on servers without discovery.k8s.io/v1).
+    EndpointSlice,
+}
+
+impl Kind {
+    /// Every kind: the controller runs once each has been listed.
+    pub const ALL: &[Kind] = &[
+        Kind::Subnet,
+        Kind::Pod,
+        Kind::Node,
+        Kind::Vm,
+        Kind::Service,
+        Kind::EndpointSlice,
+    ];
 }
 
 /// A change of the cluster, as the controller sees it.
@@ -40,6 +58,12 @@ pub enum Event {
     Vm(String),
     /// `namespace/name`.
     VmDeleted(String),
+    Service(Box<ServiceInfo>),
+    /// `namespace/name`.
+    ServiceDeleted(String),
+    EndpointSlice(Box<EndpointSliceInfo>),
+    /// `namespace/name` of the slice.
+    EndpointSliceDeleted(String),
     /// Every object of this kind has been listed once (start-up, or a re-list after a
     /// watch error: objects not re-listed since the previous `Synced` are gone).
     Synced(Kind),

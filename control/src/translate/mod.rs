@@ -8,9 +8,11 @@
 //! | [`subnet`] | a Subnet → its logical switch, router port, localnet port (VLAN) |
 //! | [`pod`] | a pod with its addresses → a logical switch port |
 //! | [`node`] | a node with its join address → its management port |
+//! | [`service`] | Services and EndpointSlices → load balancers (one per Service and protocol) |
 
 pub mod node;
 pub mod pod;
+pub mod service;
 pub mod subnet;
 pub mod topology;
 

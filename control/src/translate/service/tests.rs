@@ -1,0 +1,213 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::services::{EndpointInfo, EndpointPort, ServicePort, TargetPort};
+use crate::translate::Input;
+
+fn node(name: &str, ip: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        addresses: vec![ip.parse().expect("ip")],
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+fn svc(ports: Vec<ServicePort>) -> ServiceInfo {
+    ServiceInfo {
+        namespace: "demo".into(),
+        name: "web".into(),
+        cluster_ips: vec![
+            "10.96.0.10".parse().expect("ip"),
+            "fd00:96::10".parse().expect("ip"),
+        ],
+        ports,
+        ..Default::default()
+    }
+}
+
+fn port(name: &str, proto: Proto, port: u16, node_port: Option<u16>) -> ServicePort {
+    ServicePort {
+        name: name.into(),
+        protocol: proto,
+        port,
+        target_port: TargetPort::Number(port),
+        node_port,
+    }
+}
+
+fn ep(ips: &[&str], node: &str, ready: bool) -> EndpointInfo {
+    EndpointInfo {
+        addresses: ips.iter().map(|i| i.parse().expect("ip")).collect(),
+        ready,
+        serving: ready,
+        terminating: false,
+        node: Some(node.into()),
+    }
+}
+
+fn slice(endpoints: Vec<EndpointInfo>) -> EndpointSliceInfo {
+    EndpointSliceInfo {
+        namespace: "demo".into(),
+        name: "web-x".into(),
+        service: "web".into(),
+        endpoints,
+        ports: vec![
+            EndpointPort {
+                name: "http".into(),
+                port: 8080,
+                protocol: Proto::Tcp,
+            },
+            EndpointPort {
+                name: "dns".into(),
+                port: 5353,
+                protocol: Proto::Udp,
+            },
+            EndpointPort {
+                name: "sig".into(),
+                port: 3868,
+                protocol: Proto::Sctp,
+            },
+        ],
+    }
+}
+
+#[test]
+fn dual_stack_multi_protocol() {
+    let cfg = ClusterConfig::default();
+    let s = svc(vec![
+        port("http", Proto::Tcp, 80, None),
+        port("dns", Proto::Udp, 53, None),
+        port("sig", Proto::Sctp, 3868, None),
+    ]);
+    let sl = slice(vec![
+        ep(&["10.16.0.5", "fd00:16::5"], "n1", true),
+        ep(&["10.16.0.6"], "n2", true),
+        ep(&["10.16.0.7"], "n2", false),
+    ]);
+    let lbs = load_balancers(&cfg, &s, &[&sl], &[]);
+    let names: Vec<&str> = lbs.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Service_demo/web_TCP",
+            "Service_demo/web_UDP",
+            "Service_demo/web_SCTP"
+        ]
+    );
+    let tcp = &lbs[0];
+    assert_eq!(tcp.protocol.as_deref(), Some("tcp"));
+    assert_eq!(tcp.vips["10.96.0.10:80"], "10.16.0.5:8080,10.16.0.6:8080");
+    assert_eq!(tcp.vips["[fd00:96::10]:80"], "[fd00:16::5]:8080");
+    assert_eq!(tcp.vips.len(), 2);
+    assert_eq!(
+        lbs[1].vips["10.96.0.10:53"],
+        "10.16.0.5:5353,10.16.0.6:5353"
+    );
+    assert_eq!(lbs[2].protocol.as_deref(), Some("sctp"));
+    assert_eq!(tcp.options["reject"], "true");
+    assert!(!tcp.options.contains_key("affinity_timeout"));
+    assert_eq!(tcp.external_ids[names::OWNER], cfg.cluster_id);
+    assert_eq!(tcp.external_ids[names::OBJECT], "demo/web");
+}
+
+#[test]
+fn no_endpoints_rejects_and_affinity() {
+    let cfg = ClusterConfig::default();
+    let mut s = svc(vec![port("http", Proto::Tcp, 80, None)]);
+    s.affinity_timeout = Some(60);
+    let lbs = load_balancers(&cfg, &s, &[], &[]);
+    assert_eq!(
+        lbs[0].vips["10.96.0.10:80"], "",
+        "VIP kept with no backends"
+    );
+    assert_eq!(lbs[0].options["reject"], "true");
+    assert_eq!(lbs[0].options["affinity_timeout"], "60");
+}
+
+#[test]
+fn node_ports_external_ips_and_local_policy() {
+    let cfg = ClusterConfig::default();
+    let mut s = svc(vec![port("http", Proto::Tcp, 80, Some(30080))]);
+    s.cluster_ips.truncate(1);
+    s.node_ports = true;
+    s.external_ips = vec!["192.0.2.7".parse().expect("ip")];
+    s.ingress_ips = vec!["198.51.100.1".parse().expect("ip")];
+    let sl = slice(vec![
+        ep(&["10.16.0.5"], "n1", true),
+        ep(&["10.16.0.6"], "n2", true),
+    ]);
+    let (n1, n2, n3) = (
+        node("n1", "172.18.0.1"),
+        node("n2", "172.18.0.2"),
+        node("n3", "172.18.0.3"),
+    );
+    let nodes = [&n1, &n2, &n3];
+    let lb = &load_balancers(&cfg, &s, &[&sl], &nodes)[0];
+    let all = "10.16.0.5:8080,10.16.0.6:8080";
+    for v in [
+        "10.96.0.10:80",
+        "192.0.2.7:80",
+        "198.51.100.1:80",
+        "172.18.0.1:30080",
+        "172.18.0.3:30080",
+    ] {
+        assert_eq!(lb.vips[v], all, "{v}");
+    }
+    s.external_local = true;
+    let lb = &load_balancers(&cfg, &s, &[&sl], &nodes)[0];
+    assert_eq!(lb.vips["172.18.0.1:30080"], "10.16.0.5:8080");
+    assert_eq!(lb.vips["172.18.0.2:30080"], "10.16.0.6:8080");
+    assert_eq!(lb.vips["172.18.0.3:30080"], "", "no local endpoint: reject");
+    assert_eq!(
+        lb.vips["10.96.0.10:80"], all,
+        "cluster traffic uses every endpoint"
+    );
+    // a ClusterIP Service ignores nodePort values
+    s.node_ports = false;
+    let lb = &load_balancers(&cfg, &s, &[&sl], &nodes)[0];
+    assert!(!lb.vips.contains_key("172.18.0.1:30080"));
+}
+
+#[test]
+fn headless_external_name_and_no_ip_get_nothing() {
+    let cfg = ClusterConfig::default();
+    let mut s = svc(vec![port("http", Proto::Tcp, 80, None)]);
+    s.headless = true;
+    s.cluster_ips.clear();
+    assert!(load_balancers(&cfg, &s, &[], &[]).is_empty());
+    let mut s = svc(vec![port("http", Proto::Tcp, 80, None)]);
+    s.external_name = true;
+    assert!(load_balancers(&cfg, &s, &[], &[]).is_empty());
+    let mut s = svc(vec![port("http", Proto::Tcp, 80, None)]);
+    s.cluster_ips.clear();
+    assert!(load_balancers(&cfg, &s, &[], &[]).is_empty(), "no VIP yet");
+}
+
+#[test]
+fn group_attaches_to_owned_switches() {
+    let cfg = ClusterConfig::default();
+    let mut nb = crate::translate::translate(&cfg, &Input::default());
+    let s = svc(vec![port("http", Proto::Tcp, 80, None)]);
+    add(&cfg, [&s], [], &[], &mut nb);
+    assert_eq!(nb.load_balancers.rows.len(), 1);
+    assert!(nb.load_balancers.switches.contains(names::JOIN_SWITCH));
+}
+
+#[test]
+fn row_count_is_linear_in_services() {
+    let cfg = ClusterConfig::default();
+    let n1 = node("n1", "172.18.0.1");
+    for n in [10usize, 100, 1000] {
+        let services: Vec<ServiceInfo> = (0..n)
+            .map(|i| {
+                let mut s = svc(vec![port("http", Proto::Tcp, 80, Some(30000))]);
+                s.name = format!("s{i}");
+                s
+            })
+            .collect();
+        let mut nb = DesiredNb::default();
+        add(&cfg, &services, [], &[&n1], &mut nb);
+        assert_eq!(nb.load_balancers.rows.len(), n);
+    }
+}
