@@ -42,6 +42,8 @@ pub struct Agent {
     pub pods: Box<dyn PodSource>,
     pub state: StateStore,
     pub metrics: Arc<Metrics>,
+    /// vhost-user interfaces (see [`crate::vhost_port`]).
+    pub vhost: crate::vhost_port::VhostPorts,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Poked after each ADD: a new pod may come from a Subnet the management port has no
     /// route for yet.
@@ -206,6 +208,7 @@ impl Agent {
             pods,
             state,
             metrics,
+            vhost: crate::vhost_port::VhostPorts::from_env(),
             locks: Mutex::new(HashMap::new()),
             mgmt_refresh: tokio::sync::Notify::new(),
             mgmt_subnets: Mutex::new(Vec::new()),
@@ -353,6 +356,12 @@ impl Agent {
             )));
         }
         let addrs = pod_addrs(&pod)?;
+        if let Some(v) = crate::vhost_port::requested(&conf, &pod)? {
+            let left = budget
+                .saturating_sub(start.elapsed())
+                .max(Duration::from_millis(200));
+            return crate::vhost_port::add(self, req, &conf, &pod, addrs, v, left).await;
+        }
 
         // 2. the pod interface
         let rec = SandboxRecord {
@@ -421,6 +430,7 @@ impl Agent {
     async fn del(&self, req: &Request) -> Result<(), CniError> {
         let lock = self.sandbox_lock(&req.container_id);
         let _guard = lock.lock().await;
+        crate::vhost_port::del(self, &req.container_id, &req.ifname).await?;
         let host_ifname = self
             .state
             .get(&req.container_id, &req.ifname)
@@ -471,6 +481,9 @@ impl Agent {
 
     async fn check(&self, req: &Request) -> Result<(), CniError> {
         req.net_conf()?;
+        if let Some(v) = self.vhost.get(&req.container_id, &req.ifname) {
+            return crate::vhost_port::check(self, &v);
+        }
         let rec = self
             .state
             .get(&req.container_id, &req.ifname)
@@ -529,6 +542,7 @@ impl Agent {
             .iter()
             .map(|a| (a.container_id.clone(), a.ifname.clone()))
             .collect();
+        crate::vhost_port::gc(self, &valid).await?;
         let mut stale: BTreeMap<(String, String), String> = BTreeMap::new();
         for p in self.ovs.owned_ports() {
             let Some(cid) = p.external_ids.get(SANDBOX_KEY) else {
@@ -565,6 +579,7 @@ impl Agent {
     /// After a start: re-apply every recorded sandbox whose netns still exists; forget
     /// the others (and remove their OVS ports).
     pub async fn restore(&self) {
+        crate::vhost_port::restore(self).await;
         for rec in self.state.all() {
             let lock = self.sandbox_lock(&rec.container_id);
             let _g = lock.lock().await;
@@ -603,6 +618,7 @@ impl Agent {
             tracing::warn!(error = %e, "node setup failed");
             return;
         }
+        crate::vhost_port::reconcile(self).await;
         let present: BTreeSet<String> =
             self.ovs.owned_ports().into_iter().map(|p| p.name).collect();
         for rec in self.state.all() {

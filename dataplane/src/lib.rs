@@ -21,6 +21,7 @@
 //! | [`server`] | the CNI unix socket |
 //! | [`state`] | per-sandbox state in `--state-dir` |
 //! | [`metrics`] | Prometheus metrics and `/metrics` |
+//! | [`vhost_port`] | vhost-user interfaces (KubeVirt VMs, DPDK pods): `dpdkvhostuserclient` ports, socket dirs, device-info |
 
 pub mod agent;
 pub mod metrics;
@@ -31,3 +32,4 @@ pub mod pod_iface;
 pub mod pods;
 pub mod server;
 pub mod state;
+pub mod vhost_port;

@@ -19,10 +19,11 @@ fn io_err(what: &str, p: &Path, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{what} {}: {e}", p.display()))
 }
 
-/// Creates the root (0755) and the interface directory (owner and mode from `cfg`), and
-/// removes a socket file left by an earlier workload (the new one creates its own: it is
-/// the vhost-user server).
-pub fn prepare(layout: &SocketLayout, cfg: &VhostUserConfig) -> io::Result<()> {
+/// Creates the root (0755) and the interface directory (owner and mode from `cfg`). With
+/// `clear_stale` (a new sandbox, before its workload starts) it removes a socket file left
+/// by an earlier workload: the new one creates its own, being the vhost-user server. A
+/// restore of a running sandbox passes `false`, keeping the live socket.
+pub fn prepare(layout: &SocketLayout, cfg: &VhostUserConfig, clear_stale: bool) -> io::Result<()> {
     if let Some(root) = layout.dir.parent()
         && !root.exists()
     {
@@ -43,6 +44,9 @@ pub fn prepare(layout: &SocketLayout, cfg: &VhostUserConfig) -> io::Result<()> {
     .map_err(|e| io_err("chown", &layout.dir, e))?;
     std::fs::set_permissions(&layout.dir, std::fs::Permissions::from_mode(cfg.mode))
         .map_err(|e| io_err("chmod", &layout.dir, e))?;
+    if !clear_stale {
+        return Ok(());
+    }
     match std::fs::remove_file(&layout.socket) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => {
             Err(io_err("remove stale socket", &layout.socket, e))
@@ -120,9 +124,11 @@ mod tests {
             mode: 0o770,
             ..Default::default()
         };
-        prepare(&l, &cfg).expect("prepare");
+        prepare(&l, &cfg, true).expect("prepare");
         std::fs::write(&l.socket, b"stale").expect("stale");
-        prepare(&l, &cfg).expect("again");
+        prepare(&l, &cfg, false).expect("restore keeps the socket");
+        assert!(l.socket.exists());
+        prepare(&l, &cfg, true).expect("again");
         let m = std::fs::metadata(&l.dir).expect("dir");
         assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (107, 108, 0o770));
         assert!(!l.socket.exists(), "stale socket removed");
@@ -139,7 +145,7 @@ mod tests {
         }
         let root = tempfile::tempdir().expect("dir");
         let l = SocketLayout::new(&root.path().join("v"), "ns", "vm", "eth0", None).expect("ok");
-        prepare(&l, &VhostUserConfig::default()).expect("prepare");
+        prepare(&l, &VhostUserConfig::default(), true).expect("prepare");
         let vol = root
             .path()
             .join("pods/uid/volumes/kubernetes.io~empty-dir/vhost");

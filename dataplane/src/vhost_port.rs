@@ -1,0 +1,713 @@
+//! vhost-user interfaces for KubeVirt VMs and DPDK pods: CNI ADD/DEL/CHECK/GC and restore.
+//!
+//! A pod asks for one through its network config (`interfaceType: vhost-user`, from a
+//! NetworkAttachmentDefinition) or the [`vhost::config::ANNOTATION`] annotation (see
+//! [`vhost::config`]). Instead of a veth, the agent
+//! - creates the socket directory ([`vhost::SocketLayout`]: stable per namespace + VMI/owner +
+//!   ifname, under the short root [`VhostPorts::root`], owner/mode for QEMU) and, when asked,
+//!   bind-mounts it onto the pod's `emptyDir`;
+//! - adds an OVS `dpdkvhostuserclient` Interface (OVS is the client, the workload the
+//!   server, so an ovs-vswitchd restart reconnects) with `options:vhost-server-path`,
+//!   `mtu_request` and the same `external_ids` as a veth port (`iface-id` = the pod's LSP);
+//! - waits for ovn-controller's `ovn-installed`, writes the device-info file when the
+//!   runtime passes `runtimeConfig.CNIDeviceInfoFile`, and answers with a CNI result whose
+//!   pod interface carries `socketPath` and the pod's addresses (for the guest to use).
+//!
+//! Records live in `<root>/.records/` (host only: the per-interface directories are what
+//! pods see). DEL removes the port, the mount, the directory, the device-info file and the
+//! record. A restarted agent re-adds missing ports and keeps live sockets; records whose
+//! netns is gone are removed.
+//!
+//! Refusals: a node whose OVS is not DPDK-initialised, no free hugepages, a socket path over
+//! the `sun_path` limit, a bad config, a path held by another live sandbox.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cni::error::code;
+use cni::{CniError, CniResult, NetConf, Request};
+use serde::{Deserialize, Serialize};
+use vhost::config::{DEFAULT_KUBELET_DIR, DEFAULT_SOCKET_ROOT, owner_name};
+use vhost::device_info::device_info_file;
+use vhost::layout::kubelet_volume_dir;
+use vhost::{DeviceInfo, SocketLayout, VhostUserConfig, socket_dir};
+
+use crate::agent::{Agent, PodAddrs, cni_result, pod_port_spec};
+use crate::ovs::{Ovs, PortSpec};
+use crate::pods::PodInfo;
+use crate::state::{SandboxRecord, sandbox_key};
+
+/// Environment variable overriding the agent's socket root.
+pub const VHOST_DIR_ENV: &str = "ZSTACK_OVN_VHOST_DIR";
+/// OVS Interface type: OVS connects to the workload's socket.
+pub const IFACE_TYPE: &str = "dpdkvhostuserclient";
+/// Interface `external_ids` key: the host socket path.
+pub const SOCKET_KEY: &str = "zstack.io/vhost-socket";
+/// Interface `external_ids` key: the queue pairs requested.
+pub const QUEUES_KEY: &str = "zstack.io/vhost-queues";
+/// Records directory under the root.
+const RECORDS_DIR: &str = ".records";
+
+/// What the agent set up for one vhost-user interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VhostRecord {
+    /// The pod side, as for a veth (`host_ifname` is the OVS port name).
+    pub sandbox: SandboxRecord,
+    pub config: VhostUserConfig,
+    /// The owner name the path derives from (VMI name, annotation or pod name).
+    pub owner: String,
+    /// The host root the directory is under.
+    pub root: PathBuf,
+    /// The pod's `emptyDir` the directory is bind-mounted onto.
+    pub volume_target: Option<PathBuf>,
+    /// The CNI device-info file written.
+    pub device_info_file: Option<PathBuf>,
+}
+
+impl VhostRecord {
+    /// The socket layout (recomputed: it is a pure function of the record).
+    pub fn layout(&self) -> Result<SocketLayout, vhost::LayoutError> {
+        SocketLayout::new(
+            &self.root,
+            &self.sandbox.pod_namespace,
+            &self.owner,
+            &self.sandbox.ifname,
+            self.config.pod_socket_dir.as_deref(),
+        )
+    }
+
+    pub fn key(&self) -> String {
+        self.sandbox.key()
+    }
+}
+
+/// The OVS port of a vhost-user interface: the veth port's external ids plus the type,
+/// the socket path, `mtu_request` and our vhost keys.
+pub fn port_spec(r: &VhostRecord, socket: &Path) -> PortSpec {
+    let mut spec = pod_port_spec(&r.sandbox);
+    spec.iface_type = IFACE_TYPE.to_string();
+    spec.options = BTreeMap::from([(
+        "vhost-server-path".to_string(),
+        socket.display().to_string(),
+    )]);
+    spec.mtu_request = Some(i64::from(r.sandbox.mtu));
+    spec.iface_external_ids
+        .insert(SOCKET_KEY.into(), socket.display().to_string());
+    spec.iface_external_ids
+        .insert(QUEUES_KEY.into(), r.config.queues.to_string());
+    spec
+}
+
+/// The vhost-user records of this agent (see the module docs).
+#[derive(Debug)]
+pub struct VhostPorts {
+    root: PathBuf,
+    records: Mutex<BTreeMap<String, VhostRecord>>,
+}
+
+fn refused(msg: impl Into<String>) -> CniError {
+    CniError::new(code::AGENT_REFUSED, msg)
+}
+
+fn io_failure(msg: impl Into<String>) -> CniError {
+    CniError::new(code::IO_FAILURE, msg)
+}
+
+fn record_file(dir: &Path, key: &str) -> PathBuf {
+    dir.join(format!("{}.json", key.replace('/', "@")))
+}
+
+impl VhostPorts {
+    /// Records under `root` ([`VHOST_DIR_ENV`], else [`DEFAULT_SOCKET_ROOT`]).
+    pub fn from_env() -> VhostPorts {
+        let root = std::env::var_os(VHOST_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET_ROOT));
+        VhostPorts::open(root)
+    }
+
+    /// Loads the records of `root` (unreadable ones are skipped with a warning).
+    pub fn open(root: PathBuf) -> VhostPorts {
+        let mut records = BTreeMap::new();
+        if let Ok(entries) = std::fs::read_dir(root.join(RECORDS_DIR)) {
+            for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+                if p.extension().is_none_or(|e| e != "json") {
+                    continue;
+                }
+                match std::fs::read(&p).map_err(|e| e.to_string()).and_then(|b| {
+                    serde_json::from_slice::<VhostRecord>(&b).map_err(|e| e.to_string())
+                }) {
+                    Ok(r) => {
+                        records.insert(r.key(), r);
+                    }
+                    Err(e) => {
+                        tracing::warn!(file = %p.display(), error = %e, "skipping vhost record")
+                    }
+                }
+            }
+        }
+        VhostPorts {
+            root,
+            records: Mutex::new(records),
+        }
+    }
+
+    /// The default host root of the socket directories.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, VhostRecord>> {
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, container_id: &str, ifname: &str) -> Option<VhostRecord> {
+        self.lock().get(&sandbox_key(container_id, ifname)).cloned()
+    }
+
+    pub fn all(&self) -> Vec<VhostRecord> {
+        self.lock().values().cloned().collect()
+    }
+
+    fn put(&self, r: &VhostRecord) -> std::io::Result<()> {
+        let dir = self.root.join(RECORDS_DIR);
+        std::fs::create_dir_all(&dir)?;
+        let path = record_file(&dir, &r.key());
+        let tmp = path.with_extension("tmp");
+        let body = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&body)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        self.lock().insert(r.key(), r.clone());
+        Ok(())
+    }
+
+    fn remove(&self, key: &str) -> std::io::Result<()> {
+        match std::fs::remove_file(record_file(&self.root.join(RECORDS_DIR), key)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        self.lock().remove(key);
+        Ok(())
+    }
+}
+
+/// The vhost-user request of an ADD, if any (bad config: a CNI error 7).
+pub fn requested(conf: &NetConf, pod: &PodInfo) -> Result<Option<VhostUserConfig>, CniError> {
+    VhostUserConfig::requested(&conf.extra, &pod.annotations).map_err(|e| {
+        CniError::new(
+            code::INVALID_CONFIG,
+            format!("pod {}: vhost-user: {e}", pod.key()),
+        )
+    })
+}
+
+/// Whether this node's OVS runs DPDK with vhost-user support (the replica's
+/// `Open_vSwitch` row).
+pub fn dpdk_ready(ovs: &Ovs) -> Result<(), String> {
+    let (init, types) = ovs.replica().read(|v| {
+        v.rows("Open_vSwitch")
+            .next()
+            .map(|r| {
+                let init = matches!(
+                    r.get("dpdk_initialized")
+                        .and_then(|v| v.atoms().first().cloned()),
+                    Some(ovsdb::Atom::Boolean(true))
+                );
+                let types: Vec<String> = r
+                    .get("iface_types")
+                    .map(|v| {
+                        v.atoms()
+                            .iter()
+                            .filter_map(|a| match a {
+                                ovsdb::Atom::String(s) => Some(s.clone()),
+                                _ => None,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (init, types)
+            })
+            .unwrap_or_default()
+    });
+    if !init {
+        return Err(
+            "this node is not on a DPDK datapath (Open_vSwitch dpdk_initialized is not true): \
+             vhost-user interfaces need OVS-DPDK; schedule the pod on a DPDK node"
+                .into(),
+        );
+    }
+    if !types.iter().any(|t| t == IFACE_TYPE) {
+        return Err(format!(
+            "ovs-vswitchd does not offer interface type {IFACE_TYPE} (iface_types: {})",
+            types.join(",")
+        ));
+    }
+    Ok(())
+}
+
+/// `(HugePages_Total, HugePages_Free)` of a `/proc/meminfo` text.
+pub fn hugepages_of(meminfo: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| {
+        meminfo.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .trim_start_matches(':')
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    Some((field("HugePages_Total")?, field("HugePages_Free")?))
+}
+
+/// A vhost-user workload maps its memory from shared hugepages: refuse when none are free.
+pub fn hugepages_check(meminfo: &str) -> Result<(), String> {
+    match hugepages_of(meminfo) {
+        Some((total, 0)) => Err(format!(
+            "hugepages exhausted on this node (HugePages_Free 0 of {total}): the vhost-user \
+             workload needs shared hugepage memory"
+        )),
+        Some(_) => Ok(()),
+        None => Err("no hugepage information in /proc/meminfo".into()),
+    }
+}
+
+/// CNI ADD of a vhost-user interface (called by [`Agent`]'s ADD under the sandbox lock).
+pub async fn add(
+    agent: &Agent,
+    req: &Request,
+    conf: &NetConf,
+    pod: &PodInfo,
+    addrs: PodAddrs,
+    cfg: VhostUserConfig,
+    wait: Duration,
+) -> Result<CniResult, CniError> {
+    let key = pod.key();
+    dpdk_ready(&agent.ovs).map_err(|e| refused(format!("pod {key}: {e}")))?;
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    hugepages_check(&meminfo).map_err(|e| refused(format!("pod {key}: {e}")))?;
+
+    let owner = owner_name(&pod.name, &pod.annotations).to_string();
+    let root = cfg
+        .socket_root
+        .clone()
+        .unwrap_or_else(|| agent.vhost.root().to_path_buf());
+    let layout = SocketLayout::new(
+        &root,
+        &pod.namespace,
+        &owner,
+        &req.ifname,
+        cfg.pod_socket_dir.as_deref(),
+    )
+    .map_err(|e| refused(format!("pod {key}: {e}")))?;
+
+    // the path is stable per interface: a previous sandbox of the same VM may still hold it
+    for other in agent.vhost.all() {
+        if other.key() == sandbox_key(&req.container_id, &req.ifname)
+            || other.layout().ok().map(|l| l.socket) != Some(layout.socket.clone())
+        {
+            continue;
+        }
+        if other.sandbox.netns.exists() {
+            return Err(CniError::new(
+                code::TRY_AGAIN_LATER,
+                format!(
+                    "pod {key}: vhost-user socket {} is still held by sandbox {} of pod {}/{} \
+                     (a previous instance of the same VM?); retry once it is deleted",
+                    layout.socket.display(),
+                    other.sandbox.container_id,
+                    other.sandbox.pod_namespace,
+                    other.sandbox.pod_name
+                ),
+            ));
+        }
+        tracing::info!(stale = %other.key(), socket = %layout.socket.display(), "taking over the socket of a sandbox whose netns is gone");
+        remove_record(agent, &other, false).await?;
+    }
+
+    let mac = addrs
+        .mac
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    let volume_target = match &cfg.socket_volume {
+        None => None,
+        Some(vol) => {
+            let uid = req.args.pod_uid.as_deref().unwrap_or("");
+            let kubelet = cfg
+                .kubelet_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_KUBELET_DIR));
+            Some(
+                kubelet_volume_dir(&kubelet, uid, vol)
+                    .map_err(|e| refused(format!("pod {key}: socketVolume {vol}: {e}")))?,
+            )
+        }
+    };
+    let rec = VhostRecord {
+        sandbox: SandboxRecord {
+            container_id: req.container_id.clone(),
+            ifname: req.ifname.clone(),
+            pod_namespace: pod.namespace.clone(),
+            pod_name: pod.name.clone(),
+            netns: PathBuf::from(&req.netns),
+            host_ifname: layout.port_name.clone(),
+            mac,
+            addresses: addrs.addresses,
+            gateways: addrs.gateways,
+            routes: addrs.routes,
+            mtu: conf.mtu.unwrap_or(agent.cfg.mtu),
+        },
+        config: cfg,
+        owner,
+        root,
+        volume_target,
+        device_info_file: device_info_file(conf.runtime_config.as_ref()).map(PathBuf::from),
+    };
+    agent
+        .vhost
+        .put(&rec)
+        .map_err(|e| io_failure(format!("pod {key}: persist vhost record: {e}")))?;
+    prepare_dir(&rec, &layout, true).await?;
+
+    agent
+        .ovs
+        .ensure_port(&port_spec(&rec, &layout.socket))
+        .await
+        .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, format!("pod {key}: OVS port: {e}")))?;
+    if let Err(e) = agent
+        .ovs
+        .wait_installed(&layout.port_name, &rec.sandbox.iface_id(), wait)
+        .await
+    {
+        // ovs-vswitchd's reason (a mempool that could not be allocated, ...) says more
+        let why = agent
+            .ovs
+            .interface(&layout.port_name)
+            .and_then(|i| i.error)
+            .map(|err| format!(" (ovs-vswitchd: {err})"))
+            .unwrap_or_default();
+        return Err(CniError::new(
+            code::PORT_NOT_READY,
+            format!("pod {key}: {e}{why}"),
+        ));
+    }
+    let info = DeviceInfo::server(layout.device_path());
+    if let Some(f) = &rec.device_info_file {
+        info.write_file(f).map_err(|e| {
+            io_failure(format!("pod {key}: write device-info {}: {e}", f.display()))
+        })?;
+    }
+    tracing::info!(pod = %key, port = %layout.port_name, socket = %layout.socket.display(),
+        queues = rec.config.queues, "vhost-user interface ready");
+    Ok(result(&rec, &layout))
+}
+
+/// The CNI result: the veth-shaped result with the pod interface's `socketPath` (the
+/// workload's view of the socket).
+pub fn result(rec: &VhostRecord, layout: &SocketLayout) -> CniResult {
+    let mut r = cni_result(&rec.sandbox, None);
+    if let Some(pod_if) = r.interfaces.iter_mut().find(|i| i.sandbox.is_some()) {
+        pod_if.socket_path = Some(layout.device_path().display().to_string());
+    }
+    r
+}
+
+async fn prepare_dir(
+    rec: &VhostRecord,
+    layout: &SocketLayout,
+    clear_stale: bool,
+) -> Result<(), CniError> {
+    let (l, cfg, target) = (
+        layout.clone(),
+        rec.config.clone(),
+        rec.volume_target.clone(),
+    );
+    let key = rec.key();
+    tokio::task::spawn_blocking(move || {
+        socket_dir::prepare(&l, &cfg, clear_stale)?;
+        if let Some(t) = target {
+            socket_dir::bind_into(&l.dir, &t)?;
+        }
+        Ok::<(), std::io::Error>(())
+    })
+    .await
+    .map_err(|e| io_failure(format!("socket dir worker: {e}")))?
+    .map_err(|e| io_failure(format!("sandbox {key}: vhost-user socket dir: {e}")))
+}
+
+/// Removes everything of one record: OVS port, mount, socket dir (unless `keep_dir`: the
+/// directory was taken over), device-info file, record.
+async fn remove_record(agent: &Agent, rec: &VhostRecord, keep_dir: bool) -> Result<(), CniError> {
+    let key = rec.key();
+    agent
+        .ovs
+        .delete_port(&rec.sandbox.host_ifname)
+        .await
+        .map_err(|e| {
+            CniError::new(
+                code::TRY_AGAIN_LATER,
+                format!("sandbox {key}: remove OVS port: {e}"),
+            )
+        })?;
+    if let Ok(layout) = rec.layout() {
+        let target = rec.volume_target.clone();
+        let r = tokio::task::spawn_blocking(move || {
+            if let Some(t) = &target {
+                socket_dir::unbind(&layout.dir, t)?;
+            }
+            if keep_dir {
+                Ok(())
+            } else {
+                socket_dir::remove(&layout)
+            }
+        })
+        .await
+        .map_err(|e| io_failure(format!("socket dir worker: {e}")))?;
+        r.map_err(|e| io_failure(format!("sandbox {key}: {e}")))?;
+    }
+    if let Some(f) = &rec.device_info_file {
+        match std::fs::remove_file(f) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_failure(format!(
+                    "sandbox {key}: remove device-info {}: {e}",
+                    f.display()
+                )));
+            }
+            _ => {}
+        }
+    }
+    agent
+        .vhost
+        .remove(&key)
+        .map_err(|e| io_failure(format!("sandbox {key}: remove vhost record: {e}")))?;
+    tracing::info!(sandbox = %key, port = %rec.sandbox.host_ifname, "vhost-user interface removed");
+    Ok(())
+}
+
+/// CNI DEL: removes the interface of (`container_id`, `ifname`) if it is a vhost-user one.
+pub async fn del(agent: &Agent, container_id: &str, ifname: &str) -> Result<(), CniError> {
+    match agent.vhost.get(container_id, ifname) {
+        Some(rec) => remove_record(agent, &rec, false).await,
+        None => Ok(()),
+    }
+}
+
+/// CNI CHECK of a vhost-user interface: the OVS port (type, socket path, LSP binding) and
+/// the socket directory.
+pub fn check(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
+    let layout = rec
+        .layout()
+        .map_err(|e| refused(format!("check failed: {e}")))?;
+    let iface = agent.ovs.interface(&layout.port_name).ok_or_else(|| {
+        refused(format!(
+            "check failed: OVS port {} is missing",
+            layout.port_name
+        ))
+    })?;
+    let want = port_spec(rec, &layout.socket);
+    let have_path = iface.options.get("vhost-server-path").cloned();
+    let want_path = want.options.get("vhost-server-path").cloned();
+    if iface.iface_type != IFACE_TYPE || have_path != want_path {
+        return Err(refused(format!(
+            "check failed: OVS interface {} is type {:?} with vhost-server-path {:?}, expected \
+             {IFACE_TYPE} with {:?}",
+            layout.port_name, iface.iface_type, have_path, want_path
+        )));
+    }
+    for k in ["iface-id", "attached_mac"] {
+        if iface.external_ids.get(k) != want.iface_external_ids.get(k) {
+            return Err(refused(format!(
+                "check failed: OVS interface {} external_ids:{k} is {:?}, expected {:?}",
+                layout.port_name,
+                iface.external_ids.get(k),
+                want.iface_external_ids.get(k)
+            )));
+        }
+    }
+    if !layout.dir.is_dir() {
+        return Err(refused(format!(
+            "check failed: socket directory {} is missing",
+            layout.dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// GC: removes every record whose (container id, ifname) is not in `valid`.
+pub async fn gc(agent: &Agent, valid: &BTreeSet<(String, String)>) -> Result<(), CniError> {
+    for rec in agent.vhost.all() {
+        let id = (rec.sandbox.container_id.clone(), rec.sandbox.ifname.clone());
+        if !valid.contains(&id) {
+            tracing::info!(sandbox = %rec.key(), "GC: removing stale vhost-user interface");
+            remove_record(agent, &rec, false).await?;
+        }
+    }
+    Ok(())
+}
+
+/// After an agent start: drops records whose netns is gone; for the others re-creates the
+/// socket directory if missing (keeping a live socket) and re-adds the OVS port.
+pub async fn restore(agent: &Agent) {
+    for rec in agent.vhost.all() {
+        if !rec.sandbox.netns.exists() {
+            tracing::info!(sandbox = %rec.key(), "netns gone: dropping vhost-user interface");
+            if let Err(e) = remove_record(agent, &rec, false).await {
+                tracing::warn!(sandbox = %rec.key(), error = %e.msg, "cleanup failed");
+            }
+            continue;
+        }
+        let layout = match rec.layout() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(sandbox = %rec.key(), error = %e, "vhost record unusable");
+                continue;
+            }
+        };
+        if let Err(e) = prepare_dir(&rec, &layout, false).await {
+            tracing::warn!(sandbox = %rec.key(), error = %e.msg, "socket dir not restored");
+        }
+        match agent
+            .ovs
+            .ensure_port(&port_spec(&rec, &layout.socket))
+            .await
+        {
+            Ok(()) => {
+                tracing::info!(sandbox = %rec.key(), port = %layout.port_name, "vhost-user interface restored")
+            }
+            Err(e) => {
+                tracing::warn!(sandbox = %rec.key(), error = %e, "re-adding the vhost-user port failed")
+            }
+        }
+    }
+}
+
+/// Re-adds vhost-user ports missing from OVS (after an ovsdb-server restart with a fresh
+/// database; an ovs-vswitchd restart keeps the rows and reconnects by itself).
+pub async fn reconcile(agent: &Agent) {
+    let present: BTreeSet<String> = agent
+        .ovs
+        .owned_ports()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    for rec in agent.vhost.all() {
+        if present.contains(&rec.sandbox.host_ifname) {
+            continue;
+        }
+        let Ok(layout) = rec.layout() else { continue };
+        // a request in flight for this sandbox does the job itself
+        if agent
+            .vhost
+            .get(&rec.sandbox.container_id, &rec.sandbox.ifname)
+            .is_none()
+        {
+            continue;
+        }
+        tracing::warn!(sandbox = %rec.key(), port = %layout.port_name, "vhost-user port missing: re-adding");
+        if let Err(e) = agent
+            .ovs
+            .ensure_port(&port_spec(&rec, &layout.socket))
+            .await
+        {
+            tracing::warn!(sandbox = %rec.key(), error = %e, "re-adding the vhost-user port failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(root: &Path) -> VhostRecord {
+        VhostRecord {
+            sandbox: SandboxRecord {
+                container_id: "c1".into(),
+                ifname: "eth0".into(),
+                pod_namespace: "vms".into(),
+                pod_name: "virt-launcher-vm1-x7".into(),
+                netns: "/var/run/netns/x".into(),
+                host_ifname: "vhu0123".into(),
+                mac: "0a:58:0a:10:00:05".into(),
+                addresses: vec!["10.16.0.5/16".parse().expect("net")],
+                gateways: vec!["10.16.0.1".parse().expect("ip")],
+                routes: vec![],
+                mtu: 1400,
+            },
+            config: VhostUserConfig {
+                queues: 2,
+                ..Default::default()
+            },
+            owner: "vm1".into(),
+            root: root.to_path_buf(),
+            volume_target: None,
+            device_info_file: None,
+        }
+    }
+
+    #[test]
+    fn port_spec_is_a_bound_vhost_client() {
+        let r = rec(Path::new("/run/v"));
+        let l = r.layout().expect("layout");
+        let s = port_spec(&r, &l.socket);
+        assert_eq!(s.iface_type, "dpdkvhostuserclient");
+        assert_eq!(
+            s.options.get("vhost-server-path").map(String::as_str),
+            Some(l.socket.to_str().expect("utf8"))
+        );
+        assert_eq!(s.mtu_request, Some(1400));
+        assert_eq!(
+            s.iface_external_ids.get("iface-id").map(String::as_str),
+            Some("vms_virt-launcher-vm1-x7")
+        );
+        assert_eq!(
+            s.iface_external_ids.get(QUEUES_KEY).map(String::as_str),
+            Some("2")
+        );
+        let res = result(&r, &l);
+        let pod_if = res
+            .interfaces
+            .iter()
+            .find(|i| i.sandbox.is_some())
+            .expect("pod if");
+        assert_eq!(pod_if.socket_path.as_deref(), l.socket.to_str());
+        assert_eq!(res.ips.len(), 1);
+    }
+
+    #[test]
+    fn records_persist() {
+        let d = tempfile::tempdir().expect("dir");
+        let v = VhostPorts::open(d.path().to_path_buf());
+        let r = rec(d.path());
+        v.put(&r).expect("put");
+        std::fs::write(d.path().join(RECORDS_DIR).join("junk.json"), b"{").expect("junk");
+        let again = VhostPorts::open(d.path().to_path_buf());
+        assert_eq!(again.all(), vec![r.clone()]);
+        again.remove(&r.key()).expect("remove");
+        again.remove(&r.key()).expect("remove twice");
+        assert!(
+            VhostPorts::open(d.path().to_path_buf())
+                .get("c1", "eth0")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn hugepages_refusal() {
+        let mem = "MemTotal: 1 kB\nHugePages_Total:     512\nHugePages_Free:        0\n";
+        assert_eq!(hugepages_of(mem), Some((512, 0)));
+        let e = hugepages_check(mem).expect_err("exhausted");
+        assert!(
+            e.contains("hugepages exhausted") && e.contains("0 of 512"),
+            "{e}"
+        );
+        assert!(hugepages_check("HugePages_Total: 4\nHugePages_Free: 3\n").is_ok());
+        assert!(hugepages_check("").is_err());
+    }
+}
