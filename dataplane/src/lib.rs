@@ -22,14 +22,20 @@
 //! | [`state`] | per-sandbox state in `--state-dir` |
 //! | [`metrics`] | Prometheus metrics and `/metrics` |
 //! | [`vhost_port`] | vhost-user interfaces (KubeVirt VMs, DPDK pods): `dpdkvhostuserclient` ports, socket dirs, device-info |
+//! | [`unixctl`] | async client of the OVS unixctl socket (what `ovs-appctl` speaks) |
+//! | [`pmd_stats`] | parsers of `dpif-netdev/pmd-stats-show` and `pmd-rxq-show` |
+//! | [`datapath_metrics`] | PMD and per-port OVS counters collected on each scrape |
 
 pub mod agent;
+pub mod datapath_metrics;
 pub mod metrics;
 pub mod mgmt;
 pub mod mtu;
 pub mod ovs;
 pub mod pod_iface;
+pub mod pmd_stats;
 pub mod pods;
 pub mod server;
 pub mod state;
+pub mod unixctl;
 pub mod vhost_port;

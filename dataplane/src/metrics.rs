@@ -14,9 +14,16 @@ use tokio::net::TcpListener;
 
 type Labels = Vec<(String, String)>;
 
+/// Work run before each scrape renders (e.g. refreshing the datapath collector's
+/// snapshot, see [`crate::datapath_metrics`]); it bounds its own time.
+pub type ScrapeHook = Box<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
+
 /// The agent's metrics.
 pub struct Metrics {
     registry: Registry,
+    scrape_hooks: Vec<ScrapeHook>,
     pub add_seconds: Histogram,
     pub del_seconds: Histogram,
     pub requests: Family<Labels, Counter>,
@@ -58,6 +65,7 @@ impl Metrics {
         );
         Metrics {
             registry,
+            scrape_hooks: Vec::new(),
             add_seconds,
             del_seconds,
             requests,
@@ -78,6 +86,22 @@ impl Metrics {
             "DEL" => self.del_seconds.observe(elapsed.as_secs_f64()),
             _ => {}
         }
+    }
+
+    /// Adds a collector encoded on every render.
+    pub fn register_collector(&mut self, c: Box<dyn prometheus_client::collector::Collector>) {
+        self.registry.register_collector(c);
+    }
+
+    /// Adds a hook awaited before every scrape (see [`Metrics::scrape`]).
+    pub fn on_scrape(&mut self, hook: ScrapeHook) {
+        self.scrape_hooks.push(hook);
+    }
+
+    /// Runs the scrape hooks, then renders.
+    pub async fn scrape(&self) -> String {
+        futures::future::join_all(self.scrape_hooks.iter().map(|h| h())).await;
+        self.render()
     }
 
     /// The text exposition.
@@ -123,7 +147,7 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
                 (
                     "200 OK",
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    metrics.render(),
+                    metrics.scrape().await,
                 )
             } else {
                 ("404 Not Found", "text/plain", "not found\n".to_string())

@@ -13,9 +13,14 @@
 //!   agent on a 1-node lab, sequential and concurrent, versus the same per-pod work done
 //!   by hand with `ip`/`ethtool`/`ovs-vsctl`/`ovn-nbctl`; with a per-phase breakdown from
 //!   the agent log.
+//! - [`datapath_bench`]: pod-to-pod iperf3/qperf on one node through AF_XDP ports, kernel
+//!   fallback ports and a direct veth pair (the ceiling), with the target ratios.
+//! - [`host`]: running host tools, the heavy-test lock, lab teardown.
 //! - [`alloc`]: the counting allocator behind the memory figures.
 
 pub mod alloc;
 pub mod cni_add;
 pub mod control_sync;
+pub mod datapath_bench;
+pub mod host;
 pub mod ovsdb_insert;

@@ -7,6 +7,10 @@
 //! `zovn-perf cni-add [--pods 100] [--concurrent 20] [--json FILE] [--agent-log FILE]`
 //! brings up a 1-node lab with its object store, controller and node agent, and measures
 //! CNI ADD latency and pods/s through the real shim against the same work done by hand.
+//!
+//! `zovn-perf datapath [--seconds 5] [--qperf-seconds 3] [--json FILE]` measures iperf3
+//! and qperf between two pods on a 1-node lab through AF_XDP ports, kernel fallback
+//! ports and a direct veth pair, and prints the ratios the issue targets.
 
 use std::path::PathBuf;
 
@@ -66,6 +70,18 @@ enum Cmd {
         /// Keep a copy of the node agent's log here.
         #[arg(long)]
         agent_log: Option<PathBuf>,
+    },
+    /// Pod-to-pod iperf3/qperf: AF_XDP ports vs kernel fallback vs a direct veth pair.
+    Datapath {
+        /// iperf3 duration per run (-P1, -P4).
+        #[arg(long, default_value_t = 5)]
+        seconds: u32,
+        /// qperf duration per test and message size.
+        #[arg(long, default_value_t = 3)]
+        qperf_seconds: u32,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
 }
 
@@ -127,6 +143,25 @@ async fn main() -> Result<()> {
             let report = tokio::task::spawn_blocking(move || perf::cni_add::run(cfg))
                 .await
                 .context("cni-add worker")?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::Datapath {
+            seconds,
+            qperf_seconds,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::datapath_bench::Config {
+                dir: dir.clone(),
+                seconds,
+                qperf_seconds,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::datapath_bench::run(cfg))
+                .await
+                .context("datapath worker")?;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());

@@ -43,6 +43,8 @@ pub enum LabCommand {
     /// Connect from inside a pod to HOST:PORT (TCP: connect and read the reply; --udp: send
     /// and wait for the echo). Exit 0 when reachable, 1 when not.
     Probe(ProbeArgs),
+    /// Datapath counters per node: PMD threads, rx queue usage, the agent's ports.
+    Stats(crate::stats::StatsArgs),
     /// A pod's responder (started by the pod runtime inside the pod netns): TCP answers
     /// with the pod name and closes, UDP echoes the pod name.
     #[command(hide = true)]

@@ -9,6 +9,7 @@
 //! zovn lab get pods|subnets|sn|namespaces|nodes [-o table|json|yaml] [--dir DIR]
 //! zovn lab exec NS/POD [--dir DIR] -- CMD [ARGS...]
 //! zovn lab probe NS/POD HOST:PORT [--udp] [--timeout 2s] [--dir DIR]
+//! zovn lab stats [--node N] [-o table|json] [--dir DIR]
 //! ```
 //! The lab dir defaults to `$ZOVN_LAB_DIR` or `/tmp/zovn-lab`.
 //!
@@ -30,6 +31,7 @@ mod down;
 mod get;
 mod pods;
 mod serve;
+mod stats;
 mod status;
 mod up;
 
@@ -67,6 +69,7 @@ fn main() -> anyhow::Result<()> {
             LabCommand::Exec(a) => pods::exec(a),
             LabCommand::Probe(a) => pods::probe(a),
             LabCommand::Responder(a) => pods::responder(a),
+            LabCommand::Stats(a) => stats::run(a),
         },
     }
 }

@@ -1,0 +1,84 @@
+//! Helpers the lab benchmarks share: running host tools, the heavy-test lock, and the
+//! lab teardown.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use anyhow::{Context, Result, anyhow, bail};
+use lab::Lab;
+
+/// Runs `cmd` (stdin closed) and fails with its stderr and stdout when it exits non-zero.
+pub fn run_ok(cmd: &mut Command) -> Result<Output> {
+    let what = format!("{cmd:?}");
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("run {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}): {} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        );
+    }
+    Ok(out)
+}
+
+/// Looks `bin` up in `PATH` and the sbin directories.
+pub fn which(bin: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .chain(["/usr/sbin", "/sbin"])
+        .map(|d| Path::new(d).join(bin))
+        .find(|p| p.is_file())
+}
+
+/// The lock the heavy lab tests share (`tests::heavy_lock`): no lab test runs meanwhile.
+/// `who` names the benchmark in the message printed while waiting.
+pub fn heavy_lock(who: &str) -> Result<File> {
+    let path = std::env::temp_dir().join("zovn-heavy-tests.lock");
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("open {}", path.display()))?;
+    if f.try_lock().is_err() {
+        eprintln!(
+            "{who}: waiting for {} (a heavy test is running)",
+            path.display()
+        );
+        f.lock()
+            .with_context(|| format!("lock {}", path.display()))?;
+    }
+    Ok(f)
+}
+
+/// Deletes the network namespaces `netns` (emptied) and brings the lab in `lab_dir` down
+/// when `started`; the first error is returned after trying everything.
+pub fn teardown_lab(netns: &mut Vec<String>, lab_dir: &Path, started: bool) -> Result<()> {
+    let mut first_err: Option<anyhow::Error> = None;
+    for ns in std::mem::take(netns) {
+        if let Err(e) = run_ok(Command::new("ip").args(["netns", "del", &ns])) {
+            first_err.get_or_insert(e);
+        }
+    }
+    if started && lab_dir.join("lab.json").exists() {
+        match Lab::open(lab_dir) {
+            Ok(l) => {
+                if let Err(e) = l.down() {
+                    first_err.get_or_insert(anyhow!("lab down: {e}"));
+                }
+            }
+            Err(e) => {
+                first_err.get_or_insert(anyhow!("open the lab for teardown: {e}"));
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
