@@ -174,10 +174,12 @@ fn parse_yaml_doc(
         }
         ResourceKind::Subnet => yaml_typed::<Subnet>(doc).map(|o| LabObject::Subnet(Box::new(o))),
         ResourceKind::Pod => yaml_typed::<Pod>(doc).map(|o| LabObject::Pod(Box::new(o))),
-        ResourceKind::Node => {
+        ResourceKind::Service => yaml_typed::<k8s_openapi::api::core::v1::Service>(doc)
+            .map(|o| LabObject::Service(Box::new(o))),
+        ResourceKind::Node | ResourceKind::EndpointSlice => {
             // kind_of refuses Nodes; kept total for the compiler
             problems.push(format!(
-                "{file}:{}: kind Node is not accepted",
+                "{file}:{}: kind {kind:?} is not accepted",
                 first_line + 1
             ));
             return;

@@ -26,11 +26,14 @@
 //! | [`persist`] | `store.json` |
 //! | [`writer`] | the controller's writer: memory store + save |
 //! | [`server`] | the daemon: NB, controller task, socket |
+//! | [`services`] | Services: checks, cluster IP and nodePort allocation, `get` tables |
+//! | [`endpoints`] | the EndpointSlice producer (what kube-controller-manager does) |
 //! | [`launch`] | starting the daemon process, finding the `zovn` binary |
 //! | [`client`] | the blocking client |
 //! | [`table`] | `zovn lab get` tables |
 
 pub mod client;
+pub mod endpoints;
 pub mod files;
 pub mod launch;
 pub mod objects;
@@ -38,6 +41,7 @@ pub mod persist;
 pub mod progress;
 pub mod protocol;
 pub mod server;
+pub mod services;
 pub mod store;
 pub mod table;
 pub mod writer;

@@ -3,7 +3,7 @@
 //! CLI (before anything is sent) and by the store (before anything is applied).
 
 use control::crd::Subnet;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -22,6 +22,7 @@ pub enum LabObject {
     Namespace(Box<Namespace>),
     Subnet(Box<Subnet>),
     Pod(Box<Pod>),
+    Service(Box<Service>),
 }
 
 /// Which supported kind a JSON/YAML object is, from its `apiVersion` and `kind`.
@@ -39,6 +40,14 @@ pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
         "Namespace" => (ResourceKind::Namespace, CORE_V1),
         "Subnet" => (ResourceKind::Subnet, SUBNET_V1),
         "Pod" => (ResourceKind::Pod, CORE_V1),
+        "Service" => (ResourceKind::Service, CORE_V1),
+        "EndpointSlice" => {
+            return Err(
+                "kind EndpointSlice is not accepted: the lab produces EndpointSlices from \
+                 Services and Pods itself"
+                    .into(),
+            );
+        }
         "Node" => {
             return Err(
                 "kind Node is not accepted: the lab registers one Node per lab node itself".into(),
@@ -84,7 +93,11 @@ impl LabObject {
             ResourceKind::Namespace => LabObject::Namespace(Box::new(decode(value)?)),
             ResourceKind::Subnet => LabObject::Subnet(Box::new(decode(value)?)),
             ResourceKind::Pod => LabObject::Pod(Box::new(decode(value)?)),
+            ResourceKind::Service => LabObject::Service(Box::new(decode(value)?)),
             ResourceKind::Node => return Err("kind Node is not accepted".into()),
+            ResourceKind::EndpointSlice => {
+                return Err("kind EndpointSlice is not accepted".into());
+            }
         };
         typed.normalized()
     }
@@ -121,6 +134,7 @@ impl LabObject {
                 }
                 Ok(LabObject::Pod(pod))
             }
+            LabObject::Service(svc) => super::services::normalized(svc).map(LabObject::Service),
         }
     }
 
@@ -130,6 +144,7 @@ impl LabObject {
             LabObject::Namespace(o) => serde_json::to_value(o),
             LabObject::Subnet(o) => serde_json::to_value(o),
             LabObject::Pod(o) => serde_json::to_value(o),
+            LabObject::Service(o) => serde_json::to_value(o),
         };
         // k8s-openapi and kube types always serialise (string keys, finite numbers)
         r.unwrap_or(Value::Null)
@@ -150,6 +165,16 @@ impl LabObject {
             },
             LabObject::Pod(o) => ObjectRef {
                 kind: ResourceKind::Pod,
+                namespace: Some(
+                    o.metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
+                ),
+                name: o.metadata.name.clone().unwrap_or_default(),
+            },
+            LabObject::Service(o) => ObjectRef {
+                kind: ResourceKind::Service,
                 namespace: Some(
                     o.metadata
                         .namespace

@@ -75,6 +75,9 @@ pub enum ResourceKind {
     Subnet,
     Pod,
     Node,
+    Service,
+    /// Produced by the lab from Services and Pods (read-only).
+    EndpointSlice,
 }
 
 impl ResourceKind {
@@ -85,6 +88,8 @@ impl ResourceKind {
             ResourceKind::Subnet => "subnet",
             ResourceKind::Pod => "pod",
             ResourceKind::Node => "node",
+            ResourceKind::Service => "service",
+            ResourceKind::EndpointSlice => "endpointslice",
         }
     }
 }

@@ -119,6 +119,7 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
     let runtime = PodRuntime::new(&lab, zovn)
         .with_context(|| format!("read {}", layout.pods_file().display()))?;
     let runtime_task = tokio::spawn(runtime.clone().run(store.clone()));
+    let slices_task = tokio::spawn(produce_endpoint_slices(store.clone(), runtime.clone()));
 
     let sock = layout.api_socket();
     let listener = bind(&sock)?;
@@ -158,10 +159,26 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
     controller.abort();
     // pods stay as they are: a restarted daemon adopts them, `down` removes them
     runtime_task.abort();
+    slices_task.abort();
     persister.save_now()?;
     tracing::info!("lab object store stopped");
     result
 }
+
+/// The EndpointSlice producer ([`super::endpoints`]): recomputes the slices every
+/// [`SLICE_PERIOD`] from the stored Services and Pods, the controller's addresses and the
+/// runtime's readiness (which change without an apply); unchanged slices emit nothing.
+async fn produce_endpoint_slices(store: Arc<LabStore>, runtime: Arc<PodRuntime>) {
+    let mut tick = tokio::time::interval(SLICE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        store.sync_endpoint_slices(&|key: &str| runtime.record(key).is_some_and(|r| r.ready));
+    }
+}
+
+/// How often the EndpointSlice producer looks again.
+const SLICE_PERIOD: Duration = Duration::from_millis(100);
 
 /// Binds the socket (mode 0600); a stale socket file is replaced, a live one is an error.
 fn bind(sock: &Path) -> anyhow::Result<UnixListener> {

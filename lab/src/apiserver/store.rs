@@ -47,6 +47,9 @@ pub struct Snapshot {
     pub pods: Vec<Pod>,
     /// Node name → annotations the controller wrote (management port addresses).
     pub node_annotations: BTreeMap<String, BTreeMap<String, String>>,
+    /// Services (with their allocated cluster IPs and node ports).
+    #[serde(default)]
+    pub services: Vec<k8s_openapi::api::core::v1::Service>,
 }
 
 #[derive(Default)]
@@ -54,6 +57,8 @@ struct Extra {
     namespaces: BTreeMap<String, Namespace>,
     /// By `namespace/name`; annotations as last applied (the controller's are in `mem`).
     pods: BTreeMap<String, Pod>,
+    /// Services by `namespace/name`.
+    services: BTreeMap<String, k8s_openapi::api::core::v1::Service>,
 }
 
 /// The store (see the module docs).
@@ -151,6 +156,11 @@ impl LabStore {
             extra.pods.insert(info.key(), pod);
             self.mem.apply_pod(info);
         }
+        for svc in snap.services {
+            let info = control::services::convert::service_info(&svc);
+            extra.services.insert(info.key(), svc);
+            self.mem.apply_service(info);
+        }
         drop(extra);
         for n in &self.nodes {
             let mut labels = BTreeMap::new();
@@ -185,6 +195,7 @@ impl LabStore {
                 .filter_map(|n| Some((n.name.clone(), self.mem.node(&n.name)?.annotations)))
                 .filter(|(_, a)| !a.is_empty())
                 .collect(),
+            services: extra.services.values().cloned().collect(),
         }
     }
 
@@ -210,6 +221,20 @@ impl LabStore {
                     Ok(p) => planned.push(LabObject::Pod(Box::new(p))),
                     Err(e) => problems.push(e),
                 },
+                LabObject::Service(mut svc) => {
+                    let key = pod_key_of(&svc.metadata);
+                    let old = extra.services.get(&key);
+                    let others: Vec<_> = extra
+                        .services
+                        .iter()
+                        .filter(|(k, _)| **k != key)
+                        .map(|(_, v)| v)
+                        .collect();
+                    match super::services::allocate(&mut svc, old, &others) {
+                        Ok(()) => planned.push(LabObject::Service(svc)),
+                        Err(e) => problems.push(format!("service {key}: {e}")),
+                    }
+                }
                 other => planned.push(other),
             }
         }
@@ -224,6 +249,7 @@ impl LabStore {
                     LabObject::Namespace(ns) => apply_namespace(&mut extra, *ns),
                     LabObject::Subnet(sn) => self.apply_subnet(*sn),
                     LabObject::Pod(pod) => self.apply_pod(&mut extra, *pod),
+                    LabObject::Service(svc) => self.apply_service(&mut extra, *svc),
                 };
                 Change { object, action }
             })
@@ -359,6 +385,63 @@ impl LabStore {
         action
     }
 
+    fn apply_service(
+        &self,
+        extra: &mut Extra,
+        mut svc: k8s_openapi::api::core::v1::Service,
+    ) -> Action {
+        let key = pod_key_of(&svc.metadata);
+        let action = match extra.services.get(&key) {
+            None => {
+                stamp_new(&mut svc.metadata);
+                Action::Created
+            }
+            Some(old)
+                if old.spec == svc.spec
+                    && old.status == svc.status
+                    && old.metadata.labels == svc.metadata.labels =>
+            {
+                return Action::Unchanged;
+            }
+            Some(old) => {
+                keep_stamps(&mut svc.metadata, &old.metadata);
+                Action::Configured
+            }
+        };
+        self.mem
+            .apply_service(control::services::convert::service_info(&svc));
+        extra.services.insert(key, svc);
+        action
+    }
+
+    /// Recomputes every Service's EndpointSlices ([`super::endpoints`]) and hands the
+    /// changed ones to the controller (unchanged ones emit nothing). `ready` says whether
+    /// a pod (`namespace/name`) is Ready.
+    pub fn sync_endpoint_slices(&self, ready: &dyn Fn(&str) -> bool) {
+        let extra = self.lock();
+        let pods: Vec<Pod> = extra
+            .pods
+            .values()
+            .map(|p| self.with_annotations(p))
+            .collect();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let mut want = BTreeMap::new();
+        for svc in extra.services.values() {
+            for s in super::endpoints::slices_for(svc, &refs, ready) {
+                want.insert(s.key(), s);
+            }
+        }
+        drop(extra);
+        for old in self.mem.endpoint_slices() {
+            if !want.contains_key(&old.key()) {
+                self.mem.delete_endpoint_slice(&old.key());
+            }
+        }
+        for (_, s) in want {
+            self.mem.apply_endpoint_slice(s);
+        }
+    }
+
     /// Deletes objects (a Namespace takes its pods with it).
     pub fn delete(&self, refs: &[ObjectRef]) -> Vec<Change> {
         let mut extra = self.lock();
@@ -393,8 +476,14 @@ impl LabStore {
                     }
                     found
                 }
-                // lab nodes come and go with the lab
-                ResourceKind::Node => false,
+                ResourceKind::Service => {
+                    let ns = r.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+                    let key = format!("{ns}/{}", r.name);
+                    self.mem.delete_service(&key);
+                    extra.services.remove(&key).is_some()
+                }
+                // lab nodes come and go with the lab; slices with their Services
+                ResourceKind::Node | ResourceKind::EndpointSlice => false,
             };
             out.push(Change {
                 object: r.to_string(),
@@ -442,6 +531,20 @@ impl LabStore {
                     .map(|p| to_json(serde_json::to_value(self.with_annotations(p))))
                     .collect()
             }
+            ResourceKind::Service => {
+                let extra = self.lock();
+                extra
+                    .services
+                    .values()
+                    .map(|s| to_json(serde_json::to_value(s)))
+                    .collect()
+            }
+            ResourceKind::EndpointSlice => self
+                .mem
+                .endpoint_slices()
+                .iter()
+                .map(super::endpoints::to_json)
+                .collect(),
             ResourceKind::Node => self
                 .nodes
                 .iter()
@@ -497,6 +600,15 @@ pub fn pod_key(pod: &Pod) -> String {
             .as_deref()
             .unwrap_or(DEFAULT_NAMESPACE),
         pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// `namespace/name` of a namespaced object.
+fn pod_key_of(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE),
+        meta.name.as_deref().unwrap_or("")
     )
 }
 

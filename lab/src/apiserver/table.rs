@@ -55,6 +55,7 @@ pub fn rows(kind: ResourceKind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<
                 })
                 .collect(),
         ),
+        ResourceKind::Service | ResourceKind::EndpointSlice => super::services::table(kind, items),
         ResourceKind::Node => (
             vec!["NAME", "INTERNAL-IP"],
             typed::<Node>(items)
