@@ -47,6 +47,8 @@ pub struct DesiredNb {
     pub switches: BTreeMap<String, Parent<LogicalSwitch, LogicalSwitchPort>>,
     /// Service load balancers and the switches they apply on.
     pub load_balancers: DesiredLbs,
+    /// NetworkPolicy port groups, address sets and ACLs ([`crate::netpol`]).
+    pub netpol: crate::netpol::PolicyNb,
 }
 
 /// Service load balancers ([`crate::translate::service`]): the `Load_Balancer` rows by
@@ -82,6 +84,7 @@ impl DesiredNb {
                 .map(|p| 1 + p.children.len())
                 .sum::<usize>()
             + self.load_balancers.rows.len()
+            + self.netpol.len()
     }
 
     pub fn is_empty(&self) -> bool {

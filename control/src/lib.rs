@@ -19,6 +19,7 @@
 //! | [`annotation`] | the `k8s.ovn.org/pod-networks` annotation and friends |
 //! | [`source`] | object sources (kube-rs watchers, in-process store) and writers |
 //! | [`reconcile`] | diff desired rows against the NB replica → batched transactions |
+//! | [`netpol`] | NetworkPolicy → Port_Groups, Address_Sets, stateful ACLs (pure) |
 //! | [`services`] | Services and their endpoints (model, conversion, backend selection) |
 
 pub mod annotation;
@@ -29,6 +30,7 @@ pub mod desired;
 pub mod ipam;
 pub mod model;
 pub mod names;
+pub mod netpol;
 pub mod reconcile;
 pub mod services;
 pub mod source;

@@ -96,6 +96,8 @@ pub struct Controller<W: Writer> {
     chassis_of: BTreeMap<String, String>,
     /// Deleted nodes whose chassis still has to be removed: (node, chassis).
     chassis_cleanup: BTreeSet<(String, String)>,
+    /// NetworkPolicy problems already reported.
+    policy_problems: BTreeSet<crate::netpol::Problem>,
 }
 
 impl<W: Writer> Controller<W> {
@@ -121,6 +123,7 @@ impl<W: Writer> Controller<W> {
             sb: None,
             chassis_of: BTreeMap::new(),
             chassis_cleanup: BTreeSet::new(),
+            policy_problems: BTreeSet::new(),
         }
     }
 
@@ -204,8 +207,9 @@ impl<W: Writer> Controller<W> {
         report.pods_assigned = self.assign_pods();
         self.assign_nodes();
         report.pod_errors = self.pod_errors.len();
-        let desired = self.desired();
+        let (desired, problems) = self.desired_and_problems();
         report.nb = self.rec.reconcile(&desired).await?;
+        crate::netpol::report::problems(&self.writer, &mut self.policy_problems, problems).await;
         for c in &report.nb.conflicts {
             tracing::warn!(conflict = %c, "NB row left untouched");
         }
@@ -561,6 +565,11 @@ impl<W: Writer> Controller<W> {
 
     /// The desired NB rows for the current model.
     pub fn desired(&self) -> DesiredNb {
+        self.desired_and_problems().0
+    }
+
+    /// The desired NB rows, with the problems of NetworkPolicies (reported by the pass).
+    pub fn desired_and_problems(&self) -> (DesiredNb, Vec<crate::netpol::Problem>) {
         let pods: Vec<(&PodInfo, PodAddresses)> = self
             .assigned
             .iter()
@@ -585,7 +594,15 @@ impl<W: Writer> Controller<W> {
             &nodes,
             &mut nb,
         );
-        nb
+        let policies = crate::netpol::translate(&crate::netpol::PolicyInput {
+            cluster_id: &self.cfg.cluster_id,
+            policies: self.state.policies.values().collect(),
+            namespaces: &self.state.namespaces,
+            pods: input.pods.clone(),
+            node_cidrs: vec![self.cfg.join_cidr],
+        });
+        nb.netpol = policies.nb;
+        (nb, policies.problems)
     }
 
     /// The status a Subnet should carry now.

@@ -20,6 +20,10 @@ pub struct ClusterState {
     pub services: BTreeMap<String, ServiceInfo>,
     /// EndpointSlices by `namespace/<slice name>`.
     pub endpoint_slices: BTreeMap<String, EndpointSliceInfo>,
+    /// Namespaces by name.
+    pub namespaces: BTreeMap<String, crate::model::NamespaceInfo>,
+    /// NetworkPolicies by `namespace/name`.
+    pub policies: BTreeMap<String, k8s_openapi::api::networking::v1::NetworkPolicy>,
     synced: BTreeSet<Kind>,
     /// Keys seen since a re-list of that kind began (a re-list replaces the kind's objects).
     relisting: BTreeMap<Kind, BTreeSet<String>>,
@@ -92,6 +96,21 @@ impl ClusterState {
             Event::EndpointSliceDeleted(key) => {
                 self.endpoint_slices.remove(&key);
             }
+            Event::Namespace(n) => {
+                self.seen(Kind::Namespace, &n.name.clone());
+                self.namespaces.insert(n.name.clone(), *n);
+            }
+            Event::NamespaceDeleted(name) => {
+                self.namespaces.remove(&name);
+            }
+            Event::NetworkPolicy(p) => {
+                let key = crate::source::netpol::policy_key(&p);
+                self.seen(Kind::NetworkPolicy, &key);
+                self.policies.insert(key, *p);
+            }
+            Event::NetworkPolicyDeleted(key) => {
+                self.policies.remove(&key);
+            }
             Event::Relist(kind) => {
                 self.relisting.insert(kind, BTreeSet::new());
             }
@@ -104,6 +123,8 @@ impl ClusterState {
                         Kind::Vm => self.vms.retain(|k| keys.contains(k)),
                         Kind::Service => self.services.retain(|k, _| keys.contains(k)),
                         Kind::EndpointSlice => self.endpoint_slices.retain(|k, _| keys.contains(k)),
+                        Kind::Namespace => self.namespaces.retain(|k, _| keys.contains(k)),
+                        Kind::NetworkPolicy => self.policies.retain(|k, _| keys.contains(k)),
                     }
                 }
                 self.synced.insert(kind);

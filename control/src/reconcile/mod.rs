@@ -5,8 +5,11 @@
 //! restart or reconnect the same call converges, and when nothing changed it plans nothing
 //! (zero writes).
 
+pub mod acl;
+pub mod address_set;
 pub mod family;
 pub mod load_balancer;
+pub mod port_group;
 #[cfg(test)]
 mod tests;
 
@@ -110,6 +113,9 @@ pub fn monitor_requests() -> Vec<MonitorRequest> {
         MonitorRequest::of::<LogicalRouterPort>(),
         MonitorRequest::of::<LogicalSwitch>(),
         MonitorRequest::of::<LogicalSwitchPort>(),
+        MonitorRequest::of::<ovsdb::nb::PortGroup>(),
+        MonitorRequest::of::<ovsdb::nb::AddressSet>(),
+        MonitorRequest::of::<ovsdb::nb::Acl>(),
         MonitorRequest::of::<LoadBalancer>(),
         MonitorRequest::of::<LoadBalancerGroup>(),
     ]
@@ -199,8 +205,24 @@ impl Reconciler {
             ..Default::default()
         };
         if plan.is_empty() {
+            self.reconcile_policy(&desired.netpol, &mut outcome).await?;
             return Ok(outcome);
         }
+        self.write(&plan, &mut outcome).await?;
+        // Our own updates come back through the monitor; wait until the replica reflects
+        // them so a following pass starts from the written state.
+        let owner = self.owner.clone();
+        self.replica
+            .wait_for(Duration::from_secs(30), |v| {
+                plan_is_empty(v, desired, &owner)
+            })
+            .await?;
+        self.reconcile_policy(&desired.netpol, &mut outcome).await?;
+        Ok(outcome)
+    }
+
+    /// Writes the plan's transactions in order, counting them in `outcome`.
+    async fn write(&self, plan: &Plan, outcome: &mut Outcome) -> Result<(), ReconcileError> {
         for (index, (what, ops)) in plan.transactions().into_iter().enumerate() {
             self.client
                 .transact(NB, ops)
@@ -212,15 +234,7 @@ impl Reconciler {
                 })?;
             outcome.transactions += 1;
         }
-        // Our own updates come back through the monitor; wait until the replica reflects
-        // them so a following pass starts from the written state.
-        let owner = self.owner.clone();
-        self.replica
-            .wait_for(Duration::from_secs(30), |v| {
-                plan_is_empty(v, desired, &owner)
-            })
-            .await?;
-        Ok(outcome)
+        Ok(())
     }
 }
 

@@ -26,6 +26,7 @@ pub const FIELD_MANAGER: &str = "zstack-ovnkube-controller";
 pub fn spawn_watchers(client: Client, tx: mpsc::UnboundedSender<Event>) {
     spawn_vm_watch(client.clone(), tx.clone());
     super::services::spawn_watchers(client.clone(), tx.clone());
+    super::netpol::spawn_watchers(client.clone(), tx.clone());
     spawn_watch(
         Api::<Subnet>::all(client.clone()),
         Kind::Subnet,
@@ -158,6 +159,17 @@ fn write_error(object: String, e: kube::Error) -> WriteError {
 }
 
 impl Writer for KubeWriter {
+    async fn policy_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        super::netpol::create_event(&self.client, namespace, name, message)
+            .await
+            .map_err(|e| write_error(format!("event on networkpolicy {namespace}/{name}"), e))
+    }
+
     async fn annotate_pod(
         &self,
         namespace: &str,

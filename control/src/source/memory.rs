@@ -20,6 +20,8 @@ struct Objects {
     pods: BTreeMap<String, PodInfo>,
     nodes: BTreeMap<String, NodeInfo>,
     vms: std::collections::BTreeSet<String>,
+    /// Warning events on NetworkPolicies: `namespace/name: message`.
+    policy_events: Vec<String>,
     services: BTreeMap<String, ServiceInfo>,
     endpoint_slices: BTreeMap<String, EndpointSliceInfo>,
 }
@@ -50,7 +52,7 @@ impl MemoryStore {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn emit(&self, ev: Event) {
+    pub(super) fn emit(&self, ev: Event) {
         // The controller is gone only at shutdown; nothing to tell then.
         let _ = self.tx.send(ev);
     }
@@ -226,7 +228,26 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    /// The Warning events recorded on NetworkPolicies (`namespace/name: message`).
+    pub fn policy_events(&self) -> Vec<String> {
+        self.lock().policy_events.clone()
+    }
+}
+
 impl Writer for MemoryStore {
+    async fn policy_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        self.lock()
+            .policy_events
+            .push(format!("{namespace}/{name}: {message}"));
+        Ok(())
+    }
+
     async fn annotate_pod(
         &self,
         namespace: &str,

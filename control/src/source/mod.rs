@@ -9,6 +9,7 @@
 pub mod convert;
 pub mod kube;
 pub mod memory;
+pub mod netpol;
 pub mod services;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,10 @@ pub enum Kind {
     Service,
     /// EndpointSlices (or core v1 Endpoints on servers without discovery.k8s.io/v1).
     EndpointSlice,
+    /// Namespaces (their labels: NetworkPolicy namespaceSelectors).
+    Namespace,
+    /// networking.k8s.io/v1 NetworkPolicies.
+    NetworkPolicy,
 }
 
 impl Kind {
@@ -41,6 +46,8 @@ impl Kind {
         Kind::Vm,
         Kind::Service,
         Kind::EndpointSlice,
+        Kind::Namespace,
+        Kind::NetworkPolicy,
     ];
 }
 
@@ -64,6 +71,11 @@ pub enum Event {
     EndpointSlice(Box<EndpointSliceInfo>),
     /// `namespace/name` of the slice.
     EndpointSliceDeleted(String),
+    Namespace(Box<crate::model::NamespaceInfo>),
+    NamespaceDeleted(String),
+    NetworkPolicy(Box<k8s_openapi::api::networking::v1::NetworkPolicy>),
+    /// `namespace/name`.
+    NetworkPolicyDeleted(String),
     /// Every object of this kind has been listed once (start-up, or a re-list after a
     /// watch error: objects not re-listed since the previous `Synced` are gone).
     Synced(Kind),
@@ -96,6 +108,18 @@ pub trait Writer: Send + Sync + 'static {
         name: &str,
         annotations: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Reports a problem of NetworkPolicy `namespace/name` (a Warning event). Writers
+    /// without events log only.
+    fn policy_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let _ = (namespace, name, message);
+        async { Ok(()) }
+    }
 
     /// Replaces the Subnet's status.
     fn subnet_status(

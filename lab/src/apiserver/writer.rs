@@ -30,6 +30,15 @@ impl PersistingWriter {
 }
 
 impl Writer for PersistingWriter {
+    async fn policy_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        self.mem.policy_event(namespace, name, message).await
+    }
+
     async fn annotate_pod(
         &self,
         namespace: &str,
