@@ -1,0 +1,336 @@
+//! Services on a real OVN NB + northd through the whole controller (fed by the in-process
+//! object store): one Load_Balancer per Service and protocol (`Service_<ns>/<name>_<PROTO>`)
+//! with our owner marks, in our Load_Balancer_Group attached to the Subnet and join
+//! switches; northd turns the VIPs into logical flows; an endpoint change rewrites only
+//! that Service's row (1 update, nothing else); a restart writes nothing; a foreign load
+//! balancer with one of our names is never touched; deleting a Service deletes its rows.
+//! SCTP: this kernel has no SCTP, so SCTP Services are checked here, at the NB/SB level.
+
+use std::collections::BTreeMap;
+
+use control::controller::{Controller, SyncReport};
+use control::crd::{Subnet, SubnetSpec};
+use control::model::NodeInfo;
+use control::reconcile::Reconciler;
+use control::services::{
+    EndpointInfo, EndpointPort, EndpointSliceInfo, Proto, ServiceInfo, ServicePort, TargetPort,
+};
+use control::source::Event;
+use control::source::memory::MemoryStore;
+use control::translate::ClusterConfig;
+use lab::central::{Central, CentralConfig};
+use ovsdb::{Client, ClientConfig};
+use tests::nbctl::nbctl;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+async fn pass(ctl: &mut Controller<MemoryStore>, rx: &mut UnboundedReceiver<Event>) -> SyncReport {
+    while let Ok(ev) = rx.try_recv() {
+        ctl.apply(ev);
+    }
+    ctl.sync().await.expect("sync")
+}
+
+async fn settle(ctl: &mut Controller<MemoryStore>, rx: &mut UnboundedReceiver<Event>) {
+    for _ in 0..5 {
+        let r = pass(ctl, rx).await;
+        if r.nb.transactions == 0 && r.annotations_written == 0 && r.statuses_written == 0 {
+            return;
+        }
+    }
+    panic!("controller did not settle in 5 passes");
+}
+
+async fn controller(nb: &str, store: &MemoryStore) -> Controller<MemoryStore> {
+    let client = Client::connect(ClientConfig::parse(nb).expect("remote"))
+        .await
+        .expect("connect NB");
+    let rec = Reconciler::start(client, "zstack-ovn")
+        .await
+        .expect("replica");
+    Controller::new(ClusterConfig::default(), rec, store.clone())
+}
+
+fn node(name: &str, ip: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        addresses: vec![ip.parse().expect("ip")],
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+fn service(name: &str, ip: &str, ports: &[(&str, Proto, u16, Option<u16>)]) -> ServiceInfo {
+    ServiceInfo {
+        namespace: "demo".into(),
+        name: name.into(),
+        cluster_ips: vec![ip.parse().expect("ip")],
+        node_ports: ports.iter().any(|p| p.3.is_some()),
+        ports: ports
+            .iter()
+            .map(|(n, proto, port, np)| ServicePort {
+                name: n.to_string(),
+                protocol: *proto,
+                port: *port,
+                target_port: TargetPort::Number(*port),
+                node_port: *np,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn slice(svc: &str, ips: &[(&str, &str)], ports: &[(&str, Proto, u16)]) -> EndpointSliceInfo {
+    EndpointSliceInfo {
+        namespace: "demo".into(),
+        name: format!("{svc}-1"),
+        service: svc.into(),
+        endpoints: ips
+            .iter()
+            .map(|(ip, node)| EndpointInfo {
+                addresses: vec![ip.parse().expect("ip")],
+                ready: true,
+                serving: true,
+                terminating: false,
+                node: Some(node.to_string()),
+            })
+            .collect(),
+        ports: ports
+            .iter()
+            .map(|(n, p, port)| EndpointPort {
+                name: n.to_string(),
+                port: *port,
+                protocol: *p,
+            })
+            .collect(),
+    }
+}
+
+fn get(nb: &str, table: &str, row: &str, column: &str) -> String {
+    nbctl(nb, &["get", table, row, column]).trim().to_string()
+}
+
+fn lb_uuid(nb: &str, name: &str) -> String {
+    let out = nbctl(
+        nb,
+        &[
+            "--bare",
+            "--columns=_uuid",
+            "find",
+            "Load_Balancer",
+            &format!("name=\"{name}\""),
+            "external_ids:zstack.io/owner=zstack-ovn",
+        ],
+    );
+    let lines: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one row of ours named {name}: {out}");
+    lines[0].trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_load_balancers_on_real_nb() {
+    if !tests::require_real(
+        "services_nb",
+        &[
+            "ovsdb-server",
+            "ovsdb-tool",
+            "ovn-northd",
+            "ovn-nbctl",
+            "ovn-sbctl",
+        ],
+    ) {
+        return;
+    }
+    let s = tests::scratch("svcnb");
+    let central = Central::start(CentralConfig {
+        dir: s.dir.path().join("central"),
+        raft: false,
+        northd: true,
+        tcp: false,
+    })
+    .expect("start OVN central");
+    let nb = central.nb_remote();
+    let sb = central.sb_remote();
+    // a foreign load balancer that happens to carry one of our names
+    nbctl(
+        &nb,
+        &[
+            "lb-add",
+            "Service_demo/web_TCP",
+            "192.0.2.1:80",
+            "192.0.2.2:80",
+        ],
+    );
+
+    let (store, mut rx) = MemoryStore::new();
+    let mut spec = SubnetSpec {
+        cidr: "10.16.0.0/16".into(),
+        ..Default::default()
+    };
+    spec.default = true;
+    store.apply_subnet(Subnet::new("blue", spec));
+    store.apply_node(node("n1", "172.18.0.11"));
+    store.apply_node(node("n2", "172.18.0.12"));
+    store.apply_service(service(
+        "web",
+        "10.96.0.10",
+        &[
+            ("http", Proto::Tcp, 80, Some(30080)),
+            ("dns", Proto::Udp, 53, None),
+        ],
+    ));
+    store.apply_endpoint_slice(slice(
+        "web",
+        &[("10.16.0.5", "n1"), ("10.16.0.6", "n2")],
+        &[("http", Proto::Tcp, 8080), ("dns", Proto::Udp, 5353)],
+    ));
+    store.apply_service(service(
+        "sig",
+        "10.96.0.20",
+        &[("", Proto::Sctp, 3868, None)],
+    ));
+    store.apply_service(service(
+        "empty",
+        "10.96.0.30",
+        &[("", Proto::Tcp, 80, None)],
+    ));
+    store.mark_synced();
+    let mut ctl = controller(&nb, &store).await;
+    settle(&mut ctl, &mut rx).await;
+
+    // rows, names, owner marks, VIPs
+    let web = lb_uuid(&nb, "Service_demo/web_TCP");
+    let vips = get(&nb, "Load_Balancer", &web, "vips");
+    assert!(
+        vips.contains(r#""10.96.0.10:80"="10.16.0.5:8080,10.16.0.6:8080""#),
+        "{vips}"
+    );
+    assert!(
+        vips.contains(r#""172.18.0.11:30080"="10.16.0.5:8080,10.16.0.6:8080""#)
+            && vips.contains(r#""172.18.0.12:30080""#),
+        "NodePort on every node address: {vips}"
+    );
+    assert_eq!(get(&nb, "Load_Balancer", &web, "protocol"), "tcp");
+    assert_eq!(
+        get(&nb, "Load_Balancer", &web, "external_ids:zstack.io/object"),
+        "\"demo/web\""
+    );
+    let udp = lb_uuid(&nb, "Service_demo/web_UDP");
+    assert!(get(&nb, "Load_Balancer", &udp, "vips").contains("10.16.0.5:5353"));
+    let sctp = lb_uuid(&nb, "Service_demo/sig_SCTP");
+    assert_eq!(get(&nb, "Load_Balancer", &sctp, "protocol"), "sctp");
+    let empty = lb_uuid(&nb, "Service_demo/empty_TCP");
+    assert_eq!(
+        get(&nb, "Load_Balancer", &empty, "vips"),
+        r#"{"10.96.0.30:80"=""}"#
+    );
+    assert_eq!(
+        get(&nb, "Load_Balancer", &empty, "options:reject"),
+        "\"true\""
+    );
+
+    // the group holds every row and is attached to the Subnet and join switches
+    let group = "zstack-ovn-services_zstack-ovn";
+    let members = get(&nb, "Load_Balancer_Group", group, "load_balancer");
+    for u in [&web, &udp, &sctp, &empty] {
+        assert!(members.contains(u.as_str()), "{u} in group: {members}");
+    }
+    let group_uuid = get(&nb, "Load_Balancer_Group", group, "_uuid");
+    for sw in ["subnet-blue", "join"] {
+        assert!(
+            get(&nb, "Logical_Switch", sw, "load_balancer_group").contains(&group_uuid),
+            "group attached to {sw}"
+        );
+    }
+
+    // northd programs the VIPs (SCTP included) into the switch pipelines
+    let sb_has = |needle: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let flows = lab::ctl::sbctl(&sb, &["lflow-list", "subnet-blue"]).unwrap_or_default();
+            if flows.contains(needle) {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                eprintln!("{flows}");
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    assert!(
+        sb_has("ip4.dst == 10.96.0.10 && tcp.dst == 80"),
+        "TCP VIP flow"
+    );
+    assert!(
+        sb_has("ip4.dst == 10.96.0.20 && sctp.dst == 3868"),
+        "SCTP VIP flow"
+    );
+    assert!(sb_has("reject"), "no-backend VIP rejects");
+
+    // an endpoint change rewrites exactly one row
+    let udp_before = get(&nb, "Load_Balancer", &udp, "vips");
+    store.apply_endpoint_slice(slice(
+        "web",
+        &[("10.16.0.5", "n1"), ("10.16.0.7", "n2")],
+        &[("http", Proto::Tcp, 8080)],
+    ));
+    let r = pass(&mut ctl, &mut rx).await;
+    assert_eq!(
+        (r.nb.inserts, r.nb.updates, r.nb.deletes),
+        (0, 2, 0),
+        "TCP and UDP rows of web change, nothing else: {r:?}"
+    );
+    assert!(get(&nb, "Load_Balancer", &web, "vips").contains("10.16.0.7:8080"));
+    assert_ne!(get(&nb, "Load_Balancer", &udp, "vips"), udp_before);
+    let sig_vips = get(&nb, "Load_Balancer", &sctp, "vips");
+    store.apply_endpoint_slice(slice(
+        "sig",
+        &[("10.16.0.9", "n1")],
+        &[("", Proto::Sctp, 3868)],
+    ));
+    let r = pass(&mut ctl, &mut rx).await;
+    assert_eq!(
+        (r.nb.inserts, r.nb.updates, r.nb.deletes),
+        (0, 1, 0),
+        "{r:?}"
+    );
+    assert_ne!(get(&nb, "Load_Balancer", &sctp, "vips"), sig_vips);
+    assert_eq!(
+        lb_uuid(&nb, "Service_demo/web_TCP"),
+        web,
+        "updated in place"
+    );
+
+    // restart: nothing to write
+    drop(ctl);
+    let mut rx2 = store.replay();
+    let mut ctl = controller(&nb, &store).await;
+    let r = pass(&mut ctl, &mut rx2).await;
+    assert_eq!(r.nb.transactions, 0, "restart writes nothing: {r:?}");
+
+    // delete a Service: its rows go, the foreign namesake stays
+    store.delete_service("demo/web");
+    let r = pass(&mut ctl, &mut rx).await; // the store's own stream
+    assert_eq!(r.nb.deletes, 2, "{r:?}");
+    let left = nbctl(&nb, &["--bare", "--columns=name", "list", "Load_Balancer"]);
+    assert!(
+        left.contains("Service_demo/web_TCP"),
+        "foreign row kept: {left}"
+    );
+    let foreign = nbctl(
+        &nb,
+        &[
+            "--bare",
+            "--columns=vips",
+            "find",
+            "Load_Balancer",
+            "name=\"Service_demo/web_TCP\"",
+        ],
+    );
+    assert!(
+        foreign.contains("192.0.2.2:80"),
+        "foreign row untouched: {foreign}"
+    );
+    assert!(!left.contains("Service_demo/web_UDP"), "{left}");
+    tests::record_real_run("services_nb");
+}
