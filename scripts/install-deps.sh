@@ -8,6 +8,7 @@ PACKAGES=(
   openvswitch-switch openvswitch-switch-dpdk   # ovsdb-server, ovs-vswitchd (+ DPDK build), ovs-vsctl
   ovn-central ovn-host                         # ovn-northd, ovn-nbctl/sbctl, ovn-controller
   dpdk                                         # DPDK runtime (PMDs) used by ovs-vswitchd-dpdk
+  dpdk-dev                                     # dpdk-testpmd: the vhost-user "VM" of the lab and the vhost benchmark
   iproute2 iputils-ping ethtool iperf3 qperf   # namespaces, veths, ping, offload settings, traffic
   etcd-server                                  # etcd 3.4 for the tests' private kube-apiserver
   containerd runc busybox-static               # a real container runtime for the CNI tests (ctr run --cni)

@@ -121,11 +121,16 @@ fn record_file(dir: &Path, key: &str) -> PathBuf {
 }
 
 impl VhostPorts {
-    /// Records under `root` ([`VHOST_DIR_ENV`], else [`DEFAULT_SOCKET_ROOT`]).
+    /// Records under the root: [`VHOST_DIR_ENV`], else `$OVS_RUNDIR/zstack-vhost` (next to
+    /// the OVS it serves: each lab node has its own), else [`DEFAULT_SOCKET_ROOT`].
     pub fn from_env() -> VhostPorts {
-        let root = std::env::var_os(VHOST_DIR_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
+        let var = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let root = var(VHOST_DIR_ENV)
+            .or_else(|| var("OVS_RUNDIR").map(|d| d.join("zstack-vhost")))
             .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET_ROOT));
         VhostPorts::open(root)
     }

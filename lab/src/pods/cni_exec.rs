@@ -81,6 +81,17 @@ pub fn network_config(file: &Path, v: Value) -> Result<NetworkConfig, String> {
         .get("cniVersion")
         .and_then(Value::as_str)
         .ok_or_else(|| bad("no \"cniVersion\""))?;
+    // like libcni ≥ 1.2: the highest version of `cniVersions` the runtime speaks (1.1.0
+    // results carry `socketPath` for vhost-user interfaces)
+    let listed: Vec<&str> = obj
+        .get("cniVersions")
+        .and_then(Value::as_array)
+        .map(|v| v.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let version = ["1.1.0", "1.0.0"]
+        .into_iter()
+        .find(|v| listed.contains(v))
+        .unwrap_or(version);
     let mut config = match obj.get("plugins") {
         Some(Value::Array(plugins)) => plugins
             .first()
@@ -281,7 +292,7 @@ mod tests {
         assert_eq!(
             Value::Object(net.config.clone()),
             json!({"type": "zstack-ovn-cni", "serverSocket": "/x/cni.sock",
-                "name": "zstack-ovn", "cniVersion": "1.0.0"})
+                "name": "zstack-ovn", "cniVersion": "1.1.0"})
         );
         let e = network_config(
             Path::new("x"),

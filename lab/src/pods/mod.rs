@@ -11,6 +11,7 @@
 //! | [`naming`] | netns names (`<prefix>p-<hash>`) and container ids |
 //! | [`responder`] | `zovn lab responder`: TCP/UDP answers with the pod name |
 //! | [`probe`] | `zovn lab exec` / `zovn lab probe` from inside a pod netns |
+//! | [`vhost_pod`] | the "VM" of a vhost-user pod: testpmd virtio-user (server) ⇄ tap `eth0` |
 
 pub mod cni_exec;
 pub mod naming;
@@ -18,6 +19,7 @@ pub mod probe;
 pub mod record;
 pub mod responder;
 pub mod runtime;
+pub mod vhost_pod;
 
 pub use record::{PodPhase, PodRecord, PodsFile, PortSpec, Proto};
 pub use runtime::{DesiredPod, PodRuntime};

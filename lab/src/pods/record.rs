@@ -209,6 +209,10 @@ pub fn teardown(layout: &Layout) -> Result<()> {
             warn!(pod = %rec.key, error = %e, "stopping the responder failed");
             first.get_or_insert(e);
         }
+        if let Err(e) = super::vhost_pod::stop(layout, &rec.netns) {
+            warn!(pod = %rec.key, error = %e, "stopping the vhost-user testpmd failed");
+            first.get_or_insert(e);
+        }
         if let Err(e) = netns::delete(&rec.netns) {
             warn!(pod = %rec.key, netns = %rec.netns, error = %e, "deleting the pod netns failed");
             first.get_or_insert(e);

@@ -288,6 +288,7 @@ impl PodRuntime {
                 }
             }
         }
+        self.ensure_vhost(d).await.map_err(SetupError::failed)?;
         self.ensure_responder(d).await.map_err(SetupError::failed)?;
         self.update(&d.key, |r| {
             r.phase = PodPhase::Running;
@@ -295,6 +296,21 @@ impl PodRuntime {
             r.message = None;
         });
         Ok(())
+    }
+
+    /// A vhost-user pod (its ADD result has a `socketPath`): starts its testpmd "VM" unless
+    /// it runs (see [`super::vhost_pod`]).
+    async fn ensure_vhost(&self, d: &DesiredPod) -> std::result::Result<(), String> {
+        let Some(rec) = self.record(&d.key) else {
+            return Ok(());
+        };
+        let Some(att) = rec.result.as_ref().and_then(super::vhost_pod::attachment) else {
+            return Ok(());
+        };
+        let (layout, key, ns) = (self.layout.clone(), d.key.clone(), rec.netns.clone());
+        blocking(move || super::vhost_pod::ensure(&layout, &key, &ns, &att))
+            .await
+            .map_err(|e| format!("pod {}: vhost-user testpmd: {e}", d.key))
     }
 
     /// Starts the pod's responder unless it runs (or the pod declares no ports).
@@ -362,6 +378,10 @@ impl PodRuntime {
             if let Err(e) = blocking(move || stop_daemon(&resp).map(drop)).await {
                 warn!(pod = %key, error = %e, "stopping the responder failed");
             }
+        }
+        let (layout, ns) = (self.layout.clone(), rec.netns.clone());
+        if let Err(e) = blocking(move || super::vhost_pod::stop(&layout, &ns)).await {
+            warn!(pod = %d.key, error = %e, "stopping the vhost-user testpmd failed");
         }
         if let Some(node) = self.node(&rec.node)
             && let Ok(net) = network_config(node, &d.key)
@@ -448,6 +468,16 @@ impl PodRuntime {
                 ann.insert(NETNS_ANNOTATION.into(), json!(rec.netns));
                 if let Some(dp) = &rec.datapath {
                     ann.insert(DATAPATH_ANNOTATION.into(), json!(dp));
+                }
+                if let Some(st) = rec
+                    .result
+                    .as_ref()
+                    .and_then(|r| super::vhost_pod::network_status(r, cni::conflist::NETWORK_NAME))
+                {
+                    ann.insert(
+                        "k8s.v1.cni.cncf.io/network-status".into(),
+                        json!(st.to_string()),
+                    );
                 }
             }
         }
@@ -558,6 +588,9 @@ async fn pod_lifecycle(rt: Arc<PodRuntime>, d: DesiredPod, mut gone: watch::Rece
                 }
             }
             _ = tokio::time::sleep(HEALTH) => {
+                if let Err(e) = rt.ensure_vhost(&d).await {
+                    warn!(pod = %d.key, error = %e, "restarting the vhost-user testpmd failed");
+                }
                 if let Err(e) = rt.ensure_responder(&d).await {
                     warn!(pod = %d.key, error = %e, "restarting the responder failed");
                 }

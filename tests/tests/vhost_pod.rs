@@ -1,0 +1,467 @@
+//! vhost-user pods end to end on a real 2-node lab (node1 OVS-DPDK, node2 kernel):
+//! `examples/vhost/` applied through `zovn lab apply`, the real agents and shim, the lab's
+//! testpmd "VM" (virtio-user server ⇄ tap `eth0`) behind a real vhost-user ring, an OVS
+//! `dpdkvhostuserclient` port bound to the pod's LSP.
+//!
+//! - the vhost pod pings and carries TCP to a veth pod on the same node and on the other
+//!   node (Geneve), and is reached back; its `network-status` carries the device-info;
+//! - ovs-vswitchd-dpdk is killed and restarted: traffic resumes, same port, same socket;
+//! - the node agent is killed and restarted: traffic resumes, same Interface row, same
+//!   socket path;
+//! - refusals: a vhost pod on the kernel node, a bad request (queues 0);
+//! - delete: no port, no socket dir, no LSP, no testpmd left; `down` leaves nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use lab::{Dpdk, Lab, LabConfig};
+use serde_json::Value;
+
+const VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
+
+struct DownOnDrop(PathBuf);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        if let Ok(lab) = Lab::open(&self.0) {
+            let _ = lab.down();
+        }
+    }
+}
+
+struct Zovn {
+    exe: PathBuf,
+    dir: PathBuf,
+}
+
+impl Zovn {
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let out = Command::new(&self.exe)
+            .arg("lab")
+            .args(&args[..split])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&args[split..])
+            .output()
+            .expect("run zovn");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.run(args);
+        assert_eq!(code, 0, "zovn lab {args:?} failed:\n{out}\n{err}");
+        out
+    }
+
+    fn pods(&self) -> BTreeMap<String, Value> {
+        let list: Value =
+            serde_json::from_str(&self.ok(&["get", "pods", "-o", "json"])).expect("json");
+        list["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                let key = format!(
+                    "{}/{}",
+                    p["metadata"]["namespace"].as_str().unwrap_or(""),
+                    p["metadata"]["name"].as_str().unwrap_or("")
+                );
+                (key, p)
+            })
+            .collect()
+    }
+
+    fn wait_ready(&self, keys: &[&str], timeout: Duration) -> BTreeMap<String, Value> {
+        let t0 = Instant::now();
+        loop {
+            let pods = self.pods();
+            let ready = |k: &&str| {
+                pods.get(*k)
+                    .and_then(|p| p["status"]["conditions"].as_array())
+                    .is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+            };
+            if keys.iter().all(ready) {
+                return pods;
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "pods not ready after {timeout:?}:\n{}",
+                keys.iter()
+                    .map(|k| format!(
+                        "{k}: {}",
+                        pods.get(*k).map(|p| &p["status"]).unwrap_or(&Value::Null)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// The Ready condition's message of pod `key`, once it contains `want`.
+    fn wait_message(&self, key: &str, want: &str, timeout: Duration) -> String {
+        let t0 = Instant::now();
+        loop {
+            let msg = self.pods().get(key).map(|p| {
+                p["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            });
+            if let Some(m) = &msg
+                && m.contains(want)
+            {
+                return m.clone();
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "pod {key}: no message containing {want:?} after {timeout:?}; last {msg:?}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Probes `target` (ip:port) from pod `from` until it answers with the pod name `to`.
+    fn probe_until(&self, from: &str, target: &str, to: &str, bound: Duration) -> Duration {
+        let t0 = Instant::now();
+        loop {
+            let (code, out, _) = self.run(&["probe", from, target, "--timeout", "1s"]);
+            if code == 0 && out.trim() == to {
+                return t0.elapsed();
+            }
+            assert!(
+                t0.elapsed() < bound,
+                "{from} → {target} still unreachable after {bound:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn ping(&self, from: &str, ip: &str) {
+        let out = self.ok(&[
+            "exec", from, "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", ip,
+        ]);
+        assert!(out.contains(" 0% packet loss"), "{from} → {ip}: {out}");
+    }
+}
+
+fn pod_ip(pod: &Value) -> String {
+    pod["status"]["podIP"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no podIP: {pod}"))
+        .to_string()
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .and_then(|i| s[i + 1..].trim_start().chars().next())
+        })
+        .is_some_and(|c| c != 'Z' && c != 'X')
+}
+
+fn vsctl(db: &str, args: &[&str]) -> String {
+    lab::ctl::vsctl(db, args)
+        .unwrap_or_default()
+        .trim()
+        .trim_matches('"')
+        .to_string()
+}
+
+/// (uuid, vhost-server-path, iface-id, link_state) of every dpdkvhostuserclient Interface.
+fn vhost_ifaces(db: &str) -> BTreeMap<String, (String, String, String, String)> {
+    let names = vsctl(
+        db,
+        &[
+            "--bare",
+            "--columns=name",
+            "find",
+            "Interface",
+            "type=dpdkvhostuserclient",
+        ],
+    );
+    names
+        .split_whitespace()
+        .map(|n| {
+            let get = |col: &str| vsctl(db, &["get", "Interface", n, col]);
+            (
+                n.to_string(),
+                (
+                    get("_uuid"),
+                    get("options:vhost-server-path"),
+                    get("external_ids:iface-id"),
+                    get("link_state"),
+                ),
+            )
+        })
+        .collect()
+}
+
+const PODS: &str = r#"
+apiVersion: network.zstack.io/v1
+kind: Subnet
+metadata: {name: vhost-test}
+spec: {cidr: 10.66.0.0/16, gateway: 10.66.0.1, default: true}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web1, namespace: default}
+spec:
+  nodeName: node1
+  containers: [{name: c, image: x, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web2, namespace: default}
+spec:
+  nodeName: node2
+  containers: [{name: c, image: x, ports: [{containerPort: 80}]}]
+"#;
+
+const REFUSED: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: vm-on-kernel
+  namespace: default
+  annotations: {network.zstack.io/vhost-user: '{}'}
+spec: {nodeName: node2, containers: []}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: vm-bad
+  namespace: default
+  annotations: {network.zstack.io/vhost-user: '{"queues": 0}'}
+spec: {nodeName: node1, containers: []}
+"#;
+
+#[test]
+fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
+    const T: &str = "vhost_pod::vhost_pods_carry_traffic_survive_restarts_and_leave_nothing";
+    let mut bins = tests::LAB_BINS.to_vec();
+    bins.push("dpdk-testpmd");
+    if !tests::require_real(T, &bins) {
+        return;
+    }
+    if !Path::new(VSWITCHD_DPDK).exists() {
+        assert!(
+            std::env::var("ZOVN_REQUIRE_REAL").as_deref() != Ok("1"),
+            "{VSWITCHD_DPDK} missing"
+        );
+        eprintln!("skipped: {VSWITCHD_DPDK} missing");
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("vhp");
+    let dir = s.dir.path().join("lab");
+    let mut cfg = LabConfig::new(&dir, &s.prefix);
+    cfg.nodes = 2;
+    cfg.dpdk = Dpdk::Nodes(vec![1]);
+    let mut lab = Lab::up(cfg).expect("lab up");
+    lab.keep_running();
+    let _down = DownOnDrop(dir.clone());
+    let z = Zovn {
+        exe: tests::workspace_bin("zovn"),
+        dir: dir.clone(),
+    };
+    lab.start_apiserver(&z.exe).expect("object store");
+    let agent = tests::workspace_bin("zstack-ovnkube-node");
+    let shim = tests::workspace_bin("zstack-ovn-cni");
+    lab.start_agents(&agent, Some(&shim)).expect("agents");
+    tests::record_real_run(T);
+
+    let pods_file = s.dir.path().join("pods.yaml");
+    std::fs::write(&pods_file, PODS).expect("write pods");
+    z.ok(&["apply", "-f", pods_file.to_str().expect("utf-8")]);
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/vhost");
+    z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
+    let (vm, app) = ("default/virt-launcher-vm1-x7k2p", "default/dpdk-app");
+    let keys = ["default/web1", "default/web2", vm, app];
+    let t0 = Instant::now();
+    let pods = z.wait_ready(&keys, Duration::from_secs(120));
+    eprintln!("4 pods (2 vhost-user) ready in {:?}", t0.elapsed());
+    eprintln!("{}", z.ok(&["get", "pods"]));
+    let ip = |k: &str| pod_ip(&pods[k]);
+    let (web1, web2, vm_ip) = (ip("default/web1"), ip("default/web2"), ip(vm));
+
+    // OVS: one dpdkvhostuserclient port per vhost pod on node1, bound to its LSP, up
+    let db1 = lab.node(1).expect("node1").db_remote.clone();
+    let ifaces = vhost_ifaces(&db1);
+    assert_eq!(ifaces.len(), 2, "{ifaces:?}");
+    let (vm_port, (vm_uuid, vm_sock, _, _)) = ifaces
+        .iter()
+        .find(|(_, v)| v.2 == "default_virt-launcher-vm1-x7k2p")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .expect("vm1's port bound to its LSP");
+    wait_until("vm1's vhost port link up", Duration::from_secs(20), || {
+        vsctl(&db1, &["get", "Interface", &vm_port, "link_state"]) == "up"
+    });
+    assert!(Path::new(&vm_sock).exists(), "socket {vm_sock}");
+    assert!(vm_sock.len() <= 107, "{vm_sock}");
+    let mtu = vsctl(&db1, &["get", "Interface", &vm_port, "mtu_request"]);
+    assert_eq!(mtu, "1400");
+    // device-info in network-status, and the datapath the runtime saw
+    let ann = &pods[vm]["metadata"]["annotations"];
+    assert_eq!(ann["lab.zstack.io/datapath"], "vhost-user");
+    let status: Value = serde_json::from_str(
+        ann["k8s.v1.cni.cncf.io/network-status"]
+            .as_str()
+            .expect("network-status"),
+    )
+    .expect("json");
+    assert_eq!(status[0]["device-info"]["type"], "vhost-user");
+    assert_eq!(status[0]["device-info"]["version"], "1.1.0");
+    assert_eq!(status[0]["device-info"]["vhost-user"]["mode"], "server");
+    assert_eq!(
+        status[0]["device-info"]["vhost-user"]["path"],
+        vm_sock.as_str()
+    );
+
+    // traffic: same node and cross node, both ways, ping and TCP
+    let p = |port: u16, addr: &str| format!("{addr}:{port}");
+    let d = z.probe_until(vm, &p(80, &web1), "default/web1", Duration::from_secs(30));
+    eprintln!("vm1 → web1 (same node) TCP after {d:?}");
+    z.probe_until(vm, &p(80, &web2), "default/web2", Duration::from_secs(30));
+    z.probe_until("default/web2", &p(22, &vm_ip), vm, Duration::from_secs(10));
+    z.probe_until("default/web1", &p(22, &vm_ip), vm, Duration::from_secs(10));
+    z.probe_until(
+        "default/web2",
+        &p(8080, &ip(app)),
+        app,
+        Duration::from_secs(10),
+    );
+    z.ping(vm, &web1);
+    z.ping(vm, &web2);
+
+    // refusals are clear and reported on the pod
+    let refused_file = s.dir.path().join("refused.yaml");
+    std::fs::write(&refused_file, REFUSED).expect("write");
+    z.ok(&["apply", "-f", refused_file.to_str().expect("utf-8")]);
+    let m = z.wait_message(
+        "default/vm-on-kernel",
+        "not on a DPDK datapath",
+        Duration::from_secs(30),
+    );
+    eprintln!("kernel node: {m}");
+    let m = z.wait_message(
+        "default/vm-bad",
+        "queues 0 is out of range",
+        Duration::from_secs(30),
+    );
+    eprintln!("bad request: {m}");
+    z.ok(&["delete", "-f", refused_file.to_str().expect("utf-8")]);
+
+    // ovs-vswitchd-dpdk crash + restart: OVS reconnects to the same socket
+    let t_restart = Instant::now();
+    lab.restart_vswitchd(1).expect("restart vswitchd");
+    z.probe_until(vm, &p(80, &web2), "default/web2", Duration::from_secs(60));
+    eprintln!(
+        "traffic resumed {:?} after the ovs-vswitchd restart",
+        t_restart.elapsed()
+    );
+    z.ping(vm, &web1);
+    let after = vhost_ifaces(&db1);
+    assert_eq!(after.len(), 2, "no duplicated port: {after:?}");
+    assert_eq!(after[&vm_port].1, vm_sock, "same socket path");
+    assert_eq!(after[&vm_port].3, "up");
+
+    // agent SIGKILL + restart: same Interface row, same socket, traffic still flows
+    let agent1 = lab
+        .agents()
+        .iter()
+        .find(|a| a.name.starts_with("node1/"))
+        .cloned()
+        .expect("node1 agent");
+    lab::process::kill9(&agent1).expect("kill agent");
+    wait_until("agent gone", Duration::from_secs(5), || !alive(agent1.pid));
+    z.ping(vm, &web2); // the datapath does not need the agent
+    lab.start_agents(&agent, Some(&shim)).expect("agents again");
+    std::thread::sleep(Duration::from_secs(2)); // let the restarted agent restore
+    let after = vhost_ifaces(&db1);
+    assert_eq!(after[&vm_port].0, vm_uuid, "the same Interface row");
+    assert_eq!(after[&vm_port].1, vm_sock, "same socket path");
+    z.probe_until(vm, &p(80, &web2), "default/web2", Duration::from_secs(20));
+    z.probe_until("default/web1", &p(22, &vm_ip), vm, Duration::from_secs(20));
+
+    // delete: port, socket dir, LSP and testpmd gone
+    let testpmds: Vec<i32> = std::fs::read_dir(dir.join("pods/run"))
+        .expect("pods/run")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".vhost.json"))
+        .filter_map(|p| {
+            let v: Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
+            v["pid"].as_i64().map(|p| p as i32)
+        })
+        .collect();
+    assert_eq!(testpmds.len(), 2, "one testpmd per vhost pod");
+    let vm_file = examples.join("20-vmi-launcher.yaml");
+    z.ok(&["delete", "-f", vm_file.to_str().expect("utf-8")]);
+    let sock_dir = Path::new(&vm_sock).parent().expect("dir").to_path_buf();
+    wait_until("vm1's port removed", Duration::from_secs(30), || {
+        !vhost_ifaces(&db1).contains_key(&vm_port)
+    });
+    wait_until("vm1's socket dir removed", Duration::from_secs(10), || {
+        !sock_dir.exists()
+    });
+    let nb = lab.nb_remote();
+    let lsps = Command::new("ovn-nbctl")
+        .args([
+            "--db",
+            &nb,
+            "--bare",
+            "--columns=name",
+            "list",
+            "Logical_Switch_Port",
+        ])
+        .output()
+        .expect("ovn-nbctl");
+    let lsps = String::from_utf8_lossy(&lsps.stdout);
+    assert!(
+        !lsps.contains("virt-launcher-vm1"),
+        "vm1's LSP is gone: {lsps}"
+    );
+    assert!(
+        lsps.contains("dpdk-app"),
+        "the other vhost pod keeps its LSP"
+    );
+    assert_eq!(vhost_ifaces(&db1).len(), 1);
+
+    // down: nothing left
+    let lab = Lab::open(&dir).expect("open");
+    lab.down().expect("down");
+    for pid in testpmds {
+        wait_until(
+            &format!("testpmd {pid} gone"),
+            Duration::from_secs(10),
+            || !alive(pid),
+        );
+    }
+    let left: Vec<String> = lab::netns::list()
+        .into_iter()
+        .filter(|n| n.starts_with(&s.prefix))
+        .collect();
+    assert!(left.is_empty(), "netns left: {left:?}");
+    assert!(!dir.exists(), "state dir left");
+}
