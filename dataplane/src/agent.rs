@@ -14,6 +14,7 @@ use ipnet::IpNet;
 
 use crate::metrics::Metrics;
 use crate::mgmt::{self, MGMT_PORT, MgmtConfig};
+use crate::node_datapath::{PORT_DATAPATH_KEY, PORT_REASON_KEY};
 use crate::ovs::{IFNAME_KEY, OvnConfig, Ovs, POD_KEY, PortSpec, SANDBOX_KEY};
 use crate::pod_iface::{self, PodInterfaceSpec, host_ifname_for};
 use crate::pods::{PodInfo, PodSource};
@@ -31,8 +32,13 @@ pub struct AgentConfig {
     pub mtu: u32,
     /// ovn-controller settings to write (`--sb`); `None` leaves OVS as it is.
     pub ovn: Option<OvnConfig>,
-    /// How often the management port routes are refreshed from the Subnets.
+    /// How often the management port routes are refreshed from the Subnets (and the
+    /// datapath decision re-checked).
     pub refresh: Duration,
+    /// Datapath configuration and how to restart ovs-vswitchd (see [`crate::datapath`]).
+    pub datapath: crate::datapath::manager::ManagerConfig,
+    /// The ovs-vswitchd unixctl socket (PMD statistics).
+    pub vswitchd_ctl: Option<PathBuf>,
 }
 
 /// The agent's shared state.
@@ -42,6 +48,8 @@ pub struct Agent {
     pub pods: Box<dyn PodSource>,
     pub state: StateStore,
     pub metrics: Arc<Metrics>,
+    /// The node's datapath decision (see [`crate::node_datapath`]).
+    pub datapath: crate::datapath::DatapathManager,
     /// vhost-user interfaces (see [`crate::vhost_port`]).
     pub vhost: crate::vhost_port::VhostPorts,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -133,9 +141,30 @@ pub fn pod_port_spec(r: &SandboxRecord) -> PortSpec {
     if let Some(first) = ips.first() {
         iface.insert("ip_address".to_string(), first.clone());
     }
+    let dp = r.datapath.unwrap_or(crate::datapath::Datapath::Kernel);
+    iface.insert(PORT_DATAPATH_KEY.to_string(), dp.to_string());
+    if let Some(why) = &r.datapath_reason {
+        iface.insert(PORT_REASON_KEY.to_string(), why.clone());
+    }
+    let (iface_type, options, other_config) = match (&r.afxdp, dp) {
+        (Some(a), crate::datapath::Datapath::Afxdp) => (
+            "afxdp".to_string(),
+            BTreeMap::from([
+                ("xdp-mode".to_string(), a.mode.clone()),
+                ("n_rxq".to_string(), a.queues.to_string()),
+            ]),
+            a.rxq_affinity
+                .iter()
+                .map(|x| ("pmd-rxq-affinity".to_string(), x.clone()))
+                .collect(),
+        ),
+        _ => (String::new(), BTreeMap::new(), BTreeMap::new()),
+    };
     PortSpec {
         name: r.host_ifname.clone(),
-        iface_type: String::new(),
+        iface_type,
+        options,
+        other_config,
         mac: None,
         iface_external_ids: iface,
         port_external_ids: BTreeMap::from([
@@ -203,6 +232,7 @@ impl Agent {
         metrics: Arc<Metrics>,
     ) -> Agent {
         Agent {
+            datapath: crate::datapath::DatapathManager::new(cfg.datapath.clone()),
             cfg,
             ovs,
             pods,
@@ -364,7 +394,8 @@ impl Agent {
         }
 
         // 2. the pod interface
-        let rec = SandboxRecord {
+        let decided_mtu = self.datapath.decision().and_then(|d| d.mtu);
+        let mut rec = SandboxRecord {
             container_id: req.container_id.clone(),
             ifname: req.ifname.clone(),
             pod_namespace: ns.clone(),
@@ -375,8 +406,12 @@ impl Agent {
             addresses: addrs.addresses,
             gateways: addrs.gateways,
             routes: addrs.routes,
-            mtu: conf.mtu.unwrap_or(self.cfg.mtu),
+            mtu: conf.mtu.or(decided_mtu).unwrap_or(self.cfg.mtu),
+            datapath: None,
+            datapath_reason: None,
+            afxdp: None,
         };
+        self.choose_port(&mut rec, &pod.annotations).await;
         self.plumb(&rec).await?;
         self.state.put_async(&rec).await.map_err(|e| {
             CniError::new(
@@ -392,6 +427,11 @@ impl Agent {
             .map_err(|e| {
                 CniError::new(code::TRY_AGAIN_LATER, format!("pod {key}: OVS port: {e}"))
             })?;
+        if self.confirm_port(&mut rec).await
+            && let Err(e) = self.state.put_async(&rec).await
+        {
+            tracing::warn!(sandbox = %rec.key(), error = %e, "persisting the port's fallback failed");
+        }
         let left = budget
             .saturating_sub(start.elapsed())
             .max(Duration::from_millis(200));
@@ -678,6 +718,7 @@ impl Agent {
                     if let Err(e) = self.ensure_mgmt().await {
                         tracing::warn!(error = %e, "management port not configured");
                     }
+                    self.datapath_pass().await;
                 }
             }
         }

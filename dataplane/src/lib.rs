@@ -27,14 +27,17 @@
 //! | [`datapath_metrics`] | PMD and per-port OVS counters collected on each scrape |
 
 pub mod agent;
+pub mod datapath;
 pub mod datapath_metrics;
 pub mod metrics;
 pub mod mgmt;
 pub mod mtu;
+pub mod node_datapath;
 pub mod ovs;
 pub mod pod_iface;
 pub mod pmd_stats;
 pub mod pods;
+pub mod report;
 pub mod server;
 pub mod state;
 pub mod unixctl;

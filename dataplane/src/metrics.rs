@@ -16,9 +16,8 @@ type Labels = Vec<(String, String)>;
 
 /// Work run before each scrape renders (e.g. refreshing the datapath collector's
 /// snapshot, see [`crate::datapath_metrics`]); it bounds its own time.
-pub type ScrapeHook = Box<
-    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
->;
+pub type ScrapeHook =
+    Box<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 /// The agent's metrics.
 pub struct Metrics {
@@ -27,6 +26,10 @@ pub struct Metrics {
     pub add_seconds: Histogram,
     pub del_seconds: Histogram,
     pub requests: Family<Labels, Counter>,
+    /// `zstack_ovn_datapath_fallbacks_total{reason}`.
+    pub datapath_fallbacks: Family<Labels, Counter>,
+    /// `zstack_ovn_datapath_info{datapath}`: 1 for the node's datapath.
+    pub datapath_info: Family<Labels, prometheus_client::metrics::gauge::Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -63,12 +66,42 @@ impl Metrics {
             "CNI requests by command and result",
             requests.clone(),
         );
+        let datapath_fallbacks = Family::<Labels, Counter>::default();
+        registry.register(
+            "zstack_ovn_datapath_fallbacks",
+            "Datapath fallbacks (node dpdk→afxdp→kernel, or one AF_XDP port to kernel) by reason",
+            datapath_fallbacks.clone(),
+        );
+        let datapath_info = Family::<Labels, prometheus_client::metrics::gauge::Gauge>::default();
+        registry.register(
+            "zstack_ovn_datapath_info",
+            "The node's datapath (1 for the one in use)",
+            datapath_info.clone(),
+        );
         Metrics {
+            datapath_fallbacks,
+            datapath_info,
             registry,
             scrape_hooks: Vec::new(),
             add_seconds,
             del_seconds,
             requests,
+        }
+    }
+
+    /// Counts a datapath fallback.
+    pub fn datapath_fallback(&self, reason: &str) {
+        self.datapath_fallbacks
+            .get_or_create(&vec![("reason".to_string(), reason.to_string())])
+            .inc();
+    }
+
+    /// Marks `datapath` as the node's (the others 0).
+    pub fn set_datapath(&self, datapath: &str) {
+        for d in ["dpdk", "afxdp", "kernel"] {
+            self.datapath_info
+                .get_or_create(&vec![("datapath".to_string(), d.to_string())])
+                .set(i64::from(d == datapath));
         }
     }
 

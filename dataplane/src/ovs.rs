@@ -681,6 +681,56 @@ impl Ovs {
         Ok(())
     }
 
+    /// Changes `Open_vSwitch.other_config` and `external_ids` by key, in one transaction:
+    /// the `*_remove` keys and the changed keys are deleted, then the `*_set` pairs
+    /// inserted. Keys not named are untouched (other writers' keys stay).
+    pub async fn update_open_vswitch_maps(
+        &self,
+        oc_set: &BTreeMap<String, String>,
+        oc_remove: &[String],
+        ext_set: &BTreeMap<String, String>,
+        ext_remove: &[String],
+    ) -> Result<(), OvsError> {
+        let mut mutations = Vec::new();
+        for (col, set, remove) in [
+            ("other_config", oc_set, oc_remove),
+            ("external_ids", ext_set, ext_remove),
+        ] {
+            let del: Vec<String> = remove.iter().chain(set.keys()).cloned().collect();
+            if !del.is_empty() {
+                mutations.push(Mutation::delete(
+                    col,
+                    Value::Set(del.into_iter().map(ovsdb::Atom::String).collect()),
+                ));
+            }
+            if !set.is_empty() {
+                mutations.push(Mutation::insert(col, str_map(set)));
+            }
+        }
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        self.transact(
+            "update Open_vSwitch other_config/external_ids",
+            vec![Operation::mutate("Open_vSwitch", vec![], mutations)],
+        )
+        .await?;
+        let (want_set, want_gone): (BTreeMap<String, String>, Vec<String>) =
+            (oc_set.clone(), oc_remove.to_vec());
+        self.settle(move |v| {
+            v.rows("Open_vSwitch").next().is_some_and(|r| {
+                want_set
+                    .iter()
+                    .all(|(k, val)| r.map_get("other_config", k) == Some(val.as_str()))
+                    && want_gone
+                        .iter()
+                        .all(|k| r.map_get("other_config", k).is_none())
+            })
+        })
+        .await;
+        Ok(())
+    }
+
     /// Every Port of ours (from the replica).
     pub fn owned_ports(&self) -> Vec<OwnedPort> {
         self.replica.read(|v| {

@@ -65,6 +65,19 @@ pub trait PodSource: Send + Sync {
     /// Every Subnet's CIDRs (dual-stack Subnets give two).
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>>;
 
+    /// Merges `annotations` into the Node's annotations.
+    fn annotate_node<'a>(
+        &'a self,
+        node: &'a str,
+        annotations: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), SourceError>>;
+
+    /// Records an event about a Node or a Pod (see [`crate::report`]).
+    fn event<'a>(
+        &'a self,
+        ev: &'a crate::report::AgentEvent,
+    ) -> BoxFuture<'a, Result<(), SourceError>>;
+
     /// Waits (at most `timeout`) until `ready` holds for the pod; returns the last pod seen
     /// (`None`: never seen) and whether `ready` held. The default polls [`PodSource::pod`]
     /// with a short backoff (5 ms doubling to 20 ms): the controller usually annotates a
@@ -193,13 +206,14 @@ impl LabSource {
         }
     }
 
-    /// Every object of `kind` (`Pod`, `Node`, `Subnet`).
-    pub async fn get(&self, kind: &str) -> Result<Vec<Value>, SourceError> {
+    /// One request line → its answer line, bounded by 10 s.
+    pub async fn call(&self, req: Value) -> Result<Value, SourceError> {
+        let what = req["op"].as_str().unwrap_or("request").to_string();
         let fut = async {
             let mut s = UnixStream::connect(&self.socket)
                 .await
                 .map_err(|e| self.err(format!("connect: {e}")))?;
-            let mut line = json!({"op": "get", "kind": kind}).to_string();
+            let mut line = req.to_string();
             line.push('\n');
             s.write_all(line.as_bytes())
                 .await
@@ -215,22 +229,53 @@ impl LabSource {
             }
             let v: Value = serde_json::from_str(&answer)
                 .map_err(|e| self.err(format!("unreadable answer: {e}")))?;
-            match v["result"].as_str() {
-                Some("objects") => Ok(v["items"].as_array().cloned().unwrap_or_default()),
-                Some("error") => Err(self.err(format!(
-                    "get {kind}: {}",
+            if v["result"].as_str() == Some("error") {
+                return Err(self.err(format!(
+                    "{what}: {}",
                     v["message"].as_str().unwrap_or("error")
-                ))),
-                _ => Err(self.err(format!("unexpected answer to get {kind}: {answer}"))),
+                )));
             }
+            Ok(v)
         };
         tokio::time::timeout(Duration::from_secs(10), fut)
             .await
-            .map_err(|_| self.err(format!("get {kind}: no answer within 10 s")))?
+            .map_err(|_| self.err(format!("{what}: no answer within 10 s")))?
+    }
+
+    /// Every object of `kind` (`Pod`, `Node`, `Subnet`).
+    pub async fn get(&self, kind: &str) -> Result<Vec<Value>, SourceError> {
+        let v = self.call(json!({"op": "get", "kind": kind})).await?;
+        match v["result"].as_str() {
+            Some("objects") => Ok(v["items"].as_array().cloned().unwrap_or_default()),
+            _ => Err(self.err(format!("unexpected answer to get {kind}: {v}"))),
+        }
     }
 }
 
 impl PodSource for LabSource {
+    fn annotate_node<'a>(
+        &'a self,
+        node: &'a str,
+        annotations: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), SourceError>> {
+        Box::pin(async move {
+            self.call(json!({"op": "annotatenode", "name": node, "annotations": annotations}))
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn event<'a>(
+        &'a self,
+        ev: &'a crate::report::AgentEvent,
+    ) -> BoxFuture<'a, Result<(), SourceError>> {
+        Box::pin(async move {
+            self.call(json!({"op": "event", "event": ev.to_kube_json()}))
+                .await
+                .map(|_| ())
+        })
+    }
+
     fn pod<'a>(
         &'a self,
         namespace: &'a str,
@@ -307,6 +352,25 @@ impl KubeSource {
 }
 
 impl PodSource for KubeSource {
+    fn annotate_node<'a>(
+        &'a self,
+        node: &'a str,
+        annotations: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), SourceError>> {
+        Box::pin(crate::report::kube_annotate_node(
+            &self.client,
+            node,
+            annotations,
+        ))
+    }
+
+    fn event<'a>(
+        &'a self,
+        ev: &'a crate::report::AgentEvent,
+    ) -> BoxFuture<'a, Result<(), SourceError>> {
+        Box::pin(crate::report::kube_event(&self.client, ev))
+    }
+
     fn pod<'a>(
         &'a self,
         namespace: &'a str,

@@ -27,6 +27,15 @@ pub struct SandboxRecord {
     #[serde(default)]
     pub routes: Vec<(IpNet, Option<IpAddr>)>,
     pub mtu: u32,
+    /// The port's datapath (`None` in records of older agents: a kernel port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datapath: Option<crate::datapath::Datapath>,
+    /// Why that datapath.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datapath_reason: Option<String>,
+    /// AF_XDP settings the port was attached with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub afxdp: Option<crate::datapath::decide::AfxdpPorts>,
 }
 
 impl SandboxRecord {
@@ -53,6 +62,7 @@ impl SandboxRecord {
             routes: self.routes.clone(),
             mtu: self.mtu,
             tx_checksum_offload_off: true,
+            queues: self.afxdp.as_ref().map_or(1, |a| a.queues),
         })
     }
 }
@@ -196,6 +206,9 @@ mod tests {
             gateways: vec!["10.16.0.1".parse().unwrap()],
             routes: vec![],
             mtu: 1400,
+            datapath: None,
+            datapath_reason: None,
+            afxdp: None,
         }
     }
 

@@ -35,6 +35,7 @@ fn spec(pod: &Netns, i: usize, host_ns: Option<std::path::PathBuf>, last: u8) ->
         ],
         mtu: 1400,
         tx_checksum_offload_off: true,
+        queues: 1,
     }
 }
 

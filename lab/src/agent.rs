@@ -6,8 +6,11 @@
 //!     --ovs-db unix:<dir>/node<i>/run/db.sock --cni-socket <dir>/node<i>/run/cni.sock
 //!     --pods lab:<dir>/run/lab-api.sock --cni-conf-dir <dir>/node<i>/cni/net.d
 //!     --cni-bin-dir <dir>/node<i>/cni/bin --cni-shim <zstack-ovn-cni>
-//!     --state-dir <dir>/node<i>/agent
+//!     --state-dir <dir>/node<i>/agent --vswitchd-ctl <dir>/node<i>/run/ovs-vswitchd.ctl
+//!     [--datapath-config <dir>/node<i>/datapath.yaml
+//!      --vswitchd-restart-cmd "zovn lab restart-vswitchd --dir <dir> --node <i>"]
 //! ```
+//! (the datapath flags when the lab was started with `--datapath`).
 //!
 //! Output goes to `<dir>/node<i>/log/agent.log`. The agent takes no pidfile argument, so
 //! its record is recognised by its `--state-dir` ([`DaemonRecord::ident`]).
@@ -95,8 +98,34 @@ pub fn agent_args(layout: &Layout, node: &NodeState, shim: Option<&Path>) -> Vec
         a.extend(["--cni-shim".into(), s(shim.to_path_buf())]);
     }
     a.extend(["--state-dir".into(), s(layout.node_agent_state(i))]);
+    a.extend([
+        "--vswitchd-ctl".into(),
+        s(node.dir.join("run/ovs-vswitchd.ctl")),
+    ]);
+    if node.datapath.is_some() {
+        a.extend([
+            "--datapath-config".into(),
+            s(node.dir.join("datapath.yaml")),
+        ]);
+        match find_bin(ZOVN_BIN, ZOVN_BIN_ENV) {
+            Ok(zovn) => a.extend([
+                "--vswitchd-restart-cmd".into(),
+                format!(
+                    "{} lab restart-vswitchd --dir {} --node {i}",
+                    zovn.display(),
+                    layout.dir.display()
+                ),
+            ]),
+            Err(e) => tracing::warn!(error = %e, "agents get no --vswitchd-restart-cmd"),
+        }
+    }
     a
 }
+
+/// The lab CLI's name (the agents' restart command runs it).
+pub const ZOVN_BIN: &str = "zovn";
+/// Environment variable naming the lab CLI binary.
+pub const ZOVN_BIN_ENV: &str = "ZOVN_BIN";
 
 /// Starts the agent of `node` and waits (bounded) until its CNI socket exists. An agent
 /// that exits is an error (with its log); one that is alive but has no socket after

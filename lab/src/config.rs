@@ -70,7 +70,16 @@ pub struct LabConfig {
     pub raft: bool,
     pub dpdk: Dpdk,
     pub encap: Encap,
+    /// Datapaths the node agents manage (`auto|dpdk|afxdp|kernel`): empty = the agents
+    /// get no datapath config (kernel ports; `dpdk` above then sets DPDK up by hand); one
+    /// value = every node; else one per node. Nodes on `dpdk`/`auto` run the DPDK build
+    /// of ovs-vswitchd and the agent initialises DPDK itself.
+    #[serde(default)]
+    pub datapath: Vec<String>,
 }
+
+/// The datapath values `LabConfig::datapath` accepts.
+pub const DATAPATHS: &[&str] = &["auto", "dpdk", "afxdp", "kernel"];
 
 impl LabConfig {
     /// A single-node, standalone, Geneve, non-DPDK lab.
@@ -82,7 +91,22 @@ impl LabConfig {
             raft: false,
             dpdk: Dpdk::Off,
             encap: Encap::Geneve,
+            datapath: Vec::new(),
         }
+    }
+
+    /// The datapath node `i` (1-based) is configured with, if any.
+    pub fn datapath_of(&self, i: usize) -> Option<String> {
+        match self.datapath.len() {
+            0 => None,
+            1 => Some(self.datapath[0].clone()),
+            _ => self.datapath.get(i.wrapping_sub(1)).cloned(),
+        }
+    }
+
+    /// Whether node `i` runs the DPDK build of ovs-vswitchd.
+    pub fn dpdk_build(&self, i: usize) -> bool {
+        self.dpdk.node(i) || matches!(self.datapath_of(i).as_deref(), Some("dpdk" | "auto"))
     }
 
     /// Checks prefix, node count and DPDK node indices.
@@ -99,6 +123,23 @@ impl LabConfig {
         {
             return Err(LabError::Invalid(format!(
                 "dpdk node {bad} is not in 1..={}",
+                self.nodes
+            )));
+        }
+        if let Some(bad) = self
+            .datapath
+            .iter()
+            .find(|d| !DATAPATHS.contains(&d.as_str()))
+        {
+            return Err(LabError::Invalid(format!(
+                "datapath {bad:?} is not one of {}",
+                DATAPATHS.join(", ")
+            )));
+        }
+        if self.datapath.len() > 1 && self.datapath.len() != self.nodes {
+            return Err(LabError::Invalid(format!(
+                "{} datapaths given for {} nodes: give one for all or one per node",
+                self.datapath.len(),
                 self.nodes
             )));
         }
@@ -135,6 +176,14 @@ mod tests {
         c.dpdk = Dpdk::Nodes(vec![3]);
         assert!(c.validate().is_err());
         c.dpdk = Dpdk::Off;
+        c.datapath = vec!["turbo".into()];
+        assert!(c.validate().unwrap_err().to_string().contains("\"turbo\""));
+        c.datapath = vec!["dpdk".into(), "kernel".into(), "afxdp".into()];
+        assert!(c.validate().is_err(), "3 datapaths for 2 nodes");
+        c.datapath = vec!["dpdk".into(), "kernel".into()];
+        assert!(c.validate().is_ok());
+        assert_eq!(c.datapath_of(2).as_deref(), Some("kernel"));
+        assert!(c.dpdk_build(1) && !c.dpdk_build(2));
         c.dir = "rel".into();
         assert!(c.validate().is_err());
     }

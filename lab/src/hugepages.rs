@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use serde::{Deserialize, Serialize};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::error::{LabError, Result};
 
@@ -67,7 +67,19 @@ pub fn ensure(mount_dir: &Path, change: &mut HugepageChange) -> Result<()> {
     if before < MIN_PAGES_2M {
         change.pages = Some((before, MIN_PAGES_2M));
         set_nr_pages_2m(MIN_PAGES_2M)?;
-        let now = nr_pages_2m()?;
+        let mut now = nr_pages_2m()?;
+        if now < MIN_PAGES_2M {
+            // memory full of page cache is fragmented: free clean cache, compact, retry
+            warn!(
+                now,
+                want = MIN_PAGES_2M,
+                "short of 2 MiB pages: dropping clean page cache and compacting"
+            );
+            let _ = std::fs::write("/proc/sys/vm/drop_caches", "1\n");
+            let _ = std::fs::write("/proc/sys/vm/compact_memory", "1\n");
+            set_nr_pages_2m(MIN_PAGES_2M)?;
+            now = nr_pages_2m()?;
+        }
         if now < MIN_PAGES_2M {
             return Err(LabError::Invalid(format!(
                 "asked the kernel for {MIN_PAGES_2M} 2 MiB hugepages, got {now}"

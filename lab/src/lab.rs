@@ -131,7 +131,7 @@ impl Lab {
         }
         lab.save()?;
         // any error below: Drop tears down what the manifest recorded
-        if cfg.dpdk.any(cfg.nodes) {
+        if (1..=cfg.nodes).any(|i| cfg.dpdk_build(i)) {
             let r = hugepages::ensure(&lab.layout.hugepages(), &mut lab.manifest.hugepages);
             lab.save()?;
             r?;
@@ -172,7 +172,8 @@ impl Lab {
                 layout: &layout,
                 sb_remote: &sb_remote,
                 encap: cfg.encap,
-                dpdk: cfg.dpdk.node(i),
+                dpdk: cfg.dpdk_build(i),
+                datapath: cfg.datapath_of(i),
             };
             let mut st = node::initial_state(&spec);
             lab.add_netns(&st.netns)?;
@@ -181,12 +182,15 @@ impl Lab {
             lab.save()?;
             r?;
             let label = format!(
-                "node{i} up ({})",
-                if cfg.dpdk.node(i) {
+                "node{i} up ({}{})",
+                if cfg.dpdk_build(i) {
                     "ovs-vswitchd-dpdk"
                 } else {
                     "ovs-vswitchd"
-                }
+                },
+                cfg.datapath_of(i)
+                    .map(|d| format!(", agent datapath {d}"))
+                    .unwrap_or_default()
             );
             let took = step(&label, &mut progress);
             lab.manifest.timings.nodes.push(took);
@@ -436,9 +440,21 @@ impl Lab {
     /// database, run directory and control socket; the manifest records the new pid.
     /// For restart tests: the node agent and ovn-controller must recover on their own.
     pub fn restart_vswitchd(&mut self, i: usize) -> Result<DaemonRecord> {
+        self.restart_vswitchd_with(i, true)
+    }
+
+    /// Stops node `i`'s ovs-vswitchd cleanly (SIGTERM) and starts it again: what an
+    /// operator's restart does (`zovn lab restart-vswitchd`, the agents'
+    /// `--vswitchd-restart-cmd` in the lab). The running instance is found by its
+    /// pidfile, so a restart done by another process since this `Lab` was opened counts.
+    pub fn restart_vswitchd_clean(&mut self, i: usize) -> Result<DaemonRecord> {
+        self.restart_vswitchd_with(i, false)
+    }
+
+    fn restart_vswitchd_with(&mut self, i: usize, crash: bool) -> Result<DaemonRecord> {
         let name = format!("node{i}/ovs-vswitchd");
         let node = self.node(i)?.clone();
-        let old = node
+        let mut old = node
             .daemons
             .iter()
             .find(|d| d.name == name)
@@ -448,7 +464,16 @@ impl Lab {
                 program: crate::node::VSWITCHD.into(),
                 detail: "not recorded in the manifest".into(),
             })?;
-        crate::process::kill9(&old)?;
+        if let Ok(pid) = crate::process::read_pidfile(&old.pidfile) {
+            old.pid = pid;
+        }
+        if old.is_alive() {
+            if crash {
+                crate::process::kill9(&old)?;
+            } else {
+                crate::process::stop_daemon(&old)?;
+            }
+        }
         let spec =
             crate::node::vswitchd_spec(i, &node.dir, &node.netns, &node.db_remote, node.dpdk);
         let rec = crate::process::start_daemon(&spec)?;

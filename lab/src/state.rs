@@ -127,7 +127,11 @@ pub struct NodeState {
     pub db_remote: String,
     /// Tunnel endpoint IP on br-phy.
     pub encap_ip: String,
+    /// Runs the DPDK build of ovs-vswitchd.
     pub dpdk: bool,
+    /// The datapath its agent is configured with (`None`: no datapath config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datapath: Option<String>,
     /// Started daemons in start order (ovsdb-server, ovs-vswitchd, ovn-controller).
     pub daemons: Vec<DaemonRecord>,
 }
@@ -339,6 +343,7 @@ mod tests {
             db_remote: "unix:/tmp/lab/node1/run/db.sock".into(),
             encap_ip: "172.16.0.1".into(),
             dpdk: false,
+            datapath: None,
             daemons: vec![rec("a", 10), rec("b", 11)],
         });
         m.record_netns("labul");

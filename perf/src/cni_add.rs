@@ -423,6 +423,7 @@ impl Bench {
             nodes: 1,
             raft: false,
             dpdk: Dpdk::Off,
+            datapath: Vec::new(),
             encap: Encap::Geneve,
         })
         .context("lab up")?;

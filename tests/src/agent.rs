@@ -64,6 +64,7 @@ impl AgentLab {
             nodes: 2,
             raft: false,
             dpdk: Dpdk::Off,
+            datapath: Vec::new(),
             encap: Encap::Geneve,
         })
         .expect("lab up");

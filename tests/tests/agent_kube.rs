@@ -212,6 +212,7 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
         nodes: 2,
         raft: false,
         dpdk: Dpdk::Off,
+        datapath: Vec::new(),
         encap: Encap::Geneve,
     })
     .expect("lab up");

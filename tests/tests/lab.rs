@@ -106,6 +106,7 @@ fn lab_config(dir: &Path, prefix: &str, nodes: usize) -> LabConfig {
         nodes,
         raft: false,
         dpdk: Dpdk::Off,
+        datapath: Vec::new(),
         encap: Encap::Geneve,
     }
 }

@@ -166,6 +166,7 @@ fn lab_apply_examples_restart_and_delete() {
         nodes: 2,
         raft: false,
         dpdk: Dpdk::Off,
+        datapath: Vec::new(),
         encap: Encap::Geneve,
     };
     let mut lab = Lab::up(cfg).expect("lab up");

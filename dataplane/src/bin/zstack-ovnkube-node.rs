@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use dataplane::agent::{Agent, AgentConfig};
+use dataplane::datapath::DatapathConfig;
+use dataplane::datapath::manager::ManagerConfig;
 use dataplane::metrics::Metrics;
 use dataplane::ovs::{OvnConfig, Ovs};
 use dataplane::state::StateStore;
@@ -58,6 +60,18 @@ struct Args {
     /// Prometheus `/metrics` listen address (port 0: any).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
+    /// The node's datapath configuration (YAML/JSON; see the README "Datapath" section).
+    /// The Node annotation network.zstack.io/datapath-config overrides keys per node.
+    #[arg(long, env = "ZSTACK_OVN_DATAPATH_CONFIG")]
+    datapath_config: Option<PathBuf>,
+    /// The ovs-vswitchd unixctl socket (PMD statistics).
+    #[arg(long)]
+    vswitchd_ctl: Option<PathBuf>,
+    /// Shell command that restarts ovs-vswitchd, run when a start-time setting (DPDK
+    /// memory, lcores, EAL args, TSO, hw-offload) changed or DPDK must be retried.
+    /// Without it such changes are reported as restartRequired.
+    #[arg(long)]
+    vswitchd_restart_cmd: Option<String>,
 }
 
 /// Fallback when the tunnel endpoint is not known yet: right for Geneve on 1500 bytes.
@@ -141,12 +155,42 @@ async fn main() -> anyhow::Result<()> {
     let state = StateStore::open(Some(&args.state_dir))
         .with_context(|| format!("state dir {}", args.state_dir.display()))?;
     let metrics = Arc::new(Metrics::new());
+    let (base, base_errors) = match &args.datapath_config {
+        None => (DatapathConfig::default(), vec![]),
+        Some(p) => match DatapathConfig::load(p) {
+            Ok(c) => (c, vec![]),
+            // the node keeps a working datapath: defaults, and the error in the status
+            Err(e) => {
+                tracing::error!(error = %e, "datapath config unreadable: using defaults");
+                (
+                    DatapathConfig::default(),
+                    vec![format!("{e}: using defaults")],
+                )
+            }
+        },
+    };
+    let tunnels = ovn.is_some() || {
+        let ovs_ref = &ovs;
+        ovs_ref.replica().read(|v| {
+            v.rows("Open_vSwitch")
+                .next()
+                .is_some_and(|r| r.map_get("external_ids", "ovn-encap-type").is_some())
+        })
+    };
     let agent = Arc::new(Agent::new(
         AgentConfig {
             node_name: args.node_name.clone(),
             mtu,
             ovn,
             refresh: Duration::from_secs(5),
+            datapath: ManagerConfig {
+                base,
+                base_errors,
+                restart_cmd: args.vswitchd_restart_cmd.clone(),
+                tunnels,
+                sys_root: "/".into(),
+            },
+            vswitchd_ctl: args.vswitchd_ctl.clone(),
         },
         ovs,
         pods,
@@ -155,6 +199,10 @@ async fn main() -> anyhow::Result<()> {
     ));
 
     agent.setup_node().await.context("node setup")?;
+    let dp = agent.datapath_pass().await;
+    tracing::info!(datapath = %dp.status.datapath, reason = %dp.status.reason, "node datapath");
+    // the datapath config's MTU wins over the derived one
+    let mtu = agent.datapath.decision().and_then(|d| d.mtu).unwrap_or(mtu);
     if let Err(e) = agent.ensure_mgmt().await {
         // the controller may not have annotated the node yet: the watch retries
         tracing::warn!(error = %e, "management port not configured yet");

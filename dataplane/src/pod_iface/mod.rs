@@ -64,6 +64,8 @@ pub struct PodInterfaceSpec {
     /// Turn tx checksum offload off on the pod end (needed behind the OVS userspace
     /// datapath). `false` leaves the kernel default alone (and [`check`] ignores it).
     pub tx_checksum_offload_off: bool,
+    /// Rx/tx queues of the veth (an AF_XDP port polls one per queue). 1 = default.
+    pub queues: u32,
 }
 
 /// The result of [`setup`].
@@ -353,19 +355,21 @@ pub fn setup(spec: &PodInterfaceSpec) -> Result<PodInterface, PlumbError> {
         {
             let host_ifname = host_ifname.clone();
             let ifname = spec.ifname.clone();
-            let (mtu, mac) = (spec.mtu, spec.mac);
+            let (mtu, mac, queues) = (spec.mtu, spec.mac, spec.queues);
             let where_ = spec.pod_netns();
             netns::run_in_netns(host_ns, move |h| async move {
                 if create {
-                    let peer = LinkUnspec::new_with_name(&ifname)
+                    let mut peer = LinkUnspec::new_with_name(&ifname)
                         .setns_by_fd(pod_fd.as_raw_fd())
                         .mtu(mtu)
                         .address(mac.to_vec())
                         .build();
-                    let msg = LinkVeth::new(&host_ifname, &ifname)
+                    nl::set_queues(&mut peer, queues);
+                    let mut msg = LinkVeth::new(&host_ifname, &ifname)
                         .mtu(mtu)
                         .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
                         .build();
+                    nl::set_queues(&mut msg, queues);
                     h.link().add(msg).execute().await.step(|| {
                         format!("create veth pair {host_ifname} / {ifname} (in {where_})")
                     })?;
@@ -793,6 +797,7 @@ mod tests {
             routes: vec![("10.96.0.0/12".parse().unwrap(), None)],
             mtu: 1400,
             tx_checksum_offload_off: true,
+            queues: 1,
         }
     }
 

@@ -230,3 +230,12 @@ pub(crate) async fn main_routes(h: &Handle, v6: bool) -> Result<Vec<Route>, rtne
     }
     Ok(out)
 }
+
+/// Asks for `queues` rx and tx queues on a link being created (nothing for 1, the
+/// default).
+pub fn set_queues(msg: &mut LinkMessage, queues: u32) {
+    if queues > 1 {
+        msg.attributes.push(LinkAttribute::NumRxQueues(queues));
+        msg.attributes.push(LinkAttribute::NumTxQueues(queues));
+    }
+}

@@ -110,6 +110,14 @@ impl ApiClient {
 
     /// Waits until the controller has caught up (see [`super::progress`]); returns what
     /// is still pending when `timeout` ran out (empty: settled).
+    /// The events node agents recorded, oldest first.
+    pub fn events(&mut self) -> anyhow::Result<Vec<Value>> {
+        match self.request(&Request::Events, Duration::from_secs(10))? {
+            Response::Objects { items } => Ok(items),
+            other => anyhow::bail!("unexpected answer to events: {other:?}"),
+        }
+    }
+
     pub fn wait(&mut self, timeout: Duration) -> anyhow::Result<Vec<String>> {
         let req = Request::Wait {
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),

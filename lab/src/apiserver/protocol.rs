@@ -13,6 +13,9 @@
 //! ← {"result":"deleted","changes":[{"object":"pod/default/web","action":"deleted"}]}
 //! → {"op":"get","kind":"Subnet"}
 //! ← {"result":"objects","items":[{"apiVersion":"network.zstack.io/v1","kind":"Subnet",...}]}
+//! → {"op":"annotatenode","name":"zovn-node1","annotations":{"network.zstack.io/datapath-status":"{...}"}}
+//! → {"op":"event","event":{"kind":"Event","involvedObject":{"kind":"Node","name":"zovn-node1"},...}}
+//! → {"op":"events"}
 //! → {"op":"wait","timeout_ms":30000}
 //! ← {"result":"waited","done":true,"pending":[]}
 //! ← {"result":"error","message":"pod demo/web: node \"node7\" is not a lab node (...)"}
@@ -37,7 +40,21 @@ pub enum Request {
     Get { kind: ResourceKind },
     /// Until the controller has caught up with every object (bounded by `timeout_ms`).
     Wait { timeout_ms: u64 },
+    /// Merge annotations into a Node (what a node agent does with its status); answered
+    /// with [`Response::Applied`].
+    #[serde(rename = "annotatenode")]
+    AnnotateNode {
+        name: String,
+        annotations: std::collections::BTreeMap<String, String>,
+    },
+    /// Record a `v1` Event (kept in memory, the last [`MAX_EVENTS`]).
+    Event { event: Value },
+    /// The recorded events, oldest first ([`Response::Objects`]).
+    Events,
 }
+
+/// How many events the store keeps.
+pub const MAX_EVENTS: usize = 1000;
 
 /// A response line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,6 +95,7 @@ pub enum ResourceKind {
     Service,
     /// Produced by the lab from Services and Pods (read-only).
     EndpointSlice,
+    NetworkPolicy,
 }
 
 impl ResourceKind {
@@ -89,6 +107,7 @@ impl ResourceKind {
             ResourceKind::Pod => "pod",
             ResourceKind::Node => "node",
             ResourceKind::Service => "service",
+            ResourceKind::NetworkPolicy => "networkpolicy",
             ResourceKind::EndpointSlice => "endpointslice",
         }
     }

@@ -61,6 +61,7 @@ pub fn serve(dir: &Path, pidfile: &Path) -> anyhow::Result<()> {
 }
 
 struct Ctx {
+    events: std::sync::Mutex<std::collections::VecDeque<serde_json::Value>>,
     store: Arc<LabStore>,
     runtime: Arc<PodRuntime>,
     persister: Arc<Persister>,
@@ -124,6 +125,7 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
     let sock = layout.api_socket();
     let listener = bind(&sock)?;
     let ctx = Arc::new(Ctx {
+        events: Default::default(),
         store: store.clone(),
         runtime,
         persister: persister.clone(),
@@ -270,6 +272,52 @@ async fn handle(req: Request, ctx: &Ctx) -> Response {
             }
             Response::Objects { items }
         }
+        Request::AnnotateNode { name, annotations } => {
+            if !ctx.store.nodes().iter().any(|n| n.name == name) {
+                return Response::Error {
+                    message: format!("node {name:?} is not a lab node"),
+                };
+            }
+            use control::source::Writer;
+            match ctx.store.memory().annotate_node(&name, &annotations).await {
+                Ok(()) => {
+                    save(ctx);
+                    Response::Applied {
+                        changes: vec![super::protocol::Change {
+                            object: format!("node/{name}"),
+                            action: super::protocol::Action::Configured,
+                        }],
+                    }
+                }
+                Err(e) => Response::Error {
+                    message: e.to_string(),
+                },
+            }
+        }
+        Request::Event { event } => {
+            if event["reason"].as_str().is_none()
+                || event["involvedObject"]["name"].as_str().is_none()
+            {
+                return Response::Error {
+                    message: "an event needs reason and involvedObject.name".into(),
+                };
+            }
+            let mut ev = ctx.events.lock().unwrap_or_else(|e| e.into_inner());
+            ev.push_back(event);
+            while ev.len() > super::protocol::MAX_EVENTS {
+                ev.pop_front();
+            }
+            Response::Applied { changes: vec![] }
+        }
+        Request::Events => Response::Objects {
+            items: ctx
+                .events
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned()
+                .collect(),
+        },
         Request::Wait { timeout_ms } => {
             let t0 = Instant::now();
             let timeout = Duration::from_millis(timeout_ms);

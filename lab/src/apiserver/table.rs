@@ -56,8 +56,17 @@ pub fn rows(kind: ResourceKind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<
                 .collect(),
         ),
         ResourceKind::Service | ResourceKind::EndpointSlice => super::services::table(kind, items),
+        ResourceKind::NetworkPolicy => super::netpol::table(items),
         ResourceKind::Node => (
-            vec!["NAME", "INTERNAL-IP"],
+            vec![
+                "NAME",
+                "INTERNAL-IP",
+                "DATAPATH",
+                "DPDK",
+                "PMD-CPUS",
+                "HUGEPAGES",
+                "REASON",
+            ],
             typed::<Node>(items)
                 .iter()
                 .map(|n| {
@@ -67,11 +76,54 @@ pub fn rows(kind: ResourceKind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<
                         .flat_map(|s| s.addresses.iter().flatten())
                         .map(|a| a.address.clone())
                         .collect();
-                    vec![n.metadata.name.clone().unwrap_or_default(), ips.join(",")]
+                    let mut row = vec![n.metadata.name.clone().unwrap_or_default(), ips.join(",")];
+                    row.extend(datapath_columns(
+                        n.metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(DATAPATH_STATUS)),
+                    ));
+                    row
                 })
                 .collect(),
         ),
     }
+}
+
+/// The node agent's datapath report on a Node (JSON; see the dataplane crate).
+pub const DATAPATH_STATUS: &str = "network.zstack.io/datapath-status";
+
+/// DATAPATH, DPDK, PMD-CPUS, HUGEPAGES, REASON from the agent's report (`-` without one).
+fn datapath_columns(status: Option<&String>) -> Vec<String> {
+    let Some(v) = status.and_then(|s| serde_json::from_str::<Value>(s).ok()) else {
+        return vec!["-".into(); 5];
+    };
+    let text = |k: &str| v[k].as_str().map(dash).unwrap_or_else(|| "-".into());
+    let mut reason = text("reason");
+    let errors = v["errors"].as_array().map_or(0, Vec::len);
+    if errors > 0 {
+        reason = format!(
+            "{reason} ({errors} config error{})",
+            if errors == 1 { "" } else { "s" }
+        );
+    }
+    let hp = &v["hugepages"];
+    vec![
+        text("datapath"),
+        match v["dpdkInitialized"].as_bool() {
+            Some(true) => "initialized".into(),
+            Some(false) => "no".into(),
+            None => "-".into(),
+        },
+        text("pmdCpus"),
+        format!(
+            "{}/{} free ({})",
+            hp["free"].as_u64().unwrap_or(0),
+            hp["total"].as_u64().unwrap_or(0),
+            hp["size"].as_str().unwrap_or("?")
+        ),
+        reason,
+    ]
 }
 
 fn typed<T: DeserializeOwned>(items: &[Value]) -> Vec<T> {

@@ -45,6 +45,10 @@ pub enum LabCommand {
     Probe(ProbeArgs),
     /// Datapath counters per node: PMD threads, rx queue usage, the agent's ports.
     Stats(crate::stats::StatsArgs),
+    /// Restart node N's ovs-vswitchd (what a node agent runs when a start-time datapath
+    /// setting changed: `--vswitchd-restart-cmd`).
+    #[command(hide = true)]
+    RestartVswitchd(RestartVswitchdArgs),
     /// A pod's responder (started by the pod runtime inside the pod netns): TCP answers
     /// with the pod name and closes, UDP echoes the pod name.
     #[command(hide = true)]
@@ -114,15 +118,30 @@ pub struct UpArgs {
     /// 3-member Raft clusters for NB and SB.
     #[arg(long)]
     pub raft: bool,
-    /// Use ovs-vswitchd-dpdk on every node (sets up hugepages if needed).
+    /// Use ovs-vswitchd-dpdk on every node with DPDK set up by the lab itself (the
+    /// hand-made baseline; sets up hugepages if needed).
     #[arg(long)]
     pub dpdk: bool,
+    /// Datapath the node agents manage: one value for every node or one per node, comma
+    /// separated (auto, dpdk, afxdp, kernel), e.g. `--datapath dpdk,kernel`. dpdk/auto
+    /// nodes run ovs-vswitchd-dpdk and their agent initialises DPDK.
+    #[arg(long, value_delimiter = ',')]
+    pub datapath: Vec<String>,
     /// Tunnel encapsulation.
     #[arg(long, value_enum, default_value = "geneve")]
     pub encap: EncapArg,
     /// Prefix of every netns/interface name (1-8 chars [a-z0-9]).
     #[arg(long, default_value = "zovn")]
     pub prefix: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RestartVswitchdArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The node (1-based).
+    #[arg(long)]
+    pub node: usize,
 }
 
 #[derive(Debug, Args)]
@@ -173,6 +192,14 @@ pub enum GetKind {
     Namespaces,
     #[value(name = "nodes", alias = "node", alias = "no")]
     Nodes,
+    #[value(name = "services", alias = "service", alias = "svc")]
+    Services,
+    /// Produced by the lab from Services and Pods.
+    #[value(name = "endpointslices", alias = "endpointslice", alias = "eps")]
+    EndpointSlices,
+    /// Events the node agents recorded (datapath decisions, fallbacks, config errors).
+    #[value(name = "events", alias = "event", alias = "ev")]
+    Events,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -1,7 +1,8 @@
 //! `zovn`: the lab / perf / diagnose CLI.
 //!
 //! ```text
-//! zovn lab up [--nodes N] [--raft] [--dpdk] [--encap geneve|vxlan] [--prefix P] [--dir DIR]
+//! zovn lab up [--nodes N] [--raft] [--dpdk | --datapath auto|dpdk|afxdp|kernel[,...]]
+//!              [--encap geneve|vxlan] [--prefix P] [--dir DIR]
 //! zovn lab status [--dir DIR]
 //! zovn lab down [--keep-files] [--dir DIR]
 //! zovn lab apply -f FILE|DIR [-f ...] [--wait [--timeout S]] [--dir DIR]
@@ -70,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             LabCommand::Probe(a) => pods::probe(a),
             LabCommand::Responder(a) => pods::responder(a),
             LabCommand::Stats(a) => stats::run(a),
+            LabCommand::RestartVswitchd(a) => up::restart_vswitchd(a),
         },
     }
 }

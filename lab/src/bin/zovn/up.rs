@@ -20,6 +20,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         nodes: a.nodes,
         raft: a.raft,
         dpdk: Dpdk::from(a.dpdk),
+        datapath: a.datapath.clone(),
         encap: match a.encap {
             EncapArg::Geneve => Encap::Geneve,
             EncapArg::Vxlan => Encap::Vxlan,
@@ -147,4 +148,15 @@ pub fn absolute(p: PathBuf) -> anyhow::Result<PathBuf> {
     Ok(std::env::current_dir()
         .context("current directory")?
         .join(p))
+}
+
+/// `zovn lab restart-vswitchd --node N`: the node agent's restart command in the lab.
+pub fn restart_vswitchd(a: crate::args::RestartVswitchdArgs) -> anyhow::Result<()> {
+    let dir = absolute(a.dir.dir)?;
+    let mut lab = Lab::open(&dir).with_context(|| format!("open the lab in {}", dir.display()))?;
+    let rec = lab
+        .restart_vswitchd_clean(a.node)
+        .with_context(|| format!("restart ovs-vswitchd of node {}", a.node))?;
+    println!("node{}: ovs-vswitchd restarted, pid {}", a.node, rec.pid);
+    Ok(())
 }

@@ -1,0 +1,256 @@
+//! The node's datapath configuration, as an operator writes it.
+//!
+//! Where it comes from, lowest priority first:
+//! 1. built-in defaults (this file's `Default`s);
+//! 2. the agent's config file (`--datapath-config FILE`, YAML or JSON; the Helm chart
+//!    renders it per node pool from `datapath:` values);
+//! 3. the Node annotation [`CONFIG_ANNOTATION`] (a JSON object with any subset of the same
+//!    keys) for one node.
+//!
+//! Every key is optional. A key with a bad value is reported (see
+//! [`crate::datapath::decide`]) and its default used instead; a bad annotation as a whole
+//! (not JSON) is reported and ignored. The agent never stops over a bad configuration: the
+//! node keeps a working datapath.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Node annotation overriding the agent's datapath configuration for one node.
+pub const CONFIG_ANNOTATION: &str = "network.zstack.io/datapath-config";
+
+/// Hugepage request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HugepagesConfig {
+    /// `2Mi` (default) or `1Gi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// Pages the node should have; default: enough for `socketMem`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Allocate missing pages (`/sys/kernel/mm/hugepages/.../nr_hugepages`) when fewer
+    /// are free than needed. Default false: the agent only checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocate: Option<bool>,
+}
+
+/// AF_XDP port settings (veth pods on a userspace datapath).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AfxdpConfig {
+    /// `n_rxq` of each pod port (the veth is created with as many queues). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u32>,
+    /// `xdp-mode`: `native` (default), `generic` or `best-effort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// Everything an operator can set. Field names are the YAML/JSON keys (camelCase).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DatapathConfig {
+    /// `auto` (default: dpdk when possible, else afxdp, else kernel), `dpdk`, `afxdp`,
+    /// `kernel`. A named datapath that cannot run falls back along dpdk → afxdp → kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datapath: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<HugepagesConfig>,
+    /// `dpdk-socket-mem` in MiB per NUMA node (index = NUMA id). Default: 256 on the NUMA
+    /// node of `nic` (or 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_mem: Option<Vec<u32>>,
+    /// `dpdk-socket-limit` in MiB per NUMA node. Default: twice `socketMem`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_limit: Option<Vec<u32>>,
+    /// PMD CPUs as a cpulist (`"2,4-5"`). Default: derived from `pmdCount`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmd_cpus: Option<String>,
+    /// How many PMD CPUs to derive (highest-numbered usable CPUs on the NIC's NUMA node,
+    /// excluding `reservedCpus` and CPU 0). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmd_count: Option<u32>,
+    /// The NIC whose NUMA node PMDs and socket memory should be on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
+    /// CPUs reserved for kubelet/system (`--reserved-cpus`), never used for PMDs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_cpus: Option<String>,
+    /// Allow CPU 0 as a PMD CPU (never chosen otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_cpu0: Option<bool>,
+    /// `dpdk-lcore-mask` (hex). Default: the lowest usable CPU that is not a PMD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lcore_mask: Option<String>,
+    /// `pmd-rxq-assign`: `cycles`, `roundrobin` or `group`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmd_rxq_assign: Option<String>,
+    /// `pmd-rxq-affinity` for every pod port (`"0:3,1:7"`: queue 0 on CPU 3...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmd_rxq_affinity: Option<String>,
+    /// `pmd-auto-lb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmd_auto_lb: Option<bool>,
+    /// `pmd-maxsleep` in µs (0–10000): idle PMDs sleep, giving the core back (costs latency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmd_max_sleep: Option<u32>,
+    /// `userspace-tso-enable`: `auto` (default: off on a node with a tunnel, because OVS
+    /// 3.1 drops offloaded packets sent into tunnels and into vhost ports without csum),
+    /// `on`, `off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub userspace_tso: Option<String>,
+    /// `hw-offload`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_offload: Option<bool>,
+    /// Pod MTU (overrides the one derived from the tunnel underlay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Extra EAL arguments (`dpdk-extra`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_eal_args: Option<String>,
+    /// Pass `--no-pci` to DPDK (default true: the agent binds no PCI device; a NIC DPDK
+    /// should probe must be listed with `extraEalArgs: "-a 0000:03:00.0"` and `noPci: false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_pci: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub afxdp: Option<AfxdpConfig>,
+}
+
+/// Why a configuration could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("datapath config {source_name}: {detail}")]
+    Parse { source_name: String, detail: String },
+    #[error("datapath config {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl DatapathConfig {
+    /// Parses YAML or JSON (JSON is YAML). `source_name` names it in errors.
+    pub fn parse(text: &str, source_name: &str) -> Result<DatapathConfig, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(DatapathConfig::default());
+        }
+        serde_norway::from_str(text).map_err(|e| ConfigError::Parse {
+            source_name: source_name.to_string(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Reads a config file.
+    pub fn load(path: &std::path::Path) -> Result<DatapathConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        DatapathConfig::parse(&text, &path.display().to_string())
+    }
+
+    /// The node annotation's override (JSON), if present. A bad annotation is an error the
+    /// caller reports (and then ignores the annotation).
+    pub fn from_annotations(
+        ann: &BTreeMap<String, String>,
+    ) -> Option<Result<DatapathConfig, ConfigError>> {
+        let text = ann.get(CONFIG_ANNOTATION)?;
+        Some(serde_json::from_str(text).map_err(|e| ConfigError::Parse {
+            source_name: format!("annotation {CONFIG_ANNOTATION}"),
+            detail: e.to_string(),
+        }))
+    }
+
+    /// `self` with every key `over` sets replaced by `over`'s value.
+    pub fn overlay(&self, over: &DatapathConfig) -> DatapathConfig {
+        macro_rules! pick {
+            ($($f:ident),*) => { DatapathConfig { $($f: over.$f.clone().or_else(|| self.$f.clone()),)* } };
+        }
+        let mut merged = pick!(
+            datapath,
+            hugepages,
+            socket_mem,
+            socket_limit,
+            pmd_cpus,
+            pmd_count,
+            nic,
+            reserved_cpus,
+            allow_cpu0,
+            lcore_mask,
+            pmd_rxq_assign,
+            pmd_rxq_affinity,
+            pmd_auto_lb,
+            pmd_max_sleep,
+            userspace_tso,
+            hw_offload,
+            mtu,
+            extra_eal_args,
+            no_pci,
+            afxdp
+        );
+        // nested objects merge key by key
+        if let (Some(a), Some(b)) = (&self.hugepages, &over.hugepages) {
+            merged.hugepages = Some(HugepagesConfig {
+                size: b.size.clone().or_else(|| a.size.clone()),
+                count: b.count.or(a.count),
+                allocate: b.allocate.or(a.allocate),
+            });
+        }
+        if let (Some(a), Some(b)) = (&self.afxdp, &over.afxdp) {
+            merged.afxdp = Some(AfxdpConfig {
+                queues: b.queues.or(a.queues),
+                mode: b.mode.clone().or_else(|| a.mode.clone()),
+            });
+        }
+        merged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_and_json_parse_to_the_same() {
+        let y = "datapath: dpdk\nsocketMem: [512, 0]\npmdCpus: \"2-3\"\nhugepages:\n  size: 2Mi\n  count: 512\nafxdp:\n  queues: 2\n";
+        let j = r#"{"datapath":"dpdk","socketMem":[512,0],"pmdCpus":"2-3","hugepages":{"size":"2Mi","count":512},"afxdp":{"queues":2}}"#;
+        let a = DatapathConfig::parse(y, "y").unwrap();
+        let b = DatapathConfig::parse(j, "j").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.socket_mem, Some(vec![512, 0]));
+        assert_eq!(a.afxdp.unwrap().queues, Some(2));
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_it() {
+        let e = DatapathConfig::parse("pmdCpu: 3\n", "node.yaml").unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("node.yaml") && s.contains("pmdCpu"), "{s}");
+    }
+
+    #[test]
+    fn overlay_replaces_only_what_is_set() {
+        let base = DatapathConfig::parse(
+            "datapath: dpdk\npmdMaxSleep: 50\nhugepages: {size: 2Mi, count: 256}\n",
+            "b",
+        )
+        .unwrap();
+        let over =
+            DatapathConfig::parse(r#"{"datapath":"afxdp","hugepages":{"count":64}}"#, "o").unwrap();
+        let m = base.overlay(&over);
+        assert_eq!(m.datapath.as_deref(), Some("afxdp"));
+        assert_eq!(m.pmd_max_sleep, Some(50));
+        let h = m.hugepages.unwrap();
+        assert_eq!((h.size.as_deref(), h.count), (Some("2Mi"), Some(64)));
+    }
+
+    #[test]
+    fn annotation_override_bad_json_is_reported() {
+        let ann = BTreeMap::from([(CONFIG_ANNOTATION.to_string(), "{datapath: x".to_string())]);
+        let e = DatapathConfig::from_annotations(&ann).unwrap().unwrap_err();
+        assert!(e.to_string().contains(CONFIG_ANNOTATION));
+        assert!(DatapathConfig::from_annotations(&BTreeMap::new()).is_none());
+    }
+}

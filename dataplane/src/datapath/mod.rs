@@ -1,0 +1,28 @@
+//! The node's datapath: which one runs (dpdk → afxdp → kernel), how OVS is tuned for it,
+//! and what the agent tells the operator about it.
+//!
+//! - [`config`]: what the operator asks for (agent config file, Node annotation override);
+//! - [`probe`]: what the node has (CPUs, hugepages, XDP sockets, the ovs-vswitchd build);
+//! - [`decide`]: the decision, pure;
+//! - [`apply`]: writing `Open_vSwitch.other_config`, allocating hugepages, restarting
+//!   ovs-vswitchd when a start-time setting changed, waiting for DPDK;
+//! - [`status`]: the report (Node annotation, events, metrics);
+//! - [`manager`]: the loop that re-decides when the node or the configuration changes.
+
+pub mod apply;
+pub mod config;
+pub mod cpus;
+pub mod decide;
+pub mod manager;
+pub mod probe;
+pub mod status;
+
+pub use config::DatapathConfig;
+pub use decide::{Datapath, Decision};
+pub use manager::DatapathManager;
+pub use status::DatapathStatus;
+
+/// Pod annotation: the datapath a pod asks for (`afxdp` or `kernel`); absent = the node's.
+pub const POD_DATAPATH_ANNOTATION: &str = "network.zstack.io/datapath";
+/// Node annotation the agent writes: [`DatapathStatus`] as JSON.
+pub const STATUS_ANNOTATION: &str = "network.zstack.io/datapath-status";
