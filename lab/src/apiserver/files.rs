@@ -176,6 +176,10 @@ fn parse_yaml_doc(
         ResourceKind::Pod => yaml_typed::<Pod>(doc).map(|o| LabObject::Pod(Box::new(o))),
         ResourceKind::Service => yaml_typed::<k8s_openapi::api::core::v1::Service>(doc)
             .map(|o| LabObject::Service(Box::new(o))),
+        ResourceKind::NetworkPolicy => {
+            yaml_typed::<k8s_openapi::api::networking::v1::NetworkPolicy>(doc)
+                .map(|o| LabObject::NetworkPolicy(Box::new(o)))
+        }
         ResourceKind::Node | ResourceKind::EndpointSlice => {
             // kind_of refuses Nodes; kept total for the compiler
             problems.push(format!(

@@ -20,6 +20,7 @@
 //! |---|---|
 //! | [`protocol`] | requests, responses, object references |
 //! | [`objects`] | the accepted kinds, their checks and normalisation |
+//! | [`netpol`] | NetworkPolicy objects: checks, apply/delete, `get` table |
 //! | [`files`] | YAML/JSON manifest files → objects, with file:line errors |
 //! | [`store`] | the objects: apply/delete/get semantics, node placement |
 //! | [`progress`] | what the controller has not caught up with (`wait`) |
@@ -36,6 +37,7 @@ pub mod client;
 pub mod endpoints;
 pub mod files;
 pub mod launch;
+pub mod netpol;
 pub mod objects;
 pub mod persist;
 pub mod progress;

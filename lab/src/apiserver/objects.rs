@@ -23,6 +23,7 @@ pub enum LabObject {
     Subnet(Box<Subnet>),
     Pod(Box<Pod>),
     Service(Box<Service>),
+    NetworkPolicy(Box<k8s_openapi::api::networking::v1::NetworkPolicy>),
 }
 
 /// Which supported kind a JSON/YAML object is, from its `apiVersion` and `kind`.
@@ -41,6 +42,7 @@ pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
         "Subnet" => (ResourceKind::Subnet, SUBNET_V1),
         "Pod" => (ResourceKind::Pod, CORE_V1),
         "Service" => (ResourceKind::Service, CORE_V1),
+        "NetworkPolicy" => (ResourceKind::NetworkPolicy, super::netpol::NETWORKING_V1),
         "EndpointSlice" => {
             return Err(
                 "kind EndpointSlice is not accepted: the lab produces EndpointSlices from \
@@ -94,6 +96,7 @@ impl LabObject {
             ResourceKind::Subnet => LabObject::Subnet(Box::new(decode(value)?)),
             ResourceKind::Pod => LabObject::Pod(Box::new(decode(value)?)),
             ResourceKind::Service => LabObject::Service(Box::new(decode(value)?)),
+            ResourceKind::NetworkPolicy => LabObject::NetworkPolicy(Box::new(decode(value)?)),
             ResourceKind::Node => return Err("kind Node is not accepted".into()),
             ResourceKind::EndpointSlice => {
                 return Err("kind EndpointSlice is not accepted".into());
@@ -135,6 +138,9 @@ impl LabObject {
                 Ok(LabObject::Pod(pod))
             }
             LabObject::Service(svc) => super::services::normalized(svc).map(LabObject::Service),
+            LabObject::NetworkPolicy(p) => {
+                super::netpol::normalized(p).map(LabObject::NetworkPolicy)
+            }
         }
     }
 
@@ -145,6 +151,7 @@ impl LabObject {
             LabObject::Subnet(o) => serde_json::to_value(o),
             LabObject::Pod(o) => serde_json::to_value(o),
             LabObject::Service(o) => serde_json::to_value(o),
+            LabObject::NetworkPolicy(o) => serde_json::to_value(o),
         };
         // k8s-openapi and kube types always serialise (string keys, finite numbers)
         r.unwrap_or(Value::Null)
@@ -173,6 +180,7 @@ impl LabObject {
                 ),
                 name: o.metadata.name.clone().unwrap_or_default(),
             },
+            LabObject::NetworkPolicy(o) => super::netpol::object_ref(o),
             LabObject::Service(o) => ObjectRef {
                 kind: ResourceKind::Service,
                 namespace: Some(

@@ -50,6 +50,9 @@ pub struct Snapshot {
     /// Services (with their allocated cluster IPs and node ports).
     #[serde(default)]
     pub services: Vec<k8s_openapi::api::core::v1::Service>,
+    /// NetworkPolicies.
+    #[serde(default)]
+    pub policies: Vec<k8s_openapi::api::networking::v1::NetworkPolicy>,
 }
 
 #[derive(Default)]
@@ -59,6 +62,8 @@ struct Extra {
     pods: BTreeMap<String, Pod>,
     /// Services by `namespace/name`.
     services: BTreeMap<String, k8s_openapi::api::core::v1::Service>,
+    /// NetworkPolicies by `namespace/name`.
+    policies: BTreeMap<String, k8s_openapi::api::networking::v1::NetworkPolicy>,
 }
 
 /// The store (see the module docs).
@@ -146,7 +151,15 @@ impl LabStore {
         let mut extra = self.lock();
         for ns in snap.namespaces {
             let name = ns.metadata.name.clone().unwrap_or_default();
+            self.mem
+                .apply_namespace(control::source::convert::namespace_info(&ns));
             extra.namespaces.insert(name, ns);
+        }
+        for p in snap.policies {
+            extra
+                .policies
+                .insert(control::source::netpol::policy_key(&p), p.clone());
+            self.mem.apply_network_policy(p);
         }
         for sn in snap.subnets {
             self.mem.apply_subnet(sn);
@@ -196,6 +209,7 @@ impl LabStore {
                 .filter(|(_, a)| !a.is_empty())
                 .collect(),
             services: extra.services.values().cloned().collect(),
+            policies: extra.policies.values().cloned().collect(),
         }
     }
 
@@ -246,7 +260,17 @@ impl LabStore {
             .map(|o| {
                 let object = o.object_ref().to_string();
                 let action = match o {
-                    LabObject::Namespace(ns) => apply_namespace(&mut extra, *ns),
+                    LabObject::Namespace(ns) => {
+                        let info = control::source::convert::namespace_info(&ns);
+                        let action = apply_namespace(&mut extra, *ns);
+                        if action != Action::Unchanged {
+                            self.mem.apply_namespace(info);
+                        }
+                        action
+                    }
+                    LabObject::NetworkPolicy(p) => {
+                        super::netpol::apply(&mut extra.policies, &self.mem, *p)
+                    }
                     LabObject::Subnet(sn) => self.apply_subnet(*sn),
                     LabObject::Pod(pod) => self.apply_pod(&mut extra, *pod),
                     LabObject::Service(svc) => self.apply_service(&mut extra, *svc),
@@ -459,6 +483,17 @@ impl LabStore {
                 }
                 ResourceKind::Namespace => {
                     let found = extra.namespaces.remove(&r.name).is_some();
+                    if found {
+                        self.mem.delete_namespace(&r.name);
+                    }
+                    for key in
+                        super::netpol::delete_namespace(&mut extra.policies, &self.mem, &r.name)
+                    {
+                        out.push(Change {
+                            object: format!("networkpolicy/{key}"),
+                            action: Action::Deleted,
+                        });
+                    }
                     let prefix = format!("{}/", r.name);
                     let pods: Vec<String> = extra
                         .pods
@@ -481,6 +516,14 @@ impl LabStore {
                     let key = format!("{ns}/{}", r.name);
                     self.mem.delete_service(&key);
                     extra.services.remove(&key).is_some()
+                }
+                ResourceKind::NetworkPolicy => {
+                    let ns = r.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+                    super::netpol::delete(
+                        &mut extra.policies,
+                        &self.mem,
+                        &format!("{ns}/{}", r.name),
+                    )
                 }
                 // lab nodes come and go with the lab; slices with their Services
                 ResourceKind::Node | ResourceKind::EndpointSlice => false,
@@ -537,6 +580,14 @@ impl LabStore {
                     .services
                     .values()
                     .map(|s| to_json(serde_json::to_value(s)))
+                    .collect()
+            }
+            ResourceKind::NetworkPolicy => {
+                let extra = self.lock();
+                extra
+                    .policies
+                    .values()
+                    .map(|p| to_json(serde_json::to_value(p)))
                     .collect()
             }
             ResourceKind::EndpointSlice => self

@@ -1,0 +1,527 @@
+//! The NetworkPolicy corpus (`tests/netpol/*.json`) on real traffic: one 2-node lab with the
+//! real controller, node agents and CNI shim; namespaces x/y/z with pods a/b/c spread over
+//! both nodes, each serving TCP and UDP on ports 80 and 81 (named `serve-80-tcp`...), like
+//! the upstream Kubernetes e2e suite (test/e2e/network/netpol). Every case applies its
+//! policies (and label changes), then probes the whole 9×9 matrix on each of its ports in
+//! parallel until it equals the case's expected truth table (bounded), then undoes its
+//! changes. SCTP has no kernel support here: SCTP cases check the NB ACLs instead and the
+//! TCP/UDP matrix they imply.
+//!
+//! Corpus format: see `tests/netpol/README.md`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use lab::apiserver::{ApiClient, ObjectRef, ResourceKind};
+use lab::pods::probe::{ProbeOutcome, probe};
+use lab::{Lab, LabConfig};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const NAMESPACES: [&str; 3] = ["x", "y", "z"];
+const PODS: [&str; 3] = ["a", "b", "c"];
+const ALL_PORTS: [&str; 4] = ["tcp/80", "tcp/81", "udp/80", "udp/81"];
+/// How long one case may take to show its expected matrix.
+const CONVERGE: Duration = Duration::from_secs(30);
+/// A probe's bound (blocked TCP/UDP waits this long).
+const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
+
+#[derive(Debug, Deserialize)]
+struct CaseFile {
+    cases: Vec<Case>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Case {
+    name: String,
+    /// The upstream e2e test this case translates, when there is one.
+    #[serde(default)]
+    upstream: Option<String>,
+    /// Ports probed (default: tcp/80, tcp/81, udp/80, udp/81).
+    #[serde(default)]
+    probe: Option<Vec<String>>,
+    steps: Vec<Step>,
+    /// NB ACL checks (SCTP, which the kernel here cannot carry).
+    #[serde(default)]
+    acl: Vec<AclCheck>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Step {
+    #[serde(default)]
+    apply: Vec<Value>,
+    /// Policies to delete, `namespace/name`.
+    #[serde(default)]
+    delete: Vec<String>,
+    /// Pod `ns/name` → its new labels (replacing all).
+    #[serde(default)]
+    pod_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Namespace → its new labels (replacing all).
+    #[serde(default)]
+    namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Applied in order to the all-allowed matrix.
+    expect: Vec<Op>,
+}
+
+/// Sets cells: `from`/`to` are `ns/pod` with `*` wildcards (`x/*`, `*/a`, `*`); absent
+/// means every pod; `ports` limits it to some probed ports.
+#[derive(Debug, Deserialize)]
+struct Op {
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    to: Option<String>,
+    #[serde(default)]
+    ports: Vec<String>,
+    allow: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct AclCheck {
+    /// `namespace/name` of the policy.
+    policy: String,
+    /// Text one of its ACLs' matches contains.
+    contains: String,
+}
+
+fn pods() -> Vec<String> {
+    NAMESPACES
+        .iter()
+        .flat_map(|n| PODS.iter().map(move |p| format!("{n}/{p}")))
+        .collect()
+}
+
+fn glob(pattern: Option<&str>, pod: &str) -> bool {
+    let Some(p) = pattern else { return true };
+    if p == "*" {
+        return true;
+    }
+    let (pn, pp) = p.split_once('/').unwrap_or((p, "*"));
+    let (n, q) = pod.split_once('/').unwrap_or((pod, ""));
+    (pn == "*" || pn == n) && (pp == "*" || pp == q)
+}
+
+/// (from, to, port) → allowed.
+type Matrix = BTreeMap<(String, String, String), bool>;
+
+fn expected(ops: &[Op], ports: &[String]) -> Matrix {
+    let mut m = Matrix::new();
+    for f in pods() {
+        for t in pods() {
+            if f == t {
+                continue; // loopback is always allowed and never leaves the pod
+            }
+            for port in ports {
+                let mut allow = true;
+                for op in ops {
+                    if glob(op.from.as_deref(), &f)
+                        && glob(op.to.as_deref(), &t)
+                        && (op.ports.is_empty() || op.ports.contains(port))
+                    {
+                        allow = op.allow;
+                    }
+                }
+                m.insert((f.clone(), t.clone(), port.clone()), allow);
+            }
+        }
+    }
+    m
+}
+
+struct Env {
+    api: ApiClient,
+    nb: String,
+    ip: BTreeMap<String, String>,
+    netns: BTreeMap<String, String>,
+}
+
+fn namespace_obj(name: &str, labels: &BTreeMap<String, String>) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
+fn default_ns_labels(ns: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("ns".to_string(), ns.to_string())])
+}
+
+fn default_pod_labels(pod: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("pod".to_string(), pod.to_string())])
+}
+
+/// Pod `key` with `labels`, on node 1 or 2 alternately (x/a node1, x/b node2...).
+fn pod_obj(key: &str, labels: &BTreeMap<String, String>) -> Value {
+    let (ns, name) = key.split_once('/').expect("ns/pod");
+    let i = pods().iter().position(|p| p == key).expect("known pod");
+    let ports: Vec<Value> = ALL_PORTS
+        .iter()
+        .map(|p| {
+            let (proto, n) = p.split_once('/').expect("proto/port");
+            json!({"name": format!("serve-{n}-{proto}"), "containerPort": n.parse::<u16>().expect("port"),
+                   "protocol": proto.to_uppercase()})
+        })
+        .collect();
+    // static addresses (10.77.<ns 1..3>.<10 + pod>) so ipBlock cases can name them
+    let ip = format!("10.77.{}.{}", i / 3 + 1, 10 + i % 3);
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"namespace": ns, "name": name, "labels": labels,
+                        "annotations": {"ovn.kubernetes.io/ip_address": ip}},
+           "spec": {"nodeName": format!("node{}", i % 2 + 1),
+                    "containers": [{"name": "c", "image": "agnhost", "ports": ports}]}})
+}
+
+impl Env {
+    fn probe_cells(&self, cells: &[(String, String, String)]) -> Vec<bool> {
+        let mut out = vec![false; cells.len()];
+        for (chunk_i, chunk) in cells.chunks(96).enumerate() {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = chunk
+                    .iter()
+                    .map(|(f, t, port)| {
+                        s.spawn(move || {
+                            let (proto, n) = port.split_once('/').expect("port");
+                            let target = format!("{}:{n}", self.ip[t]);
+                            match probe(&self.netns[f], &target, proto == "udp", PROBE_TIMEOUT) {
+                                Ok(ProbeOutcome::Reachable(reply)) => reply == *t,
+                                _ => false,
+                            }
+                        })
+                    })
+                    .collect();
+                for (i, h) in handles.into_iter().enumerate() {
+                    out[chunk_i * 96 + i] = h.join().unwrap_or(false);
+                }
+            });
+        }
+        out
+    }
+
+    /// Probes until the matrix equals `want` (cells that differ are re-probed, then a full
+    /// confirming round) or [`CONVERGE`] passes; the mismatches left, as a truth table.
+    fn wait_matrix(&self, want: &Matrix) -> Result<Duration, String> {
+        let t0 = Instant::now();
+        let cells: Vec<(String, String, String)> = want.keys().cloned().collect();
+        let mut todo: Vec<usize> = (0..cells.len()).collect();
+        let mut got: Vec<bool> = vec![false; cells.len()];
+        loop {
+            let subset: Vec<(String, String, String)> =
+                todo.iter().map(|i| cells[*i].clone()).collect();
+            let res = self.probe_cells(&subset);
+            for (i, r) in todo.iter().zip(res) {
+                got[*i] = r;
+            }
+            let wrong: Vec<usize> = (0..cells.len())
+                .filter(|i| got[*i] != want[&cells[*i]])
+                .collect();
+            if wrong.is_empty() {
+                if todo.len() == cells.len() {
+                    return Ok(t0.elapsed());
+                }
+                todo = (0..cells.len()).collect(); // confirm everything once
+                continue;
+            }
+            if t0.elapsed() > CONVERGE {
+                return Err(truth_table(&cells, &got, want));
+            }
+            todo = wrong;
+        }
+    }
+
+    fn apply(&mut self, objs: Vec<Value>) {
+        self.api.apply(objs).expect("apply");
+    }
+
+    fn acl_matches(&self, policy: &str) -> String {
+        tests::nbctl::nbctl(
+            &self.nb,
+            &[
+                "--bare",
+                "--columns=match",
+                "find",
+                "ACL",
+                &format!("external_ids:zstack.io/object={policy}"),
+            ],
+        )
+    }
+}
+
+fn truth_table(cells: &[(String, String, String)], got: &[bool], want: &Matrix) -> String {
+    let ports: BTreeSet<&String> = cells.iter().map(|c| &c.2).collect();
+    let mut out = String::new();
+    for port in ports {
+        out.push_str(&format!(
+            "\n{port}: got (expected where different, X = blocked)\n      "
+        ));
+        for t in pods() {
+            out.push_str(&format!("{t:>5}"));
+        }
+        out.push('\n');
+        for f in pods() {
+            out.push_str(&format!("{f:>5} "));
+            for t in pods() {
+                let cell = (f.clone(), t.clone(), port.clone());
+                let s = match cells.iter().position(|c| *c == cell) {
+                    None => "    -".to_string(),
+                    Some(i) => {
+                        let (g, w) = (got[i], want[&cell]);
+                        let c = |b: bool| if b { "." } else { "X" };
+                        if g == w {
+                            format!("    {}", c(g))
+                        } else {
+                            format!("  {}({})", c(g), c(w))
+                        }
+                    }
+                };
+                out.push_str(&s);
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn load_corpus() -> Vec<(String, Case)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("netpol");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/netpol")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read corpus");
+        let file: CaseFile =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let stem = f
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string();
+        out.extend(file.cases.into_iter().map(|c| (stem.clone(), c)));
+    }
+    out
+}
+
+#[test]
+fn corpus_is_well_formed() {
+    let cases = load_corpus();
+    let names: BTreeSet<&str> = cases.iter().map(|(_, c)| c.name.as_str()).collect();
+    assert_eq!(names.len(), cases.len(), "case names are unique");
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    for (file, c) in &cases {
+        assert!(!c.steps.is_empty(), "{file}: {}: no steps", c.name);
+        for s in &c.steps {
+            for p in &s.apply {
+                assert_eq!(p["kind"], "NetworkPolicy", "{file}: {}", c.name);
+                let _: k8s_openapi::api::networking::v1::NetworkPolicy =
+                    serde_json::from_value(p.clone())
+                        .unwrap_or_else(|e| panic!("{file}: {}: {e}", c.name));
+            }
+            for k in s.pod_labels.keys() {
+                assert!(pods().contains(k), "{file}: {}: unknown pod {k}", c.name);
+            }
+        }
+    }
+    assert!(
+        cases
+            .iter()
+            .any(|(_, c)| c.steps.iter().any(|s| !s.pod_labels.is_empty()))
+            && cases
+                .iter()
+                .any(|(_, c)| c.steps.iter().any(|s| !s.namespace_labels.is_empty())),
+        "label changes after a policy exists are covered"
+    );
+}
+
+/// Takes the lab down when dropped (also when the test panics).
+struct DownOnDrop(PathBuf);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        if let Ok(lab) = Lab::open(&self.0) {
+            let _ = lab.down();
+        }
+    }
+}
+
+#[test]
+fn netpol_corpus_on_real_traffic() {
+    if !tests::require_real("netpol_lab::corpus", tests::LAB_BINS) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("npl");
+    let dir = s.dir.path().join("lab");
+    let mut cfg = LabConfig::new(&dir, &s.prefix);
+    cfg.nodes = 2;
+    let mut lab = Lab::up(cfg).expect("lab up");
+    lab.keep_running();
+    let _down = DownOnDrop(dir.clone());
+    lab.start_apiserver(&tests::workspace_bin("zovn"))
+        .expect("object store");
+    lab.start_agents(
+        &tests::workspace_bin("zstack-ovnkube-node"),
+        Some(&tests::workspace_bin("zstack-ovn-cni")),
+    )
+    .expect("agents");
+    let mut api = ApiClient::connect(&dir).expect("api");
+    let mut objs = vec![
+        json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
+        "metadata": {"name": "np"}, "spec": {"cidr": "10.77.0.0/16", "default": true}}),
+    ];
+    for ns in NAMESPACES {
+        objs.push(namespace_obj(ns, &default_ns_labels(ns)));
+    }
+    for key in pods() {
+        let p = key.split('/').nth(1).expect("pod");
+        objs.push(pod_obj(&key, &default_pod_labels(p)));
+    }
+    api.apply(objs).expect("apply pods");
+    let env = wait_pods(api, lab.nb_remote());
+    let mut env = env;
+
+    // the open matrix first: every pod reaches every port of every other pod
+    let all: Vec<String> = ALL_PORTS.iter().map(|s| s.to_string()).collect();
+    env.wait_matrix(&expected(&[], &all))
+        .unwrap_or_else(|t| panic!("no policy, yet not everything reachable:{t}"));
+
+    let cases = load_corpus();
+    let mut failures = Vec::new();
+    let mut times = Vec::new();
+    let t_all = Instant::now();
+    for (file, case) in &cases {
+        let ports: Vec<String> = case.probe.clone().unwrap_or_else(|| all.clone());
+        let mut applied: BTreeSet<String> = BTreeSet::new();
+        let mut touched_pods: BTreeSet<String> = BTreeSet::new();
+        let mut touched_ns: BTreeSet<String> = BTreeSet::new();
+        for (i, step) in case.steps.iter().enumerate() {
+            let mut objs = Vec::new();
+            for (ns, labels) in &step.namespace_labels {
+                touched_ns.insert(ns.clone());
+                objs.push(namespace_obj(ns, labels));
+            }
+            for (pod, labels) in &step.pod_labels {
+                touched_pods.insert(pod.clone());
+                objs.push(pod_obj(pod, labels));
+            }
+            for p in &step.apply {
+                applied.insert(format!(
+                    "{}/{}",
+                    p["metadata"]["namespace"].as_str().unwrap_or("default"),
+                    p["metadata"]["name"].as_str().unwrap_or("")
+                ));
+                objs.push(p.clone());
+            }
+            if !objs.is_empty() {
+                env.apply(objs);
+            }
+            delete_policies(&mut env, &step.delete);
+            match env.wait_matrix(&expected(&step.expect, &ports)) {
+                Ok(t) => times.push(t),
+                Err(table) => failures.push(format!("{file}: {} (step {i}){}", case.name, table)),
+            }
+        }
+        for check in &case.acl {
+            let m = env.acl_matches(&check.policy);
+            if !m.contains(&check.contains) {
+                failures.push(format!(
+                    "{file}: {}: no ACL of {} contains {:?}:\n{m}",
+                    case.name, check.policy, check.contains
+                ));
+            }
+        }
+        eprintln!(
+            "case {file}/{}{}: done",
+            case.name,
+            case.upstream
+                .as_deref()
+                .map(|u| format!(" [upstream: {u}]"))
+                .unwrap_or_default()
+        );
+        // undo: policies, labels
+        let keys: Vec<String> = applied.into_iter().collect();
+        delete_policies(&mut env, &keys);
+        let mut objs = Vec::new();
+        for ns in touched_ns {
+            objs.push(namespace_obj(&ns, &default_ns_labels(&ns)));
+        }
+        for pod in touched_pods {
+            let p = pod.split('/').nth(1).expect("pod").to_string();
+            objs.push(pod_obj(&pod, &default_pod_labels(&p)));
+        }
+        if !objs.is_empty() {
+            env.apply(objs);
+        }
+    }
+    times.sort();
+    eprintln!(
+        "{} cases, {} steps in {:.1?}; step converge p50 {:?}, max {:?}",
+        cases.len(),
+        times.len(),
+        t_all.elapsed(),
+        times.get(times.len() / 2),
+        times.last()
+    );
+    assert!(cases.len() >= 40);
+    assert!(
+        failures.is_empty(),
+        "{} failing:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+fn delete_policies(env: &mut Env, keys: &[String]) {
+    if keys.is_empty() {
+        return;
+    }
+    let refs: Vec<ObjectRef> = keys
+        .iter()
+        .map(|k| {
+            let (ns, name) = k.split_once('/').expect("ns/name");
+            ObjectRef {
+                kind: ResourceKind::NetworkPolicy,
+                namespace: Some(ns.to_string()),
+                name: name.to_string(),
+            }
+        })
+        .collect();
+    env.api.delete(refs).expect("delete policies");
+}
+
+/// Waits until all nine pods are Ready; their addresses and network namespaces.
+fn wait_pods(mut api: ApiClient, nb: String) -> Env {
+    let t0 = Instant::now();
+    loop {
+        let items = api.get(ResourceKind::Pod).expect("get pods");
+        let mut ip = BTreeMap::new();
+        let mut netns = BTreeMap::new();
+        for p in &items {
+            let key = format!(
+                "{}/{}",
+                p["metadata"]["namespace"].as_str().unwrap_or(""),
+                p["metadata"]["name"].as_str().unwrap_or("")
+            );
+            let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            if let (true, Some(i), Some(n)) = (
+                ready,
+                p["status"]["podIP"].as_str(),
+                p["metadata"]["annotations"]["lab.zstack.io/netns"].as_str(),
+            ) {
+                ip.insert(key.clone(), i.to_string());
+                netns.insert(key, n.to_string());
+            }
+        }
+        if pods().iter().all(|k| ip.contains_key(k)) {
+            return Env { api, nb, ip, netns };
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "pods not ready: {items:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
