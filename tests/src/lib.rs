@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 pub mod agent;
 pub mod kube;
 pub mod nbctl;
+pub mod zovn;
 
 /// Binaries a lab (OVN central + OVS nodes in namespaces, pods, traffic checks) needs.
 pub const LAB_BINS: &[&str] = &[

@@ -158,7 +158,7 @@ impl DatapathManager {
             Ok(Some(failure)) => {
                 // DPDK did not come up: remember it for these inputs, decide again
                 tracing::warn!(detail = %failure, "DPDK initialisation failed; falling back");
-                self.mem().dpdk_failed = Some((dpdk_fingerprint(&d, &sys), failure));
+                self.mem().dpdk_failed = Some((dpdk_fingerprint(&d), failure));
                 d = self.decide_now(&cfg, &pre_errors, &sys, ovs);
                 if let Err(e) = self
                     .apply(ovs, &d, &mut restarted, &mut restart_required)
@@ -213,7 +213,7 @@ impl DatapathManager {
         };
         // a failure counts only while its inputs are the same
         let probe = decide::decide(cfg, pre.to_vec(), &host, &facts, &rt);
-        let fp = dpdk_fingerprint(&probe, sys);
+        let fp = dpdk_fingerprint(&probe);
         let mut mem = self.mem();
         match &mem.dpdk_failed {
             Some((f, why)) if *f == fp => rt.dpdk_init_failed = Some(why.clone()),
@@ -318,21 +318,15 @@ async fn wait_dpdk(ovs: &Ovs, timeout: Duration) -> bool {
         .is_ok()
 }
 
-/// What a DPDK failure depends on: its settings and the hugepages free for it.
-fn dpdk_fingerprint(d: &Decision, sys: &Sysfs) -> String {
-    let host = sys.host_facts(None);
-    let free = host
-        .hugepages
-        .get(&d.hugepage_size_kb)
-        .map(|h| h.free)
-        .unwrap_or(0);
-    let keys: Vec<String> = d
-        .other_config
+/// What a DPDK failure depends on: its settings (a missing prerequisite such as free
+/// hugepages is a check of its own, not a failure to remember).
+fn dpdk_fingerprint(d: &Decision) -> String {
+    d.other_config
         .iter()
         .filter(|(k, _)| k.starts_with("dpdk-") && *k != "dpdk-init")
         .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    format!("{};free={free}", keys.join(";"))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// The datapath of a new veth port on a node with status `node`, for a pod that asks for

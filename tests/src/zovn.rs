@@ -1,0 +1,197 @@
+//! Driving a lab through the real `zovn` CLI from tests: [`Zovn`] runs `zovn lab ...`
+//! against one lab dir, [`DownOnDrop`] takes the lab down when a test ends (also on
+//! panic), and small helpers read pods, nodes and events and wait for conditions.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use lab::Lab;
+use serde_json::Value;
+
+/// Takes the lab in the directory down when dropped (also when the test panics).
+pub struct DownOnDrop(pub PathBuf);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        if let Ok(lab) = Lab::open(&self.0) {
+            let _ = lab.down();
+        }
+    }
+}
+
+pub struct Zovn {
+    pub exe: PathBuf,
+    pub dir: PathBuf,
+}
+
+impl Zovn {
+    /// `zovn lab ARGS... --dir DIR` (the `--dir` before a `--`): (exit code, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let out = Command::new(&self.exe)
+            .arg("lab")
+            .args(&args[..split])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&args[split..])
+            .output()
+            .expect("run zovn");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.run(args);
+        assert_eq!(code, 0, "zovn lab {args:?} failed:\n{out}\n{err}");
+        out
+    }
+
+    pub fn pods(&self) -> BTreeMap<String, Value> {
+        let out = self.ok(&["get", "pods", "-o", "json"]);
+        let list: Value = serde_json::from_str(&out).expect("get -o json");
+        list["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                let key = format!(
+                    "{}/{}",
+                    p["metadata"]["namespace"].as_str().unwrap_or(""),
+                    p["metadata"]["name"].as_str().unwrap_or("")
+                );
+                (key, p)
+            })
+            .collect()
+    }
+
+    /// Waits (bounded) until every pod in `keys` has the Ready condition; their pod JSON.
+    pub fn wait_ready(&self, keys: &[&str], timeout: Duration) -> BTreeMap<String, Value> {
+        let t0 = Instant::now();
+        loop {
+            let pods = self.pods();
+            let ready = |k: &&str| {
+                pods.get(*k)
+                    .and_then(|p| p["status"]["conditions"].as_array())
+                    .is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+            };
+            if keys.iter().all(ready) {
+                return pods;
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "pods not ready after {timeout:?}:\n{}\n{}",
+                self.ok(&["get", "pods"]),
+                keys.iter()
+                    .map(|k| format!(
+                        "{k}: {}",
+                        pods.get(*k).map(|p| &p["status"]).unwrap_or(&Value::Null)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+pub fn netns_of(pod: &Value) -> String {
+    pod["metadata"]["annotations"]["lab.zstack.io/netns"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no netns annotation: {pod}"))
+        .to_string()
+}
+
+pub fn pod_ip(pod: &Value) -> String {
+    pod["status"]["podIP"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no podIP: {pod}"))
+        .to_string()
+}
+
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn alive(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .and_then(|i| s[i + 1..].trim_start().chars().next())
+        })
+        .is_some_and(|c| c != 'Z' && c != 'X')
+}
+
+/// Every lab process and netns gone after `down`.
+pub fn assert_down_clean(dir: &Path, prefix: &str, pids: &[i64]) {
+    let lab = Lab::open(dir).expect("open");
+    lab.down().expect("down");
+    for pid in pids {
+        wait_until(&format!("pid {pid} gone"), Duration::from_secs(5), || {
+            !alive(*pid)
+        });
+    }
+    let left: Vec<String> = lab::netns::list()
+        .into_iter()
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    assert!(left.is_empty(), "netns left: {left:?}");
+    assert!(!dir.exists(), "state dir left");
+}
+
+impl Zovn {
+    /// `zovn` from the workspace's target dir, for the lab in `dir`.
+    pub fn new(dir: &Path) -> Zovn {
+        Zovn {
+            exe: crate::workspace_bin("zovn"),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// `zovn lab get <kind> -o json` items.
+    pub fn items(&self, kind: &str) -> Vec<Value> {
+        let out = self.ok(&["get", kind, "-o", "json"]);
+        let list: Value = serde_json::from_str(&out).expect("get -o json");
+        list["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// A Node's annotation `key`, parsed as JSON.
+    pub fn node_annotation_json(&self, node: &str, key: &str) -> Option<Value> {
+        self.items("nodes")
+            .into_iter()
+            .find(|n| n["metadata"]["name"] == node)
+            .and_then(|n| n["metadata"]["annotations"][key].as_str().map(String::from))
+            .and_then(|s| serde_json::from_str(&s).ok())
+    }
+
+    /// Merges `annotations` into Node `node` through the object store.
+    pub fn annotate_node(&self, node: &str, annotations: BTreeMap<String, String>) {
+        let mut c = lab::apiserver::ApiClient::connect(&self.dir).expect("object store client");
+        let r = c
+            .request(
+                &lab::apiserver::protocol::Request::AnnotateNode {
+                    name: node.to_string(),
+                    annotations,
+                },
+                Duration::from_secs(10),
+            )
+            .expect("annotate node");
+        assert!(
+            matches!(r, lab::apiserver::protocol::Response::Applied { .. }),
+            "annotate node {node}: {r:?}"
+        );
+    }
+}

@@ -1,0 +1,436 @@
+//! The DPDK-first datapath on real components: `zovn lab up --datapath ...` starts the
+//! DPDK build of ovs-vswitchd where asked, and each node agent decides, configures OVS
+//! (other_config through OVSDB), reports (Node annotation, events, `zovn lab get
+//! nodes`) and attaches veth pods as AF_XDP ports — or falls back and says why.
+//!
+//! - `dpdk_and_kernel_nodes_reach_each_other`: node 1 on dpdk (DPDK initialised by its
+//!   agent, AF_XDP pod ports), node 2 on kernel; a pod on node 1 asking for the kernel
+//!   path gets it, a pod on node 2 asking for AF_XDP is told it cannot; ping and TCP
+//!   within node 1 (AF_XDP ↔ kernel port) and across the tunnel.
+//! - `dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported`: one dpdk
+//!   node; a Node annotation gives DPDK a bogus EAL argument → the agent restarts
+//!   ovs-vswitchd, DPDK fails for real, the node falls back to afxdp and says why, the
+//!   pods regain connectivity; the annotation is cleared → DPDK comes back (in a fresh
+//!   ovs-vswitchd), a new pod is on AF_XDP again; then a bad configuration (unknown
+//!   datapath, a PMD CPU that does not exist, socket-mem beyond the hugepages) → each
+//!   named in the status, the node keeps a working datapath and pods keep talking.
+//!
+//! Needs root, hugepages (set up by the lab), OVS (both builds), OVN.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tests::zovn::{DownOnDrop, Zovn, wait_until};
+
+const BINS: &[&str] = &[
+    "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
+    "/usr/lib/openvswitch-switch/ovs-vswitchd",
+    "ovsdb-server",
+    "ovn-northd",
+    "ovn-controller",
+    "ovs-vsctl",
+];
+
+const STATUS: &str = "network.zstack.io/datapath-status";
+const CONFIG: &str = "network.zstack.io/datapath-config";
+
+fn subnet_and_pods(prefix: &str, pods: &[(&str, usize, Option<&str>)]) -> Vec<Value> {
+    let mut v = vec![json!({
+        "apiVersion": "network.zstack.io/v1", "kind": "Subnet",
+        "metadata": {"name": format!("{prefix}-net")},
+        "spec": {"cidr": "10.61.0.0/24", "gateway": "10.61.0.1", "default": true}})];
+    for (name, node, dp) in pods {
+        let ann = dp.map_or(json!({}), |d| json!({"network.zstack.io/datapath": d}));
+        v.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "annotations": ann},
+            "spec": {"nodeName": format!("{prefix}-node{node}"),
+                "containers": [{"name": "c", "image": "x",
+                    "ports": [{"containerPort": 80}]}]}}));
+    }
+    v
+}
+
+fn apply(z: &Zovn, objects: Vec<Value>) {
+    let f = z
+        .dir
+        .with_extension(format!("apply-{}.json", objects.len()));
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    std::fs::write(&f, list.to_string()).expect("write manifest");
+    z.ok(&["apply", "-f", f.to_str().expect("utf-8 path")]);
+}
+
+/// The pod's OVS Interface on node `node`: (type, ofport, external_ids:zstack.io/datapath).
+fn port_of(z: &Zovn, node: usize, pod: &str) -> (String, i64, String) {
+    let db = format!("unix:{}/node{node}/run/db.sock", z.dir.display());
+    let out = Command::new("ovs-vsctl")
+        .args([
+            &format!("--db={db}"),
+            "--format=json",
+            "--columns=type,ofport,external_ids",
+            "find",
+            "Interface",
+            &format!("external_ids:zstack.io/pod=\"default/{pod}\""),
+        ])
+        .output()
+        .expect("ovs-vsctl");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "ovs-vsctl find: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let row = v["data"][0].as_array().cloned().unwrap_or_default();
+    assert!(
+        !row.is_empty(),
+        "no OVS interface for pod {pod} on node{node}"
+    );
+    let ty = row[0].as_str().unwrap_or("").to_string();
+    let ofport = row[1].as_i64().unwrap_or(-1);
+    let ids: BTreeMap<String, String> = row[2][1]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p[0].as_str()?.to_string(), p[1].as_str()?.to_string())))
+        .collect();
+    (
+        ty,
+        ofport,
+        ids.get("zstack.io/datapath").cloned().unwrap_or_default(),
+    )
+}
+
+fn ip_of(pods: &BTreeMap<String, Value>, name: &str) -> String {
+    tests::zovn::pod_ip(&pods[&format!("default/{name}")])
+}
+
+/// `zovn lab probe` (TCP) until it answers with the target pod's name, bounded.
+fn tcp_reaches(z: &Zovn, from: &str, ip: &str, target: &str) {
+    let to = format!("{ip}:80");
+    let mut last = String::new();
+    let ok = (0..50).any(|_| {
+        let (code, out, err) = z.run(&["probe", &format!("default/{from}"), &to]);
+        last = format!("{out}{err}");
+        if code == 0 && out.contains(target) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        false
+    });
+    assert!(ok, "{from} → {target} ({to}) over TCP: {last}");
+}
+
+fn pings(z: &Zovn, from: &str, ip: &str) {
+    let (code, out, err) = z.run(&[
+        "exec",
+        &format!("default/{from}"),
+        "--",
+        "ping",
+        "-c",
+        "2",
+        "-W",
+        "2",
+        ip,
+    ]);
+    assert_eq!(code, 0, "{from} ping {ip}: {out}{err}");
+}
+
+fn status(z: &Zovn, node: &str) -> Value {
+    z.node_annotation_json(node, STATUS)
+        .unwrap_or_else(|| panic!("node {node} has no {STATUS} annotation"))
+}
+
+fn wait_status(z: &Zovn, node: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_secs(90) {
+        if let Some(s) = z.node_annotation_json(node, STATUS) {
+            if f(&s) {
+                return s;
+            }
+            last = s;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    panic!("node {node}: {what} not reached; last status: {last:#}");
+}
+
+fn events(z: &Zovn) -> Vec<Value> {
+    z.items_events()
+}
+
+trait EventsExt {
+    fn items_events(&self) -> Vec<Value>;
+}
+
+impl EventsExt for Zovn {
+    fn items_events(&self) -> Vec<Value> {
+        let out = self.ok(&["get", "events", "-o", "json"]);
+        let v: Value = serde_json::from_str(&out).expect("events json");
+        v["items"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+fn has_event(evs: &[Value], object: &str, reason: &str, text: &str) -> bool {
+    evs.iter().any(|e| {
+        e["involvedObject"]["name"] == object
+            && e["reason"] == reason
+            && e["message"].as_str().is_some_and(|m| m.contains(text))
+    })
+}
+
+fn up(tag: &str, datapath: &str, nodes: &str) -> (tests::Scratch, Zovn, DownOnDrop) {
+    let scratch = tests::scratch(tag);
+    let dir = scratch.dir.path().join("lab");
+    let z = Zovn::new(&dir);
+    let down = DownOnDrop(dir.clone());
+    z.ok(&[
+        "up",
+        "--prefix",
+        &scratch.prefix,
+        "--nodes",
+        nodes,
+        "--datapath",
+        datapath,
+    ]);
+    (scratch, z, down)
+}
+
+#[test]
+fn dpdk_and_kernel_nodes_reach_each_other() {
+    if !tests::require_real("dpdk_and_kernel_nodes_reach_each_other", BINS) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let (scratch, z, _down) = up("dpk", "dpdk,kernel", "2");
+    let p = scratch.prefix.clone();
+    let (n1, n2) = (format!("{p}-node1"), format!("{p}-node2"));
+
+    apply(
+        &z,
+        subnet_and_pods(
+            &p,
+            &[
+                ("fast", 1, None),
+                ("side", 1, Some("kernel")),
+                ("far", 2, Some("afxdp")),
+            ],
+        ),
+    );
+    let pods = z.wait_ready(
+        &["default/fast", "default/side", "default/far"],
+        Duration::from_secs(60),
+    );
+
+    // what each agent decided, and why
+    let s1 = status(&z, &n1);
+    assert_eq!(s1["datapath"], "dpdk", "{s1:#}");
+    assert_eq!(s1["dpdkInitialized"], true, "{s1:#}");
+    assert_eq!(s1["reason"], "dpdk as configured");
+    assert!(
+        s1["dpdkVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("DPDK "))
+    );
+    assert_eq!(s1["pmdCpus"], "1", "one PMD, never CPU 0: {s1:#}");
+    assert_eq!(s1["userspaceTso"], false, "tunnels: TSO off");
+    assert!(
+        s1["hugepages"]["total"].as_u64().unwrap_or(0) >= 128,
+        "{s1:#}"
+    );
+    let s2 = status(&z, &n2);
+    assert_eq!(s2["datapath"], "kernel", "{s2:#}");
+    assert_eq!(s2["dpdkInitialized"], false);
+
+    // DPDK and the tuning were applied through OVSDB
+    let oc = Command::new("ovs-vsctl")
+        .args([
+            &format!("--db=unix:{}/node1/run/db.sock", z.dir.display()),
+            "get",
+            "Open_vSwitch",
+            ".",
+            "other_config",
+        ])
+        .output()
+        .expect("ovs-vsctl");
+    let oc = String::from_utf8_lossy(&oc.stdout);
+    for kv in [
+        "dpdk-init=try",
+        "pmd-cpu-mask=\"0x2\"",
+        "dpdk-socket-mem=\"256\"",
+        "dpdk-extra=\"--no-pci\"",
+    ] {
+        assert!(oc.contains(kv), "{kv} missing in {oc}");
+    }
+
+    // ports: AF_XDP by default on the dpdk node, kernel where asked or where the node is
+    let (ty, ofport, dp) = port_of(&z, 1, "fast");
+    assert_eq!((ty.as_str(), dp.as_str()), ("afxdp", "afxdp"));
+    assert!(ofport > 0, "the AF_XDP port opened");
+    let (ty, _, dp) = port_of(&z, 1, "side");
+    assert_eq!((ty.as_str(), dp.as_str()), ("", "kernel"));
+    let (ty, _, dp) = port_of(&z, 2, "far");
+    assert_eq!((ty.as_str(), dp.as_str()), ("", "kernel"));
+
+    // traffic: AF_XDP ↔ kernel port on one node, and across the tunnel
+    let (fast, side, far) = (
+        ip_of(&pods, "fast"),
+        ip_of(&pods, "side"),
+        ip_of(&pods, "far"),
+    );
+    pings(&z, "fast", &side);
+    pings(&z, "fast", &far);
+    pings(&z, "far", &fast);
+    tcp_reaches(&z, "fast", &side, "side");
+    tcp_reaches(&z, "side", &fast, "fast");
+    tcp_reaches(&z, "fast", &far, "far");
+    tcp_reaches(&z, "far", &fast, "fast");
+
+    // told to the operator
+    let evs = events(&z);
+    assert!(has_event(&evs, &n1, "DatapathSelected", "dpdk"), "{evs:#?}");
+    assert!(
+        has_event(&evs, &n2, "DatapathSelected", "kernel"),
+        "{evs:#?}"
+    );
+    assert!(
+        has_event(&evs, "far", "DatapathRequestIgnored", "kernel datapath"),
+        "{evs:#?}"
+    );
+    let table = z.ok(&["get", "nodes"]);
+    let row1 = table
+        .lines()
+        .find(|l| l.starts_with(&n1))
+        .expect("node1 row");
+    assert!(
+        row1.contains("dpdk") && row1.contains("initialized"),
+        "{table}"
+    );
+    tests::record_real_run("dpdk_and_kernel_nodes_reach_each_other");
+}
+
+#[test]
+fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
+    let name = "dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported";
+    if !tests::require_real(name, BINS) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let (scratch, z, _down) = up("dpf", "dpdk", "1");
+    let node = format!("{}-node1", scratch.prefix);
+    apply(
+        &z,
+        subnet_and_pods(&scratch.prefix, &[("p1", 1, None), ("p2", 1, None)]),
+    );
+    let pods = z.wait_ready(&["default/p1", "default/p2"], Duration::from_secs(60));
+    let (p1, p2) = (ip_of(&pods, "p1"), ip_of(&pods, "p2"));
+    tcp_reaches(&z, "p1", &p2, "p2");
+    assert_eq!(status(&z, &node)["datapath"], "dpdk");
+    let vswitchd_pid = || {
+        std::fs::read_to_string(z.dir.join("node1/run/ovs-vswitchd.pid"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let pid0 = vswitchd_pid();
+
+    // 1. DPDK init fails for real: an EAL argument DPDK rejects
+    z.annotate_node(
+        &node,
+        BTreeMap::from([(
+            CONFIG.to_string(),
+            json!({"extraEalArgs": "--zovn-no-such-eal-option"}).to_string(),
+        )]),
+    );
+    let s = wait_status(&z, &node, "fallback to afxdp (dpdk_init)", |s| {
+        s["datapath"] == "afxdp"
+            && s["fallbacks"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f["reason"] == "dpdk_init"))
+    });
+    assert_eq!(s["dpdkInitialized"], false, "{s:#}");
+    assert!(
+        s["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("DPDK initialisation failed")),
+        "{s:#}"
+    );
+    assert_ne!(
+        vswitchd_pid(),
+        pid0,
+        "the agent restarted ovs-vswitchd to apply dpdk-extra"
+    );
+    let log = std::fs::read_to_string(z.dir.join("node1/log/ovs-vswitchd.log")).unwrap_or_default();
+    assert!(
+        log.contains("zovn-no-such-eal-option"),
+        "DPDK saw the argument (and failed on it)"
+    );
+    assert!(has_event(
+        &events(&z),
+        &node,
+        "DatapathFallback",
+        "DPDK initialisation failed"
+    ));
+    // the existing pods regain connectivity on the restarted ovs-vswitchd
+    tcp_reaches(&z, "p1", &p2, "p2");
+    pings(&z, "p2", &p1);
+
+    // 2. the prerequisite returns: DPDK again, new pods on the userspace path
+    z.annotate_node(
+        &node,
+        BTreeMap::from([(CONFIG.to_string(), "{}".to_string())]),
+    );
+    let s = wait_status(&z, &node, "back on dpdk", |s| {
+        s["datapath"] == "dpdk" && s["dpdkInitialized"] == true
+    });
+    assert!(
+        s["fallbacks"].as_array().is_none_or(|f| f.is_empty()),
+        "{s:#}"
+    );
+    apply(&z, subnet_and_pods(&scratch.prefix, &[("p3", 1, None)]));
+    let pods = z.wait_ready(&["default/p3"], Duration::from_secs(60));
+    let (ty, ofport, _) = port_of(&z, 1, "p3");
+    assert_eq!(ty, "afxdp");
+    assert!(ofport > 0);
+    let p3 = ip_of(&pods, "p3");
+    tcp_reaches(&z, "p3", &p1, "p1");
+    tcp_reaches(&z, "p1", &p3, "p3");
+
+    // 3. bad configuration: named in the status, the node keeps a working datapath
+    z.annotate_node(
+        &node,
+        BTreeMap::from([(
+            CONFIG.to_string(),
+            json!({"datapath": "turbo", "pmdCpus": "7", "socketMem": [999_999]}).to_string(),
+        )]),
+    );
+    let s = wait_status(&z, &node, "config errors reported", |s| {
+        s["errors"].as_array().is_some_and(|e| e.len() >= 3)
+    });
+    let errors = s["errors"].to_string();
+    for needle in [
+        "\\\"turbo\\\" is unknown",
+        "CPU 7 does not exist",
+        "socketMem 999999 MiB",
+    ] {
+        assert!(errors.contains(needle), "{needle} not in {errors}");
+    }
+    assert_eq!(
+        s["datapath"], "afxdp",
+        "socket-mem beyond the hugepages: no DPDK; {s:#}"
+    );
+    assert_eq!(s["pmdCpus"], "1", "derived instead of CPU 7");
+    assert!(has_event(
+        &events(&z),
+        &node,
+        "DatapathConfigError",
+        "CPU 7 does not exist"
+    ));
+    tcp_reaches(&z, "p1", &p3, "p3");
+    tcp_reaches(&z, "p3", &p2, "p2");
+    wait_until("table shows the errors", Duration::from_secs(5), || {
+        z.ok(&["get", "nodes"]).contains("config error")
+    });
+    tests::record_real_run(name);
+}
