@@ -7,6 +7,7 @@
 //!     --pods lab:<dir>/run/lab-api.sock --cni-conf-dir <dir>/node<i>/cni/net.d
 //!     --cni-bin-dir <dir>/node<i>/cni/bin --cni-shim <zstack-ovn-cni>
 //!     --state-dir <dir>/node<i>/agent --vswitchd-ctl <dir>/node<i>/run/ovs-vswitchd.ctl
+//!     --metrics-addr 127.0.0.1:9476 (the node netns' loopback)
 //!     [--datapath-config <dir>/node<i>/datapath.yaml
 //!      --vswitchd-restart-cmd "zovn lab restart-vswitchd --dir <dir> --node <i>"]
 //! ```
@@ -101,6 +102,8 @@ pub fn agent_args(layout: &Layout, node: &NodeState, shim: Option<&Path>) -> Vec
     a.extend([
         "--vswitchd-ctl".into(),
         s(node.dir.join("run/ovs-vswitchd.ctl")),
+        "--metrics-addr".into(),
+        format!("127.0.0.1:{AGENT_METRICS_PORT}"),
     ]);
     if node.datapath.is_some() {
         a.extend([
@@ -121,6 +124,9 @@ pub fn agent_args(layout: &Layout, node: &NodeState, shim: Option<&Path>) -> Vec
     }
     a
 }
+
+/// The agents' `/metrics` port, on the loopback of each node's netns.
+pub const AGENT_METRICS_PORT: u16 = 9476;
 
 /// The lab CLI's name (the agents' restart command runs it).
 pub const ZOVN_BIN: &str = "zovn";

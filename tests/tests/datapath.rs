@@ -180,6 +180,24 @@ fn has_event(evs: &[Value], object: &str, reason: &str, text: &str) -> bool {
     })
 }
 
+/// The node-1 agent's `/metrics` (it listens on the node netns' loopback).
+fn node_metrics(prefix: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &format!("{prefix}n1"), "python3", "-c"])
+        .arg(format!(
+            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{}/metrics',timeout=5).read().decode())",
+            lab::agent::AGENT_METRICS_PORT
+        ))
+        .output()
+        .expect("python3 in the node netns");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn up(tag: &str, datapath: &str, nodes: &str) -> (tests::Scratch, Zovn, DownOnDrop) {
     let scratch = tests::scratch(tag);
     let dir = scratch.dir.path().join("lab");
@@ -432,5 +450,51 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     wait_until("table shows the errors", Duration::from_secs(5), || {
         z.ok(&["get", "nodes"]).contains("config error")
     });
+
+    // 4. per port: jumbo MTU with native XDP asked for → this port cannot open as AF_XDP
+    z.annotate_node(
+        &node,
+        BTreeMap::from([(
+            CONFIG.to_string(),
+            json!({"mtu": 9000, "afxdp": {"mode": "native"}}).to_string(),
+        )]),
+    );
+    wait_status(&z, &node, "native XDP + jumbo reported", |s| {
+        s["datapath"] == "dpdk" && s["errors"].to_string().contains("native XDP")
+    });
+    apply(&z, subnet_and_pods(&scratch.prefix, &[("p4", 1, None)]));
+    z.wait_ready(&["default/p4"], Duration::from_secs(60));
+    let (ty, ofport, dp) = port_of(&z, 1, "p4");
+    assert_eq!(
+        (ty.as_str(), dp.as_str()),
+        ("", "kernel"),
+        "fell back per port"
+    );
+    assert!(ofport > 0);
+    let mtu = z.ok(&["exec", "default/p4", "--", "cat", "/sys/class/net/eth0/mtu"]);
+    assert_eq!(
+        mtu.trim(),
+        "9000",
+        "the node's datapath config MTU applies to pods"
+    );
+    assert!(has_event(
+        &events(&z),
+        "p4",
+        "DatapathFallback",
+        "could not be opened"
+    ));
+    tcp_reaches(&z, "p4", &p1, "p1");
+    tcp_reaches(&z, "p1", &ip_of(&z.pods(), "p4"), "p4");
+
+    // the fallbacks were counted by reason
+    let metrics = node_metrics(&scratch.prefix);
+    for line in [
+        "zstack_ovn_datapath_fallbacks_total{reason=\"afxdp_port\"} 1",
+        "zstack_ovn_datapath_fallbacks_total{reason=\"dpdk_init\"} 1",
+        "zstack_ovn_datapath_fallbacks_total{reason=\"config\"} 1",
+        "zstack_ovn_datapath_info{datapath=\"dpdk\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in:\n{metrics}");
+    }
     tests::record_real_run(name);
 }

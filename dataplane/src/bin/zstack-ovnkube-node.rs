@@ -154,7 +154,12 @@ async fn main() -> anyhow::Result<()> {
         .context("pod source")?;
     let state = StateStore::open(Some(&args.state_dir))
         .with_context(|| format!("state dir {}", args.state_dir.display()))?;
-    let metrics = Arc::new(Metrics::new());
+    let mut metrics = Metrics::new();
+    if let Some(ctl) = &args.vswitchd_ctl {
+        // PMD and per-port counters, collected on each scrape
+        dataplane::datapath_metrics::register(&mut metrics, ctl, ovs.clone());
+    }
+    let metrics = Arc::new(metrics);
     let (base, base_errors) = match &args.datapath_config {
         None => (DatapathConfig::default(), vec![]),
         Some(p) => match DatapathConfig::load(p) {
@@ -201,8 +206,6 @@ async fn main() -> anyhow::Result<()> {
     agent.setup_node().await.context("node setup")?;
     let dp = agent.datapath_pass().await;
     tracing::info!(datapath = %dp.status.datapath, reason = %dp.status.reason, "node datapath");
-    // the datapath config's MTU wins over the derived one
-    let mtu = agent.datapath.decision().and_then(|d| d.mtu).unwrap_or(mtu);
     if let Err(e) = agent.ensure_mgmt().await {
         // the controller may not have annotated the node yet: the watch retries
         tracing::warn!(error = %e, "management port not configured yet");
@@ -224,9 +227,11 @@ async fn main() -> anyhow::Result<()> {
     {
         cni::conflist::install_binary(shim, bin_dir)
             .with_context(|| format!("install {} into {}", shim.display(), bin_dir.display()))?;
+        // no `mtu` in the node's own conflist: the agent applies the node's MTU (datapath
+        // config, else derived) per ADD; a NetworkAttachmentDefinition's `mtu` wins
         let conflist = cni::conflist::ConfList::zstack_ovn(&cni::conflist::PluginOptions {
             server_socket: Some(args.cni_socket.clone()),
-            mtu: Some(mtu),
+            mtu: None,
             log_level: None,
             timeout_seconds: None,
         });

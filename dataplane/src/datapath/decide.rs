@@ -499,10 +499,16 @@ pub fn decide(
         && let Some(m) = mtu
         && m > VETH_NATIVE_XDP_MAX_MTU
     {
-        errors.push(format!(
-            "mtu {m} is above what native XDP supports on a veth ({VETH_NATIVE_XDP_MAX_MTU}): AF_XDP ports use generic mode"
-        ));
-        mode = "generic".into();
+        if ax.mode.is_none() {
+            errors.push(format!(
+                "mtu {m} is above what native XDP supports on a veth ({VETH_NATIVE_XDP_MAX_MTU}): AF_XDP ports use generic mode"
+            ));
+            mode = "generic".into();
+        } else {
+            errors.push(format!(
+                "mtu {m} is above what native XDP supports on a veth ({VETH_NATIVE_XDP_MAX_MTU}) and afxdp.mode is native: new AF_XDP ports will fail and fall back to the kernel path"
+            ));
+        }
     }
     let rxq_affinity =
         cfg.pmd_rxq_affinity
