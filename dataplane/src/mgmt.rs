@@ -86,10 +86,18 @@ impl MgmtConfig {
             .ok_or_else(|| bad(format!("no usable gateway in {:?}", pn.gateway_ips)))?;
         let mac = crate::state::parse_mac(&pn.mac_address)
             .ok_or_else(|| bad(format!("bad MAC {:?}", pn.mac_address)))?;
-        let subnets = subnets
+        // the Subnets, and the annotation's routes (the Service CIDRs)
+        let mut subnets: Vec<IpNet> = subnets
             .into_iter()
+            .chain(
+                pn.routes
+                    .iter()
+                    .filter_map(|r| r.dest.parse::<IpNet>().ok()),
+            )
             .filter(|s| s.addr().is_ipv4() == gateway.is_ipv4())
             .collect();
+        subnets.sort();
+        subnets.dedup();
         Ok(MgmtConfig {
             node: node.to_string(),
             mac,

@@ -15,6 +15,8 @@
 //!   the agent log.
 //! - [`datapath_bench`]: pod-to-pod iperf3/qperf on one node through AF_XDP ports, kernel
 //!   fallback ports and a direct veth pair (the ceiling), with the target ratios.
+//! - [`service_lb`]: Service endpoint change → Load_Balancer updated in a real NB (p50/p99,
+//!   vs the same one-row write done directly), and NB rows as the number of Services grows.
 //! - [`host`]: running host tools, the heavy-test lock, lab teardown.
 //! - [`alloc`]: the counting allocator behind the memory figures.
 
@@ -24,3 +26,4 @@ pub mod control_sync;
 pub mod datapath_bench;
 pub mod host;
 pub mod ovsdb_insert;
+pub mod service_lb;

@@ -72,8 +72,20 @@ impl<W: Writer> Controller<W> {
             };
             let mut addrs = addrs;
             addrs.gateways = vec![self.cfg.join_gateway];
-            let value =
-                serde_json::to_string(&PodNetwork::from_addresses(&addrs)).unwrap_or_default();
+            let mut network = PodNetwork::from_addresses(&addrs);
+            // the host reaches Service VIPs through its management port (the join switch
+            // balances them)
+            network.routes = self
+                .cfg
+                .service_cidrs
+                .iter()
+                .filter(|c| c.addr().is_ipv4() == self.cfg.join_gateway.is_ipv4())
+                .map(|c| annotation::Route {
+                    dest: c.to_string(),
+                    next_hop: self.cfg.join_gateway.to_string(),
+                })
+                .collect();
+            let value = serde_json::to_string(&network).unwrap_or_default();
             if node.annotations.get(NODE_MGMT_PORT) != Some(&value) {
                 node_writes.push((name.clone(), value));
             }

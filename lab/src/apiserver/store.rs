@@ -229,6 +229,7 @@ impl LabStore {
         let mut next_slot = extra.pods.len();
         let mut planned = Vec::with_capacity(objects.len());
         let mut problems = Vec::new();
+        let mut batch: Vec<k8s_openapi::api::core::v1::Service> = Vec::new();
         for o in objects {
             match o {
                 LabObject::Pod(pod) => match self.place_pod(&extra, *pod, &mut next_slot) {
@@ -238,14 +239,19 @@ impl LabStore {
                 LabObject::Service(mut svc) => {
                     let key = pod_key_of(&svc.metadata);
                     let old = extra.services.get(&key);
+                    // allocations of earlier Services of this batch count as taken
                     let others: Vec<_> = extra
                         .services
                         .iter()
                         .filter(|(k, _)| **k != key)
                         .map(|(_, v)| v)
+                        .chain(batch.iter().filter(|s| pod_key_of(&s.metadata) != key))
                         .collect();
                     match super::services::allocate(&mut svc, old, &others) {
-                        Ok(()) => planned.push(LabObject::Service(svc)),
+                        Ok(()) => {
+                            batch.push((*svc).clone());
+                            planned.push(LabObject::Service(svc));
+                        }
                         Err(e) => problems.push(format!("service {key}: {e}")),
                     }
                 }

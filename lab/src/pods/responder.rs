@@ -5,7 +5,7 @@
 //! starts it inside the pod netns ([`spawn`]).
 
 use std::io::Write;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -24,15 +24,21 @@ pub fn serve(ports: &[PortSpec], name: &str, pidfile: Option<&Path>) -> anyhow::
     let reply = format!("{name}\n");
     let mut threads = Vec::new();
     for p in ports {
-        let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, p.port));
+        // `[::]` serves IPv4 and IPv6 (dual-stack pods); IPv4 only where IPv6 is off
+        let any6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, p.port));
+        let any4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, p.port));
         let reply = reply.clone();
         match p.proto {
             Proto::Tcp => {
-                let l = TcpListener::bind(addr).with_context(|| format!("bind {p}"))?;
+                let l = TcpListener::bind(any6)
+                    .or_else(|_| TcpListener::bind(any4))
+                    .with_context(|| format!("bind {p}"))?;
                 threads.push(std::thread::spawn(move || serve_tcp(l, &reply)));
             }
             Proto::Udp => {
-                let s = UdpSocket::bind(addr).with_context(|| format!("bind {p}"))?;
+                let s = UdpSocket::bind(any6)
+                    .or_else(|_| UdpSocket::bind(any4))
+                    .with_context(|| format!("bind {p}"))?;
                 threads.push(std::thread::spawn(move || serve_udp(s, &reply)));
             }
         }

@@ -44,6 +44,19 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Service load balancers: endpoint change -> LB updated in a real NB (p50/p99), NB
+    /// rows as the number of Services grows.
+    ServiceLb {
+        #[arg(long, default_value_t = 1_000)]
+        services: usize,
+        #[arg(long, default_value_t = 200)]
+        changes: usize,
+        /// Service counts of the scaling series (comma separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [250usize, 500, 1000, 2000, 4000])]
+        scale: Vec<usize>,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Controller cold sync of pods over Subnets into a real NB, and restart with no change.
     ControlSync {
         #[arg(long, default_value_t = 10_000)]
@@ -103,6 +116,25 @@ async fn main() -> Result<()> {
                 nbctl_loop_ports,
             };
             let report = perf::ovsdb_insert::run(cfg).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::ServiceLb {
+            services,
+            changes,
+            scale,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::service_lb::Config {
+                dir: dir.clone(),
+                services,
+                changes,
+                scale,
+            };
+            let report = perf::service_lb::run(cfg).await;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
