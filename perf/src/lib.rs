@@ -18,6 +18,8 @@
 //! - [`service_lb`]: Service endpoint change → Load_Balancer updated in a real NB (p50/p99,
 //!   vs the same one-row write done directly), and NB rows as the number of Services grows.
 //! - [`host`]: running host tools, the heavy-test lock, lab teardown.
+//! - [`vhost_bench`]: 64 B packet rate through the OVS-DPDK PMD between two vhost-user
+//!   ports, created by the node agent versus by hand with `ovs-vsctl` (target ≥ 0.95×).
 //! - [`alloc`]: the counting allocator behind the memory figures.
 
 pub mod alloc;
@@ -27,3 +29,4 @@ pub mod datapath_bench;
 pub mod host;
 pub mod ovsdb_insert;
 pub mod service_lb;
+pub mod vhost_bench;

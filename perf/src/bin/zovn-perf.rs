@@ -11,6 +11,10 @@
 //! `zovn-perf datapath [--seconds 5] [--qperf-seconds 3] [--json FILE]` measures iperf3
 //! and qperf between two pods on a 1-node lab through AF_XDP ports, kernel fallback
 //! ports and a direct veth pair, and prints the ratios the issue targets.
+//!
+//! `zovn-perf vhost [--seconds 5] [--rounds 3] [--json FILE]` measures the 64 B packet
+//! rate through the OVS-DPDK PMD between two vhost-user ports made by the node agent and
+//! between two made by hand, with testpmd as the guest.
 
 use std::path::PathBuf;
 
@@ -92,6 +96,19 @@ enum Cmd {
         /// qperf duration per test and message size.
         #[arg(long, default_value_t = 3)]
         qperf_seconds: u32,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// 64 B packet rate through the OVS-DPDK PMD between two vhost-user ports (testpmd
+    /// txonly -> rxonly, and an io loop): the agent's ports vs ports made by hand.
+    Vhost {
+        /// Measured seconds per sample (after a 2 s warm-up).
+        #[arg(long, default_value_t = 5)]
+        seconds: u32,
+        /// Rounds of (agent, by hand); the median is reported.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -194,6 +211,25 @@ async fn main() -> Result<()> {
             let report = tokio::task::spawn_blocking(move || perf::datapath_bench::run(cfg))
                 .await
                 .context("datapath worker")?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::Vhost {
+            seconds,
+            rounds,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::vhost_bench::Config {
+                dir: dir.clone(),
+                seconds,
+                rounds,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::vhost_bench::run(cfg))
+                .await
+                .context("vhost worker")?;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
