@@ -110,10 +110,12 @@ pub enum PortSource<'a> {
 /// `ports`, concurrently, each bounded by `ctl`'s timeout / [`COLLECT_TIMEOUT`].
 pub async fn collect(ctl: &Unixctl, ports: PortSource<'_>) -> DatapathSnapshot {
     let t = Instant::now();
+    // both at once: a hung vswitchd costs one timeout, not two
     let pmd = async {
-        let stats = ctl.call("dpif-netdev/pmd-stats-show", &[]).await;
-        let rxq = ctl.call("dpif-netdev/pmd-rxq-show", &[]).await;
-        (stats, rxq)
+        tokio::join!(
+            ctl.call("dpif-netdev/pmd-stats-show", &[]),
+            ctl.call("dpif-netdev/pmd-rxq-show", &[])
+        )
     };
     let ports = async {
         match ports {

@@ -31,9 +31,40 @@ impl Agent {
                 None
             }
         };
-        let out = self.datapath.pass(&self.ovs, ann.as_ref()).await;
+        let mut out = self.datapath.pass(&self.ovs, ann.as_ref()).await;
+        self.add_vswitchd_facts(&mut out.status).await;
         self.report_datapath(&out, ann.as_ref()).await;
         out
+    }
+
+    /// What only ovs-vswitchd itself can say (over its unixctl socket): its version when
+    /// the database does not carry it, and the PMD threads it runs.
+    async fn add_vswitchd_facts(&self, s: &mut crate::datapath::DatapathStatus) {
+        let Some(ctl) = &self.cfg.vswitchd_ctl else {
+            return;
+        };
+        let c = crate::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(2));
+        if s.ovs_version.is_none()
+            && let Ok(v) = c.call("version", &[]).await
+        {
+            s.ovs_version = v.lines().next().map(|l| l.trim().to_string());
+        }
+        match c.call("dpif-netdev/pmd-rxq-show", &[]).await {
+            Ok(text) => match crate::pmd_stats::parse_pmd_rxq(&text) {
+                Ok(show) => {
+                    s.pmd_threads = show
+                        .pmds
+                        .iter()
+                        .map(|p| crate::datapath::status::PmdCpu {
+                            cpu: p.core,
+                            numa: p.numa,
+                        })
+                        .collect();
+                }
+                Err(e) => tracing::debug!(error = %e, "pmd-rxq-show unreadable"),
+            },
+            Err(e) => tracing::debug!(error = %e, "ovs-vswitchd unixctl unavailable"),
+        }
     }
 
     async fn report_datapath(&self, out: &PassOutcome, ann: Option<&BTreeMap<String, String>>) {

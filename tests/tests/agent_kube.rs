@@ -430,6 +430,51 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+    // the datapath report through the API: Node annotation and a v1 Event per node
+    for n in &nodes {
+        let status = eventually(
+            "the Node's datapath-status annotation",
+            Duration::from_secs(30),
+            || {
+                let api = node_api.clone();
+                let name = n.name.clone();
+                async move {
+                    api.get(&name)
+                        .await
+                        .ok()?
+                        .metadata
+                        .annotations?
+                        .get("network.zstack.io/datapath-status")
+                        .cloned()
+                }
+            },
+        )
+        .await;
+        let v: Value = serde_json::from_str(&status).expect("datapath-status JSON");
+        // plain ovs-vswitchd (no DPDK build): auto falls back to AF_XDP, and says why
+        assert_eq!(v["datapath"], "afxdp", "{v:#}");
+        assert_eq!(v["fallbacks"][0]["reason"], "no_dpdk_build", "{v:#}");
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(client.clone(), "default");
+        let name = n.name.clone();
+        eventually("a DatapathSelected event", Duration::from_secs(30), || {
+            let events = events.clone();
+            let name = name.clone();
+            async move {
+                events
+                    .list(&Default::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| {
+                        e.involved_object.name.as_deref() == Some(name.as_str())
+                            && e.reason.as_deref() == Some("DatapathSelected")
+                    })
+            }
+        })
+        .await;
+    }
     assert!(
         ping(&nodes[0].netns, &ip_b, Duration::from_secs(20)),
         "node1 -> kb via ovn-k8s-mp0\n{}",

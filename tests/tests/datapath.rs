@@ -252,6 +252,10 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
             .is_some_and(|v| v.starts_with("DPDK "))
     );
     assert_eq!(s1["pmdCpus"], "1", "one PMD, never CPU 0: {s1:#}");
+    assert!(
+        s1["ovsVersion"].as_str().is_some_and(|v| v.contains("3.1")),
+        "{s1:#}"
+    );
     assert_eq!(s1["userspaceTso"], false, "tunnels: TSO off");
     assert!(
         s1["hugepages"]["total"].as_u64().unwrap_or(0) >= 128,
@@ -286,6 +290,10 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
     let (ty, ofport, dp) = port_of(&z, 1, "fast");
     assert_eq!((ty.as_str(), dp.as_str()), ("afxdp", "afxdp"));
     assert!(ofport > 0, "the AF_XDP port opened");
+    // the PMD thread ovs-vswitchd runs for it is reported (on the next 5 s pass)
+    wait_status(&z, &n1, "PMD thread on CPU 1 reported", |s| {
+        s["pmdThreads"] == json!([{"cpu": 1, "numa": 0}])
+    });
     let (ty, _, dp) = port_of(&z, 1, "side");
     assert_eq!((ty.as_str(), dp.as_str()), ("", "kernel"));
     let (ty, _, dp) = port_of(&z, 2, "far");

@@ -73,7 +73,12 @@ impl OvsFacts {
 
     /// The DPDK build (it lists `dpdk` interface types).
     pub fn dpdk_build(&self) -> bool {
-        self.iface_types.contains("dpdk") || self.dpdk_version.is_some()
+        // the plain build reports dpdk_version "none" and no dpdk interface types
+        self.iface_types.contains("dpdk")
+            || self
+                .dpdk_version
+                .as_deref()
+                .is_some_and(|v| v.starts_with("DPDK"))
     }
 
     pub fn afxdp_build(&self) -> bool {
@@ -87,7 +92,8 @@ impl OvsFacts {
             let Some(r) = v.rows("Open_vSwitch").next() else {
                 return OvsFacts::default();
             };
-            let opt = |col: &str| Some(r.str(col).to_string()).filter(|s| !s.is_empty());
+            let opt =
+                |col: &str| Some(r.str(col).to_string()).filter(|s| !s.is_empty() && s != "none");
             let map = |col: &str| {
                 r.get(col)
                     .and_then(|v| BTreeMap::<String, String>::from_value(v).ok())

@@ -41,6 +41,10 @@ pub struct DatapathStatus {
     pub ovs_version: Option<String>,
     pub pmd_cpus: String,
     pub pmds: Vec<PmdCpu>,
+    /// The PMD threads ovs-vswitchd actually runs (from `dpif-netdev/pmd-rxq-show`; empty
+    /// while no port needs one or without `--vswitchd-ctl`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pmd_threads: Vec<PmdCpu>,
     pub hugepages: Hugepages,
     pub userspace_tso: bool,
     pub tso_reason: String,
@@ -81,6 +85,7 @@ impl DatapathStatus {
                     numa: host.numa_of(cpu),
                 })
                 .collect(),
+            pmd_threads: vec![],
             hugepages: Hugepages {
                 size: if d.hugepage_size_kb >= 1024 * 1024 {
                     format!("{}Gi", d.hugepage_size_kb / 1024 / 1024)
@@ -110,6 +115,7 @@ impl DatapathStatus {
             ovs_version: None,
             pmd_cpus: String::new(),
             pmds: vec![],
+            pmd_threads: vec![],
             hugepages: Hugepages::default(),
             userspace_tso: false,
             tso_reason: String::new(),
