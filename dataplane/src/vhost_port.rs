@@ -213,7 +213,8 @@ pub fn requested(conf: &NetConf, pod: &PodInfo) -> Result<Option<VhostUserConfig
 }
 
 /// Whether this node's OVS runs DPDK with vhost-user support (the replica's
-/// `Open_vSwitch` row).
+/// `Open_vSwitch` row: what a vhost-user port needs, whatever the agent decided for veth
+/// pods; a refusal quotes that decision, see [`crate::datapath`]).
 pub fn dpdk_ready(ovs: &Ovs) -> Result<(), String> {
     let (init, types) = ovs.replica().read(|v| {
         v.rows("Open_vSwitch")
@@ -293,7 +294,13 @@ pub async fn add(
     wait: Duration,
 ) -> Result<CniResult, CniError> {
     let key = pod.key();
-    dpdk_ready(&agent.ovs).map_err(|e| refused(format!("pod {key}: {e}")))?;
+    dpdk_ready(&agent.ovs).map_err(|e| {
+        let st = agent.datapath.status();
+        refused(format!(
+            "pod {key}: {e} (the agent's datapath decision: {} — {})",
+            st.datapath, st.reason
+        ))
+    })?;
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     hugepages_check(&meminfo).map_err(|e| refused(format!("pod {key}: {e}")))?;
 

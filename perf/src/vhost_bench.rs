@@ -24,7 +24,7 @@
 //!
 //! The rate is what the PMD received (`dpif-netdev/pmd-stats-show`, packets received
 //! over `seconds` after a warm-up), in Mpps per PMD core. Setups alternate for `rounds`
-//! rounds; the median is reported with the agent/hand ratio. Everything is removed at the
+//! rounds (who goes first alternates); the median is reported with the agent/hand ratio. Everything is removed at the
 //! end, also after a failure.
 
 use std::path::{Path, PathBuf};
@@ -341,7 +341,12 @@ impl Bench {
             ..Default::default()
         };
         for round in 1..=self.cfg.rounds {
-            for (setup, ports) in [("agent", &agent_ports), ("hand", &hand_ports)] {
+            // alternate who goes first, so a drift in the machine's load hits both alike
+            let mut order = [("agent", &agent_ports), ("hand", &hand_ports)];
+            if round % 2 == 0 {
+                order.reverse();
+            }
+            for (setup, ports) in order {
                 let t = self.sample_txonly(&ports[0], &ports[1])?;
                 let l = self.sample_loop(&ports[0], &ports[1])?;
                 eprintln!(
