@@ -180,6 +180,22 @@ fn has_event(evs: &[Value], object: &str, reason: &str, text: &str) -> bool {
     })
 }
 
+/// SIGKILLs node 1's agent and starts it again (the lab's record is updated).
+fn restart_agent(z: &Zovn) {
+    let mut lab = lab::Lab::open(&z.dir).expect("open lab");
+    let rec = lab.agents()[0].clone();
+    lab::process::kill9(&rec).expect("kill agent");
+    std::fs::write(z.dir.join("node1/log/agent.log"), b"").expect("truncate agent log");
+    let agent = tests::workspace_bin("zstack-ovnkube-node");
+    let shim = tests::workspace_bin("zstack-ovn-cni");
+    let recs = lab.start_agents(&agent, Some(&shim)).expect("start agent");
+    assert_ne!(recs[0].pid, rec.pid);
+}
+
+fn agent_log(z: &Zovn) -> String {
+    std::fs::read_to_string(z.dir.join("node1/log/agent.log")).unwrap_or_default()
+}
+
 /// The node-1 agent's `/metrics` (it listens on the node netns' loopback).
 fn node_metrics(prefix: &str) -> String {
     let out = Command::new("ip")
@@ -401,6 +417,17 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     // the existing pods regain connectivity on the restarted ovs-vswitchd
     tcp_reaches(&z, "p1", &p2, "p2");
     pings(&z, "p2", &p1);
+    // an agent restart decides again from scratch: DPDK is retried, fails, same fallback
+    restart_agent(&z);
+    let s = wait_status(&z, &node, "fallback again after an agent restart", |s| {
+        s["datapath"] == "afxdp"
+            && s["fallbacks"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f["reason"] == "dpdk_init"))
+            && agent_log(&z).matches("datapath fallback").count() >= 1
+    });
+    assert_eq!(s["dpdkInitialized"], false, "{s:#}");
+    tcp_reaches(&z, "p2", &p1, "p1");
 
     // 2. the prerequisite returns: DPDK again, new pods on the userspace path
     z.annotate_node(
