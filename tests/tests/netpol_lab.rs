@@ -26,6 +26,8 @@ const ALL_PORTS: [&str; 4] = ["tcp/80", "tcp/81", "udp/80", "udp/81"];
 const CONVERGE: Duration = Duration::from_secs(30);
 /// A probe's bound (blocked TCP/UDP waits this long).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Probes run at once (each on its own thread in the source pod's netns).
+const PROBE_BATCH: usize = 300;
 
 #[derive(Debug, Deserialize)]
 struct CaseFile {
@@ -172,7 +174,7 @@ fn pod_obj(key: &str, labels: &BTreeMap<String, String>) -> Value {
 impl Env {
     fn probe_cells(&self, cells: &[(String, String, String)]) -> Vec<bool> {
         let mut out = vec![false; cells.len()];
-        for (chunk_i, chunk) in cells.chunks(96).enumerate() {
+        for (chunk_i, chunk) in cells.chunks(PROBE_BATCH).enumerate() {
             std::thread::scope(|s| {
                 let handles: Vec<_> = chunk
                     .iter()
@@ -188,7 +190,7 @@ impl Env {
                     })
                     .collect();
                 for (i, h) in handles.into_iter().enumerate() {
-                    out[chunk_i * 96 + i] = h.join().unwrap_or(false);
+                    out[chunk_i * PROBE_BATCH + i] = h.join().unwrap_or(false);
                 }
             });
         }
@@ -354,6 +356,9 @@ fn netpol_corpus_on_real_traffic() {
     let dir = s.dir.path().join("lab");
     let mut cfg = LabConfig::new(&dir, &s.prefix);
     cfg.nodes = 2;
+    if let Ok(dp) = std::env::var("ZOVN_NETPOL_DATAPATH") {
+        cfg.datapath = vec![dp];
+    }
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();
     let _down = DownOnDrop(dir.clone());
@@ -385,12 +390,21 @@ fn netpol_corpus_on_real_traffic() {
     env.wait_matrix(&expected(&[], &all))
         .unwrap_or_else(|t| panic!("no policy, yet not everything reachable:{t}"));
 
-    let cases = load_corpus();
+    let mut cases = load_corpus();
+    // `ZOVN_NETPOL_CASES=text,text`: only cases whose name contains one of them
+    let filter = std::env::var("ZOVN_NETPOL_CASES").ok();
+    if let Some(f) = &filter {
+        cases.retain(|(_, c)| f.split(',').any(|w| c.name.contains(w)));
+    }
     let mut failures = Vec::new();
     let mut times = Vec::new();
     let t_all = Instant::now();
     for (file, case) in &cases {
-        let ports: Vec<String> = case.probe.clone().unwrap_or_else(|| all.clone());
+        let mut ports: Vec<String> = case.probe.clone().unwrap_or_else(|| all.clone());
+        // `ZOVN_NETPOL_PROTO=tcp|udp`: probe one protocol only (diagnosis)
+        if let Ok(p) = std::env::var("ZOVN_NETPOL_PROTO") {
+            ports.retain(|x| x.starts_with(&p));
+        }
         let mut applied: BTreeSet<String> = BTreeSet::new();
         let mut touched_pods: BTreeSet<String> = BTreeSet::new();
         let mut touched_ns: BTreeSet<String> = BTreeSet::new();
@@ -418,7 +432,10 @@ fn netpol_corpus_on_real_traffic() {
             delete_policies(&mut env, &step.delete);
             match env.wait_matrix(&expected(&step.expect, &ports)) {
                 Ok(t) => times.push(t),
-                Err(table) => failures.push(format!("{file}: {} (step {i}){}", case.name, table)),
+                Err(table) => {
+                    assert_vswitchd_alive(&lab);
+                    failures.push(format!("{file}: {} (step {i}){}", case.name, table))
+                }
             }
         }
         for check in &case.acl {
@@ -431,7 +448,8 @@ fn netpol_corpus_on_real_traffic() {
             }
         }
         eprintln!(
-            "case {file}/{}{}: done",
+            "[{:>6.1}s] case {file}/{}{}: done",
+            t_all.elapsed().as_secs_f64(),
             case.name,
             case.upstream
                 .as_deref()
@@ -462,13 +480,28 @@ fn netpol_corpus_on_real_traffic() {
         times.get(times.len() / 2),
         times.last()
     );
-    assert!(cases.len() >= 40);
+    assert!(filter.is_some() || cases.len() >= 40);
+    assert_vswitchd_alive(&lab);
     assert!(
         failures.is_empty(),
         "{} failing:\n{}",
         failures.len(),
         failures.join("\n\n")
     );
+}
+
+/// Fails with the daemon's last words when an ovs-vswitchd of the lab died.
+fn assert_vswitchd_alive(lab: &Lab) {
+    for d in lab.daemons() {
+        if d.name.ends_with("ovs-vswitchd") && !d.is_alive() {
+            let log = lab
+                .dir()
+                .join(d.name.replace("/ovs-vswitchd", "/log/ovs-vswitchd.log"));
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let last: Vec<&str> = text.lines().rev().take(3).collect();
+            panic!("{} died: {}", d.name, last.join(" | "));
+        }
+    }
 }
 
 fn delete_policies(env: &mut Env, keys: &[String]) {

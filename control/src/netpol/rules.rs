@@ -31,6 +31,8 @@ pub(super) struct Ctx<'a> {
     cluster_id: &'a str,
     pods: Vec<Pod<'a>>,
     ns_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Namespace → indexes into `pods`.
+    by_ns: BTreeMap<String, Vec<usize>>,
     families: BTreeSet<Family>,
     node_cidrs: Vec<IpNet>,
     /// Peer key → addresses of its pods.
@@ -61,7 +63,12 @@ impl<'a> Ctx<'a> {
             labels.insert(NAMESPACE_NAME_LABEL.into(), name.clone());
             ns_labels.insert(name, labels);
         }
+        let mut by_ns: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, p) in pods.iter().enumerate() {
+            by_ns.entry(p.info.namespace.clone()).or_default().push(i);
+        }
         Ctx {
+            by_ns,
             cluster_id: input.cluster_id,
             pods,
             ns_labels,
@@ -103,25 +110,38 @@ impl<'a> Ctx<'a> {
         ns: &str,
         pod_sel: &LabelSelector,
     ) -> Result<Vec<&'s Pod<'a>>, selector::BadSelector> {
-        let mut out = Vec::new();
-        for p in &self.pods {
-            let in_ns = match ns_sel {
-                None => p.info.namespace == ns,
-                Some(s) => {
-                    let empty = BTreeMap::new();
-                    let labels = self.ns_labels.get(&p.info.namespace).unwrap_or(&empty);
-                    selector::matches(s, labels)?
+        // the namespaces first (few), then only their pods
+        let namespaces: Vec<&str> = match ns_sel {
+            None => vec![ns],
+            Some(s) => {
+                let mut v = Vec::new();
+                for (name, labels) in &self.ns_labels {
+                    if selector::matches(s, labels)? {
+                        v.push(name.as_str());
+                    }
                 }
-            };
-            if in_ns && selector::matches(pod_sel, &p.info.labels)? {
-                out.push(p);
+                v
+            }
+        };
+        let mut out = Vec::new();
+        for n in namespaces {
+            for i in self.by_ns.get(n).into_iter().flatten() {
+                let p = &self.pods[*i];
+                if selector::matches(pod_sel, &p.info.labels)? {
+                    out.push(p);
+                }
             }
         }
         Ok(out)
     }
 
     /// `(ip4.src == $set_v4 || ip6.src == $set_v6)` for the pods of a peer.
-    fn peer_set_term(&mut self, key: String, ips: BTreeSet<IpAddr>, dir: Direction) -> String {
+    fn peer_set_term(
+        &mut self,
+        key: String,
+        ips: Option<BTreeSet<IpAddr>>,
+        dir: Direction,
+    ) -> String {
         let terms: Vec<String> = self
             .families
             .iter()
@@ -134,7 +154,9 @@ impl<'a> Ctx<'a> {
                 )
             })
             .collect();
-        self.peers.insert(key, ips);
+        if let Some(ips) = ips {
+            self.peers.insert(key, ips);
+        }
         or(terms)
     }
 }
@@ -328,29 +350,28 @@ fn peers_term(
             continue;
         }
         let pod_sel = peer.pod_selector.clone().unwrap_or_default();
-        let (key, pods) = match &peer.namespace_selector {
+        let key = match &peer.namespace_selector {
             None if peer.pod_selector.is_none() => {
                 problem(format!("{at}: empty peer ignored"));
                 continue;
             }
-            None => (
-                format!("ns={ns} pods={}", selector::canonical(&pod_sel)),
-                ctx.select(None, ns, &pod_sel),
-            ),
-            Some(ns_sel) => (
-                format!(
-                    "namespaces={} pods={}",
-                    selector::canonical(ns_sel),
-                    selector::canonical(&pod_sel)
-                ),
-                ctx.select(Some(ns_sel), ns, &pod_sel),
+            None => format!("ns={ns} pods={}", selector::canonical(&pod_sel)),
+            Some(ns_sel) => format!(
+                "namespaces={} pods={}",
+                selector::canonical(ns_sel),
+                selector::canonical(&pod_sel)
             ),
         };
-        match pods {
+        if ctx.peers.contains_key(&key) {
+            // the same peer in another rule or policy: one address set, computed once
+            terms.push(ctx.peer_set_term(key, None, dir));
+            continue;
+        }
+        match ctx.select(peer.namespace_selector.as_ref(), ns, &pod_sel) {
             Ok(pods) => {
                 let ips: BTreeSet<IpAddr> =
                     pods.iter().flat_map(|p| p.ips.iter().copied()).collect();
-                terms.push(ctx.peer_set_term(key, ips, dir));
+                terms.push(ctx.peer_set_term(key, Some(ips), dir));
             }
             Err(e) => problem(format!("{at}: {e}; the peer matches nothing")),
         }

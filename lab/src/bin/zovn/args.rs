@@ -194,6 +194,8 @@ pub enum GetKind {
     Nodes,
     #[value(name = "services", alias = "service", alias = "svc")]
     Services,
+    #[value(name = "networkpolicies", alias = "networkpolicy", alias = "netpol")]
+    NetworkPolicies,
     /// Produced by the lab from Services and Pods.
     #[value(name = "endpointslices", alias = "endpointslice", alias = "eps")]
     EndpointSlices,

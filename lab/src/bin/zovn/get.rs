@@ -19,6 +19,7 @@ pub fn run(a: GetArgs) -> anyhow::Result<()> {
         GetKind::Namespaces => ResourceKind::Namespace,
         GetKind::Nodes => ResourceKind::Node,
         GetKind::Services => ResourceKind::Service,
+        GetKind::NetworkPolicies => ResourceKind::NetworkPolicy,
         GetKind::EndpointSlices => ResourceKind::EndpointSlice,
     };
     let items = ApiClient::connect(&dir)?
