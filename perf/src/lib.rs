@@ -15,6 +15,8 @@
 //!   the agent log.
 //! - [`datapath_bench`]: pod-to-pod iperf3/qperf on one node through AF_XDP ports, kernel
 //!   fallback ports and a direct veth pair (the ceiling), with the target ratios.
+//! - [`netpol_bench`]: NetworkPolicy create → enforced on a 2-node lab with 100 pods
+//!   (p50/p99, first probe with the new verdict) and NB rows as pods/policies grow.
 //! - [`service_lb`]: Service endpoint change → Load_Balancer updated in a real NB (p50/p99,
 //!   vs the same one-row write done directly), and NB rows as the number of Services grows.
 //! - [`host`]: running host tools, the heavy-test lock, lab teardown.
@@ -27,6 +29,7 @@ pub mod cni_add;
 pub mod control_sync;
 pub mod datapath_bench;
 pub mod host;
-pub mod ovsdb_insert;
+pub mod netpol_bench;
 pub mod service_lb;
+pub mod ovsdb_insert;
 pub mod vhost_bench;

@@ -12,6 +12,10 @@
 //! and qperf between two pods on a 1-node lab through AF_XDP ports, kernel fallback
 //! ports and a direct veth pair, and prints the ratios the issue targets.
 //!
+//! `zovn-perf netpol [--pods 100] [--policies 20] [--rows-only] [--json FILE]` measures
+//! NetworkPolicy create → enforced on a 2-node lab (p50/p99) and the NB rows the policy
+//! translator produces as pods and policies grow.
+//!
 //! `zovn-perf vhost [--seconds 5] [--rounds 3] [--json FILE]` measures the 64 B packet
 //! rate through the OVS-DPDK PMD between two vhost-user ports made by the node agent and
 //! between two made by hand, with testpmd as the guest.
@@ -100,6 +104,20 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// NetworkPolicy: create → enforced p50/p99 on a 2-node lab; NB rows as pods and
+    /// policies grow.
+    Netpol {
+        #[arg(long, default_value_t = 100)]
+        pods: usize,
+        #[arg(long, default_value_t = 20)]
+        policies: usize,
+        /// Only the row counts (no lab).
+        #[arg(long)]
+        rows_only: bool,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// 64 B packet rate through the OVS-DPDK PMD between two vhost-user ports (testpmd
     /// txonly -> rxonly, and an io loop): the agent's ports vs ports made by hand.
     Vhost {
@@ -152,6 +170,27 @@ async fn main() -> Result<()> {
                 scale,
             };
             let report = perf::service_lb::run(cfg).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::Netpol {
+            pods,
+            policies,
+            rows_only,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::netpol_bench::Config {
+                dir: dir.clone(),
+                pods,
+                policies,
+                rows_only,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::netpol_bench::run(cfg))
+                .await
+                .context("netpol benchmark task")?;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
