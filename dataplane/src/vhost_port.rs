@@ -294,16 +294,7 @@ pub async fn add(
     wait: Duration,
 ) -> Result<CniResult, CniError> {
     let key = pod.key();
-    dpdk_ready(&agent.ovs).map_err(|e| {
-        let st = agent.datapath.status();
-        refused(format!(
-            "pod {key}: {e} (the agent's datapath decision: {} — {})",
-            st.datapath, st.reason
-        ))
-    })?;
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    hugepages_check(&meminfo).map_err(|e| refused(format!("pod {key}: {e}")))?;
-
+    // what the request itself gets wrong first, then what the node lacks
     let owner = owner_name(&pod.name, &pod.annotations).to_string();
     let root = cfg
         .socket_root
@@ -317,6 +308,16 @@ pub async fn add(
         cfg.pod_socket_dir.as_deref(),
     )
     .map_err(|e| refused(format!("pod {key}: {e}")))?;
+
+    dpdk_ready(&agent.ovs).map_err(|e| {
+        let st = agent.datapath.status();
+        refused(format!(
+            "pod {key}: {e} (the agent's datapath decision: {} — {})",
+            st.datapath, st.reason
+        ))
+    })?;
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    hugepages_check(&meminfo).map_err(|e| refused(format!("pod {key}: {e}")))?;
 
     // the path is stable per interface: a previous sandbox of the same VM may still hold it
     for other in agent.vhost.all() {
