@@ -120,16 +120,13 @@ impl Agent {
     }
 
     async fn node_event(&self, t: EventType, reason: &str, message: String) {
-        let ev = AgentEvent {
-            subject: Subject::Node(self.cfg.node_name.clone()),
-            event_type: t,
-            reason: reason.into(),
+        self.event(
+            Subject::Node(self.cfg.node_name.clone()),
+            t,
+            reason,
             message,
-            node: self.cfg.node_name.clone(),
-        };
-        if let Err(e) = self.pods.event(&ev).await {
-            tracing::debug!(error = %e, reason, "event not recorded");
-        }
+        )
+        .await;
     }
 
     /// An event on a pod.
@@ -141,11 +138,17 @@ impl Agent {
         reason: &str,
         message: String,
     ) {
+        let subject = Subject::Pod {
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        self.event(subject, t, reason, message).await;
+    }
+
+    /// Records an event (best effort: a failure is logged at debug level).
+    pub async fn event(&self, subject: Subject, t: EventType, reason: &str, message: String) {
         let ev = AgentEvent {
-            subject: Subject::Pod {
-                namespace: ns.into(),
-                name: name.into(),
-            },
+            subject,
             event_type: t,
             reason: reason.into(),
             message,

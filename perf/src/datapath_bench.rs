@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use lab::apiserver::ApiClient;
-use lab::{Dpdk, Lab, LabConfig};
+use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 
 use crate::host::{heavy_lock, run_ok, teardown_lab, which};
@@ -50,6 +50,8 @@ pub struct Config {
     pub seconds: u32,
     /// qperf duration per test.
     pub qperf_seconds: u32,
+    /// `pmdMaxSleep` of the node's datapath config (µs); `None`: the lab's default.
+    pub pmd_max_sleep: Option<u32>,
 }
 
 /// One measured path.
@@ -276,10 +278,22 @@ impl Bench {
     fn measure(&mut self, zovn: &Path, agent: &Path, shim: &Path) -> Result<Report> {
         eprintln!("datapath: lab up (1 node, prefix {})", self.prefix);
         self.lab_started = true;
+        // the agent sets DPDK up and decides (the product path: `zovn lab up --datapath dpdk`)
         let mut config = LabConfig::new(self.lab_dir.clone(), &self.prefix);
-        config.dpdk = Dpdk::All;
+        config.datapath = vec!["dpdk".into()];
         let mut lab = Lab::up(config).context("lab up")?;
         lab.keep_running();
+        if let Some(us) = self.cfg.pmd_max_sleep {
+            // the node's datapath config file, read by the agent at start
+            let f = lab.node(1).context("node 1")?.dir.join("datapath.yaml");
+            let text: String = lab::node::datapath_config("dpdk")
+                .lines()
+                .filter(|l| !l.starts_with("pmdMaxSleep"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            std::fs::write(&f, format!("{text}pmdMaxSleep: {us}\n"))
+                .with_context(|| format!("write {}", f.display()))?;
+        }
         lab.start_apiserver(zovn)
             .context("start the lab object store")?;
         lab.start_agents(agent, Some(shim))
@@ -370,7 +384,14 @@ impl Bench {
                 .unwrap_or_else(|_| "?".into())
         );
 
-        let afxdp = self.path(
+        // what the PMD did during the AF_XDP runs (sleeping? busy?)
+        let ctl = node.dir.join("run/ovs-vswitchd.ctl");
+        let appctl = |cmd: &str| {
+            run_ok(Command::new("ovs-appctl").arg("-t").arg(&ctl).arg(cmd))
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        };
+        appctl("dpif-netdev/pmd-stats-clear")?;
+        let mut afxdp = self.path(
             "AF_XDP ports (afxdp)",
             xdp_detail,
             &Pair {
@@ -379,6 +400,16 @@ impl Bench {
                 server_ip: xb_ip,
             },
         )?;
+        afxdp.detail += &format!("; {}", pmd_summary(&appctl("dpif-netdev/pmd-perf-show")?));
+        afxdp.detail += &format!(
+            "; rxqs: {}",
+            appctl("dpif-netdev/pmd-rxq-show")?
+                .lines()
+                .filter(|l| l.trim_start().starts_with("port:"))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         let kernel = self.path(
             "kernel fallback (AF_PACKET)",
             krn_detail,
@@ -576,6 +607,22 @@ impl Bench {
         let started = std::mem::take(&mut self.lab_started);
         teardown_lab(&mut self.netns, &self.lab_dir, started)
     }
+}
+
+/// The lines of `pmd-perf-show` that say whether the PMD slept or worked, per PMD.
+fn pmd_summary(perf_show: &str) -> String {
+    perf_show
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.starts_with("pmd thread")
+                || l.starts_with("- Used TSC cycles")
+                || l.starts_with("- sleep iterations")
+                || l.starts_with("Rx packets")
+        })
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Waits (bounded) until something listens on TCP `port` in netns `ns` (`ss`, no

@@ -8,9 +8,9 @@
 //! brings up a 1-node lab with its object store, controller and node agent, and measures
 //! CNI ADD latency and pods/s through the real shim against the same work done by hand.
 //!
-//! `zovn-perf datapath [--seconds 5] [--qperf-seconds 3] [--json FILE]` measures iperf3
-//! and qperf between two pods on a 1-node lab through AF_XDP ports, kernel fallback
-//! ports and a direct veth pair, and prints the ratios the issue targets.
+//! `zovn-perf datapath [--seconds 5] [--qperf-seconds 3] [--pmd-max-sleep US] [--json FILE]`
+//! measures iperf3 and qperf between two pods on a 1-node lab through AF_XDP ports, kernel
+//! fallback ports and a direct veth pair, and prints the ratios the issue targets.
 //!
 //! `zovn-perf netpol [--pods 100] [--policies 20] [--rows-only] [--json FILE]` measures
 //! NetworkPolicy create → enforced on a 2-node lab (p50/p99) and the NB rows the policy
@@ -100,6 +100,10 @@ enum Cmd {
         /// qperf duration per test and message size.
         #[arg(long, default_value_t = 3)]
         qperf_seconds: u32,
+        /// pmd-maxsleep (µs) in the node's datapath config instead of the lab's 50 (idle
+        /// PMDs sleep up to this long: the core is shared on small machines).
+        #[arg(long)]
+        pmd_max_sleep: Option<u32>,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -239,6 +243,7 @@ async fn main() -> Result<()> {
         Cmd::Datapath {
             seconds,
             qperf_seconds,
+            pmd_max_sleep,
             json,
         } => {
             let dir = tempfile_dir()?;
@@ -246,6 +251,7 @@ async fn main() -> Result<()> {
                 dir: dir.clone(),
                 seconds,
                 qperf_seconds,
+                pmd_max_sleep,
             };
             let report = tokio::task::spawn_blocking(move || perf::datapath_bench::run(cfg))
                 .await
