@@ -579,7 +579,10 @@ impl Bench {
         match self.sample_loop_once(a, b) {
             Ok(r) => Ok(r),
             Err(e) => {
-                eprintln!("vhost: the io loop lost its frames ({e:#}); once more");
+                eprintln!(
+                    "vhost: the io loop lost its frames ({}); once more",
+                    e.to_string().lines().next().unwrap_or("")
+                );
                 self.sample_loop_once(a, b)
             }
         }
