@@ -27,7 +27,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -35,6 +35,8 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use lab::apiserver::ApiClient;
 use lab::{Dpdk, Encap, Lab, LabConfig};
 use serde_json::{Value, json};
+
+use crate::host::{heavy_lock, run_ok, which};
 
 /// Targets from the issue.
 pub const TARGET_P99_S: f64 = 0.150;
@@ -306,7 +308,7 @@ pub fn run(cfg: Config) -> Result<Report> {
             "`{tool}` is not installed (run `make deps`)"
         );
     }
-    let _lock = heavy_lock()?;
+    let _lock = heavy_lock("cni-add")?;
     std::fs::create_dir_all(&cfg.dir).with_context(|| format!("create {}", cfg.dir.display()))?;
     let prefix = format!("pf{:x}", std::process::id() % 0xfff);
     let mut bench = Bench {
@@ -901,54 +903,10 @@ fn container_id(i: usize) -> String {
     format!("{z:016x}{i:048x}")
 }
 
-fn run_ok(cmd: &mut Command) -> Result<Output> {
-    let what = format!("{cmd:?}");
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("run {what}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(out)
-}
-
-fn which(bin: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    path.split(':')
-        .chain(["/usr/sbin", "/sbin"])
-        .map(|d| Path::new(d).join(bin))
-        .find(|p| p.is_file())
-}
-
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
-}
-
-/// The lock the heavy lab tests share (`tests::heavy_lock`): no lab test runs meanwhile.
-fn heavy_lock() -> Result<File> {
-    let path = std::env::temp_dir().join("zovn-heavy-tests.lock");
-    let f = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("open {}", path.display()))?;
-    if f.try_lock().is_err() {
-        eprintln!(
-            "cni-add: waiting for {} (a heavy test is running)",
-            path.display()
-        );
-        f.lock()
-            .with_context(|| format!("lock {}", path.display()))?;
-    }
-    Ok(f)
 }
 
 /// Agent log events of interest: (wall time s, what, key field).
