@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ovsdb::nb::{LoadBalancer, LoadBalancerGroup, LogicalSwitch};
+use ovsdb::nb::{LoadBalancer, LoadBalancerColumn as LbCol, LoadBalancerGroup, LogicalSwitch};
 use ovsdb::typed::Table;
 use ovsdb::{Atom, Condition, Mutation, Operation, Uuid, Value};
 
@@ -37,16 +37,22 @@ fn ours<T: Named>(row: &T, owner: &str) -> bool {
     row.external_ids().get(OWNER).map(String::as_str) == Some(owner)
 }
 
-fn changed(d: &LoadBalancer, a: &LoadBalancer) -> Vec<ovsdb::nb::LoadBalancerColumn> {
-    use ovsdb::typed::Column;
-    let (dr, ar) = (
-        d.to_row_of(LOAD_BALANCER_COLUMNS),
-        a.to_row_of(LOAD_BALANCER_COLUMNS),
-    );
+/// The managed columns ([`LOAD_BALANCER_COLUMNS`]) whose values differ, compared on the
+/// typed rows (no row serialisation: this runs for every Service on every pass).
+fn changed(d: &LoadBalancer, a: &LoadBalancer) -> Vec<LbCol> {
     LOAD_BALANCER_COLUMNS
         .iter()
         .copied()
-        .filter(|c| dr.get(c.name()) != ar.get(c.name()))
+        .filter(|c| match c {
+            LbCol::Vips => d.vips != a.vips,
+            LbCol::Protocol => d.protocol != a.protocol,
+            LbCol::Options => d.options != a.options,
+            LbCol::SelectionFields => d.selection_fields != a.selection_fields,
+            LbCol::ExternalIds => d.external_ids != a.external_ids,
+            LbCol::HealthCheck => d.health_check != a.health_check,
+            LbCol::IpPortMappings => d.ip_port_mappings != a.ip_port_mappings,
+            LbCol::Name => d.name != a.name,
+        })
         .collect()
 }
 
