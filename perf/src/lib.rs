@@ -30,6 +30,6 @@ pub mod control_sync;
 pub mod datapath_bench;
 pub mod host;
 pub mod netpol_bench;
-pub mod service_lb;
 pub mod ovsdb_insert;
+pub mod service_lb;
 pub mod vhost_bench;
