@@ -62,6 +62,8 @@ pub struct PathResult {
     pub detail: String,
     pub iperf_p1_gbps: f64,
     pub iperf_p4_gbps: f64,
+    /// TCP retransmissions of the -P1 and -P4 runs (iperf3's sender).
+    pub retransmits: (u64, u64),
     /// Per message size: (size, tcp_lat µs, udp_lat µs, tcp_bw Gbit/s).
     pub qperf: Vec<(u32, f64, f64, f64)>,
 }
@@ -80,6 +82,7 @@ impl PathResult {
             "detail": self.detail,
             "iperf3_p1_gbps": self.iperf_p1_gbps,
             "iperf3_p4_gbps": self.iperf_p4_gbps,
+            "iperf3_retransmits": [self.retransmits.0, self.retransmits.1],
             "qperf": self.qperf.iter().map(|(m, tl, ul, bw)| json!({
                 "msg_size": m, "tcp_lat_us": tl, "udp_lat_us": ul, "tcp_bw_gbps": bw,
             })).collect::<Vec<_>>(),
@@ -187,7 +190,10 @@ impl Report {
             s += "\n";
         }
         for p in [&self.afxdp, &self.kernel, &self.veth, &self.veth_offload] {
-            s += &format!("  {}: {}\n", p.name, p.detail);
+            s += &format!(
+                "  {}: {}; iperf3 retransmits P1 {} P4 {}\n",
+                p.name, p.detail, p.retransmits.0, p.retransmits.1
+            );
         }
         s += "ratios (targets from the issue):\n";
         for (what, v, target, met) in self.ratios() {
@@ -401,6 +407,23 @@ impl Bench {
             },
         )?;
         afxdp.detail += &format!("; {}", pmd_summary(&appctl("dpif-netdev/pmd-perf-show")?));
+        for pod in ["xdp-a", "xdp-b"] {
+            let out = run_ok(Command::new("ovs-vsctl").args([
+                "--db",
+                &node.db_remote,
+                "--bare",
+                "--columns=statistics",
+                "find",
+                "Interface",
+                &format!("external_ids:iface-id=default_{pod}"),
+            ]))?;
+            let stats = String::from_utf8_lossy(&out.stdout);
+            let drops: Vec<&str> = stats
+                .split([',', ' ', '{', '}'])
+                .filter(|kv| kv.contains("dropped"))
+                .collect();
+            afxdp.detail += &format!("; {pod} port {}", drops.join(" "));
+        }
         afxdp.detail += &format!(
             "; rxqs: {}",
             appctl("dpif-netdev/pmd-rxq-show")?
@@ -522,7 +545,10 @@ impl Bench {
         };
         let iperf = self.server(&p.server_ns, &["iperf3", "-s", "-p", "5201"])?;
         wait_listening(&p.server_ns, 5201)?;
-        for (streams, out) in [(1, &mut r.iperf_p1_gbps), (4, &mut r.iperf_p4_gbps)] {
+        for (streams, out, retr) in [
+            (1, &mut r.iperf_p1_gbps, &mut r.retransmits.0),
+            (4, &mut r.iperf_p4_gbps, &mut r.retransmits.1),
+        ] {
             let o = run_ok(Command::new("ip").args([
                 "netns",
                 "exec",
@@ -536,7 +562,7 @@ impl Bench {
                 "-P",
                 &streams.to_string(),
             ]))?;
-            *out = iperf_gbps(&String::from_utf8_lossy(&o.stdout))
+            (*out, *retr) = iperf_gbps(&String::from_utf8_lossy(&o.stdout))
                 .with_context(|| format!("{name}: iperf3 -P{streams}"))?;
         }
         self.stop_server(iperf);
@@ -648,16 +674,21 @@ fn wait_listening(ns: &str, port: u16) -> Result<()> {
     }
 }
 
-/// The receiver's rate of an `iperf3 -J` run, in Gbit/s.
-pub fn iperf_gbps(json_text: &str) -> Result<f64> {
+/// The receiver's rate of an `iperf3 -J` run, in Gbit/s, and the sender's TCP
+/// retransmissions.
+pub fn iperf_gbps(json_text: &str) -> Result<(f64, u64)> {
     let v: Value = serde_json::from_str(json_text).context("iperf3 -J output is not JSON")?;
     if let Some(e) = v["error"].as_str() {
         bail!("iperf3: {e}");
     }
-    v["end"]["sum_received"]["bits_per_second"]
+    let gbps = v["end"]["sum_received"]["bits_per_second"]
         .as_f64()
         .map(|b| b / 1e9)
-        .ok_or_else(|| anyhow!("no end.sum_received.bits_per_second in the iperf3 output"))
+        .ok_or_else(|| anyhow!("no end.sum_received.bits_per_second in the iperf3 output"))?;
+    Ok((
+        gbps,
+        v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
+    ))
 }
 
 /// `qperf` output → test name → value in SI base units (seconds for `latency`,
@@ -770,8 +801,12 @@ mod tests {
 
     #[test]
     fn iperf_json() {
-        let g = iperf_gbps(r#"{"end":{"sum_received":{"bits_per_second":2.5e9}}}"#).unwrap();
+        let (g, r) = iperf_gbps(
+            r#"{"end":{"sum_received":{"bits_per_second":2.5e9},"sum_sent":{"retransmits":7}}}"#,
+        )
+        .unwrap();
         assert!((g - 2.5).abs() < 1e-9);
+        assert_eq!(r, 7);
         let e = iperf_gbps(r#"{"error":"unable to connect"}"#).unwrap_err();
         assert!(e.to_string().contains("unable to connect"));
     }
