@@ -216,31 +216,8 @@ pub fn requested(conf: &NetConf, pod: &PodInfo) -> Result<Option<VhostUserConfig
 /// `Open_vSwitch` row: what a vhost-user port needs, whatever the agent decided for veth
 /// pods; a refusal quotes that decision, see [`crate::datapath`]).
 pub fn dpdk_ready(ovs: &Ovs) -> Result<(), String> {
-    let (init, types) = ovs.replica().read(|v| {
-        v.rows("Open_vSwitch")
-            .next()
-            .map(|r| {
-                let init = matches!(
-                    r.get("dpdk_initialized")
-                        .and_then(|v| v.atoms().first().cloned()),
-                    Some(ovsdb::Atom::Boolean(true))
-                );
-                let types: Vec<String> = r
-                    .get("iface_types")
-                    .map(|v| {
-                        v.atoms()
-                            .iter()
-                            .filter_map(|a| match a {
-                                ovsdb::Atom::String(s) => Some(s.clone()),
-                                _ => None,
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                (init, types)
-            })
-            .unwrap_or_default()
-    });
+    let facts = crate::datapath::probe::OvsFacts::read(ovs);
+    let (init, types) = (facts.dpdk_initialized, facts.iface_types);
     if !init {
         return Err(
             "this node is not on a DPDK datapath (Open_vSwitch dpdk_initialized is not true): \
@@ -248,10 +225,10 @@ pub fn dpdk_ready(ovs: &Ovs) -> Result<(), String> {
                 .into(),
         );
     }
-    if !types.iter().any(|t| t == IFACE_TYPE) {
+    if !types.contains(IFACE_TYPE) {
         return Err(format!(
             "ovs-vswitchd does not offer interface type {IFACE_TYPE} (iface_types: {})",
-            types.join(",")
+            types.into_iter().collect::<Vec<_>>().join(",")
         ));
     }
     Ok(())

@@ -12,173 +12,60 @@
 //! - delete: no port, no socket dir, no LSP, no testpmd left; `down` leaves nothing.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lab::{Dpdk, Lab, LabConfig};
 use serde_json::Value;
+use tests::zovn::{DownOnDrop, Zovn, alive, assert_down_clean, pod_ip, wait_until};
 
 const VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
 
-struct DownOnDrop(PathBuf);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        if let Ok(lab) = Lab::open(&self.0) {
-            let _ = lab.down();
-        }
-    }
-}
-
-struct Zovn {
-    exe: PathBuf,
-    dir: PathBuf,
-}
-
-impl Zovn {
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
-        let out = Command::new(&self.exe)
-            .arg("lab")
-            .args(&args[..split])
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(&args[split..])
-            .output()
-            .expect("run zovn");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.run(args);
-        assert_eq!(code, 0, "zovn lab {args:?} failed:\n{out}\n{err}");
-        out
-    }
-
-    fn pods(&self) -> BTreeMap<String, Value> {
-        let list: Value =
-            serde_json::from_str(&self.ok(&["get", "pods", "-o", "json"])).expect("json");
-        list["items"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|p| {
-                let key = format!(
-                    "{}/{}",
-                    p["metadata"]["namespace"].as_str().unwrap_or(""),
-                    p["metadata"]["name"].as_str().unwrap_or("")
-                );
-                (key, p)
-            })
-            .collect()
-    }
-
-    fn wait_ready(&self, keys: &[&str], timeout: Duration) -> BTreeMap<String, Value> {
-        let t0 = Instant::now();
-        loop {
-            let pods = self.pods();
-            let ready = |k: &&str| {
-                pods.get(*k)
-                    .and_then(|p| p["status"]["conditions"].as_array())
-                    .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-            };
-            if keys.iter().all(ready) {
-                return pods;
-            }
-            assert!(
-                t0.elapsed() < timeout,
-                "pods not ready after {timeout:?}:\n{}",
-                keys.iter()
-                    .map(|k| format!(
-                        "{k}: {}",
-                        pods.get(*k).map(|p| &p["status"]).unwrap_or(&Value::Null)
-                    ))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    /// The Ready condition's message of pod `key`, once it contains `want`.
-    fn wait_message(&self, key: &str, want: &str, timeout: Duration) -> String {
-        let t0 = Instant::now();
-        loop {
-            let msg = self.pods().get(key).map(|p| {
-                p["status"]["conditions"][0]["message"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string()
-            });
-            if let Some(m) = &msg
-                && m.contains(want)
-            {
-                return m.clone();
-            }
-            assert!(
-                t0.elapsed() < timeout,
-                "pod {key}: no message containing {want:?} after {timeout:?}; last {msg:?}"
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    /// Probes `target` (ip:port) from pod `from` until it answers with the pod name `to`.
-    fn probe_until(&self, from: &str, target: &str, to: &str, bound: Duration) -> Duration {
-        let t0 = Instant::now();
-        loop {
-            let (code, out, _) = self.run(&["probe", from, target, "--timeout", "1s"]);
-            if code == 0 && out.trim() == to {
-                return t0.elapsed();
-            }
-            assert!(
-                t0.elapsed() < bound,
-                "{from} → {target} still unreachable after {bound:?}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn ping(&self, from: &str, ip: &str) {
-        let out = self.ok(&[
-            "exec", from, "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", ip,
-        ]);
-        assert!(out.contains(" 0% packet loss"), "{from} → {ip}: {out}");
-    }
-}
-
-fn pod_ip(pod: &Value) -> String {
-    pod["status"]["podIP"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no podIP: {pod}"))
-        .to_string()
-}
-
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+/// The Ready condition's message of pod `key`, once it contains `want`.
+fn wait_message(z: &Zovn, key: &str, want: &str, timeout: Duration) -> String {
     let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
+    loop {
+        let msg = z.pods().get(key).map(|p| {
+            p["status"]["conditions"][0]["message"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        });
+        if let Some(m) = &msg
+            && m.contains(want)
+        {
+            return m.clone();
+        }
+        assert!(
+            t0.elapsed() < timeout,
+            "pod {key}: no message containing {want:?} after {timeout:?}; last {msg:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
     }
 }
 
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .and_then(|i| s[i + 1..].trim_start().chars().next())
-        })
-        .is_some_and(|c| c != 'Z' && c != 'X')
+/// Probes `target` (ip:port) from pod `from` until it answers with the pod name `to`.
+fn probe_until(z: &Zovn, from: &str, target: &str, to: &str, bound: Duration) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        let (code, out, _) = z.run(&["probe", from, target, "--timeout", "1s"]);
+        if code == 0 && out.trim() == to {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < bound,
+            "{from} → {target} still unreachable after {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn ping(z: &Zovn, from: &str, ip: &str) {
+    let out = z.ok(&[
+        "exec", from, "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", ip,
+    ]);
+    assert!(out.contains(" 0% packet loss"), "{from} → {ip}: {out}");
 }
 
 fn vsctl(db: &str, args: &[&str]) -> String {
@@ -282,10 +169,7 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();
     let _down = DownOnDrop(dir.clone());
-    let z = Zovn {
-        exe: tests::workspace_bin("zovn"),
-        dir: dir.clone(),
-    };
+    let z = Zovn::new(&dir);
     lab.start_apiserver(&z.exe).expect("object store");
     let agent = tests::workspace_bin("zstack-ovnkube-node");
     let shim = tests::workspace_bin("zstack-ovn-cni");
@@ -341,31 +225,58 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
 
     // traffic: same node and cross node, both ways, ping and TCP
     let p = |port: u16, addr: &str| format!("{addr}:{port}");
-    let d = z.probe_until(vm, &p(80, &web1), "default/web1", Duration::from_secs(30));
+    let d = probe_until(
+        &z,
+        vm,
+        &p(80, &web1),
+        "default/web1",
+        Duration::from_secs(30),
+    );
     eprintln!("vm1 → web1 (same node) TCP after {d:?}");
-    z.probe_until(vm, &p(80, &web2), "default/web2", Duration::from_secs(30));
-    z.probe_until("default/web2", &p(22, &vm_ip), vm, Duration::from_secs(10));
-    z.probe_until("default/web1", &p(22, &vm_ip), vm, Duration::from_secs(10));
-    z.probe_until(
+    probe_until(
+        &z,
+        vm,
+        &p(80, &web2),
+        "default/web2",
+        Duration::from_secs(30),
+    );
+    probe_until(
+        &z,
+        "default/web2",
+        &p(22, &vm_ip),
+        vm,
+        Duration::from_secs(10),
+    );
+    probe_until(
+        &z,
+        "default/web1",
+        &p(22, &vm_ip),
+        vm,
+        Duration::from_secs(10),
+    );
+    probe_until(
+        &z,
         "default/web2",
         &p(8080, &ip(app)),
         app,
         Duration::from_secs(10),
     );
-    z.ping(vm, &web1);
-    z.ping(vm, &web2);
+    ping(&z, vm, &web1);
+    ping(&z, vm, &web2);
 
     // refusals are clear and reported on the pod
     let refused_file = s.dir.path().join("refused.yaml");
     std::fs::write(&refused_file, REFUSED).expect("write");
     z.ok(&["apply", "-f", refused_file.to_str().expect("utf-8")]);
-    let m = z.wait_message(
+    let m = wait_message(
+        &z,
         "default/vm-on-kernel",
         "not on a DPDK datapath",
         Duration::from_secs(30),
     );
     eprintln!("kernel node: {m}");
-    let m = z.wait_message(
+    let m = wait_message(
+        &z,
         "default/vm-bad",
         "queues 0 is out of range",
         Duration::from_secs(30),
@@ -376,12 +287,18 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     // ovs-vswitchd-dpdk crash + restart: OVS reconnects to the same socket
     let t_restart = Instant::now();
     lab.restart_vswitchd(1).expect("restart vswitchd");
-    z.probe_until(vm, &p(80, &web2), "default/web2", Duration::from_secs(60));
+    probe_until(
+        &z,
+        vm,
+        &p(80, &web2),
+        "default/web2",
+        Duration::from_secs(60),
+    );
     eprintln!(
         "traffic resumed {:?} after the ovs-vswitchd restart",
         t_restart.elapsed()
     );
-    z.ping(vm, &web1);
+    ping(&z, vm, &web1);
     let after = vhost_ifaces(&db1);
     assert_eq!(after.len(), 2, "no duplicated port: {after:?}");
     assert_eq!(after[&vm_port].1, vm_sock, "same socket path");
@@ -395,24 +312,38 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
         .cloned()
         .expect("node1 agent");
     lab::process::kill9(&agent1).expect("kill agent");
-    wait_until("agent gone", Duration::from_secs(5), || !alive(agent1.pid));
-    z.ping(vm, &web2); // the datapath does not need the agent
+    wait_until("agent gone", Duration::from_secs(5), || {
+        !alive(i64::from(agent1.pid))
+    });
+    ping(&z, vm, &web2); // the datapath does not need the agent
     lab.start_agents(&agent, Some(&shim)).expect("agents again");
     std::thread::sleep(Duration::from_secs(2)); // let the restarted agent restore
     let after = vhost_ifaces(&db1);
     assert_eq!(after[&vm_port].0, vm_uuid, "the same Interface row");
     assert_eq!(after[&vm_port].1, vm_sock, "same socket path");
-    z.probe_until(vm, &p(80, &web2), "default/web2", Duration::from_secs(20));
-    z.probe_until("default/web1", &p(22, &vm_ip), vm, Duration::from_secs(20));
+    probe_until(
+        &z,
+        vm,
+        &p(80, &web2),
+        "default/web2",
+        Duration::from_secs(20),
+    );
+    probe_until(
+        &z,
+        "default/web1",
+        &p(22, &vm_ip),
+        vm,
+        Duration::from_secs(20),
+    );
 
     // delete: port, socket dir, LSP and testpmd gone
-    let testpmds: Vec<i32> = std::fs::read_dir(dir.join("pods/run"))
+    let testpmds: Vec<i64> = std::fs::read_dir(dir.join("pods/run"))
         .expect("pods/run")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().ends_with(".vhost.json"))
         .filter_map(|p| {
             let v: Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
-            v["pid"].as_i64().map(|p| p as i32)
+            v["pid"].as_i64()
         })
         .collect();
     assert_eq!(testpmds.len(), 2, "one testpmd per vhost pod");
@@ -448,20 +379,6 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     );
     assert_eq!(vhost_ifaces(&db1).len(), 1);
 
-    // down: nothing left
-    let lab = Lab::open(&dir).expect("open");
-    lab.down().expect("down");
-    for pid in testpmds {
-        wait_until(
-            &format!("testpmd {pid} gone"),
-            Duration::from_secs(10),
-            || !alive(pid),
-        );
-    }
-    let left: Vec<String> = lab::netns::list()
-        .into_iter()
-        .filter(|n| n.starts_with(&s.prefix))
-        .collect();
-    assert!(left.is_empty(), "netns left: {left:?}");
-    assert!(!dir.exists(), "state dir left");
+    // down: nothing left (testpmds included)
+    assert_down_clean(&dir, &s.prefix, &testpmds);
 }
