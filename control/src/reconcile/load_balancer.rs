@@ -238,3 +238,6 @@ pub fn plan(
         ));
     }
 }
+
+#[cfg(test)]
+mod tests;
