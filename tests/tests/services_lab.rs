@@ -14,71 +14,25 @@
 //! Service is checked at the NB level (its Load_Balancer row with protocol sctp).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lab::{Lab, LabConfig};
 use serde_json::Value;
 use tests::nbctl::nbctl;
+use tests::zovn::{DownOnDrop, Zovn};
 
-struct DownOnDrop(PathBuf);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        if let Ok(lab) = Lab::open(&self.0) {
-            let _ = lab.down();
-        }
+/// One probe: Ok(who answered) or Err(why not).
+fn probe(z: &Zovn, from: &str, target: &str, udp: bool) -> Result<String, String> {
+    let mut args = vec!["probe", from, target, "--timeout", "2s"];
+    if udp {
+        args.push("--udp");
     }
-}
-
-struct Zovn {
-    exe: PathBuf,
-    dir: PathBuf,
-}
-
-impl Zovn {
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
-        let out = Command::new(&self.exe)
-            .arg("lab")
-            .args(&args[..split])
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(&args[split..])
-            .output()
-            .expect("run zovn");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.run(args);
-        assert_eq!(code, 0, "zovn lab {args:?} failed:\n{out}\n{err}");
-        out
-    }
-
-    fn list(&self, kind: &str) -> Vec<Value> {
-        let out = self.ok(&["get", kind, "-o", "json"]);
-        let v: Value = serde_json::from_str(&out).expect("get -o json");
-        v["items"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// One probe: Ok(who answered) or Err(why not).
-    fn probe(&self, from: &str, target: &str, udp: bool) -> Result<String, String> {
-        let mut args = vec!["probe", from, target, "--timeout", "2s"];
-        if udp {
-            args.push("--udp");
-        }
-        let (code, out, err) = self.run(&args);
-        if code == 0 {
-            Ok(out.trim().to_string())
-        } else {
-            Err(format!("{out}{err}"))
-        }
+    let (code, out, err) = z.run(&args);
+    if code == 0 {
+        Ok(out.trim().to_string())
+    } else {
+        Err(format!("{out}{err}"))
     }
 }
 
@@ -100,10 +54,10 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
 fn backends(z: &Zovn, from: &str, target: &str, udp: bool, n: usize) -> BTreeSet<String> {
     (0..n)
         .map(|_| {
-            z.probe(from, target, udp)
+            probe(z, from, target, udp)
                 .or_else(|e| {
                     eprintln!("retrying once: {e}");
-                    z.probe(from, target, udp)
+                    probe(z, from, target, udp)
                 })
                 .unwrap_or_else(|e| panic!("{from} → {target} udp={udp}: {e}"))
         })
@@ -114,7 +68,7 @@ fn backends(z: &Zovn, from: &str, target: &str, udp: bool, n: usize) -> BTreeSet
 fn reachable(z: &Zovn, from: &str, target: &str, udp: bool, want: &[&str]) {
     let t0 = Instant::now();
     loop {
-        let last = match z.probe(from, target, udp) {
+        let last = match probe(z, from, target, udp) {
             Ok(who) if want.contains(&who.as_str()) => return,
             Ok(who) => format!("answered by {who}"),
             Err(e) => e,
@@ -158,10 +112,7 @@ fn services_on_real_traffic() {
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();
     let _down = DownOnDrop(dir.clone());
-    let z = Zovn {
-        exe: tests::workspace_bin("zovn"),
-        dir: dir.clone(),
-    };
+    let z = Zovn::new(&dir);
     lab.start_apiserver(&z.exe).expect("object store");
     let agent = tests::workspace_bin("zstack-ovnkube-node");
     let shim = tests::workspace_bin("zstack-ovn-cni");
@@ -175,7 +126,7 @@ fn services_on_real_traffic() {
 
     // Services: allocated cluster IPs and node ports
     let services: BTreeMap<String, Value> = z
-        .list("services")
+        .items("services")
         .into_iter()
         .map(|s| (s["metadata"]["name"].as_str().unwrap_or("").to_string(), s))
         .collect();
@@ -273,9 +224,7 @@ fn services_on_real_traffic() {
     // no endpoints: refused at once, not a timeout
     let nobody = ips("nobody")[0].clone();
     let t0 = Instant::now();
-    let err = z
-        .probe(c1, &vip(&nobody, 80), false)
-        .expect_err("no endpoints");
+    let err = probe(&z, c1, &vip(&nobody, 80), false).expect_err("no endpoints");
     assert!(
         err.to_lowercase().contains("refused") && t0.elapsed() < Duration::from_millis(1500),
         "rejected quickly ({:?}): {err}",
