@@ -8,16 +8,17 @@
 //! - ovs-vswitchd-dpdk is killed and restarted: traffic resumes, same port, same socket;
 //! - the node agent is killed and restarted: traffic resumes, same Interface row, same
 //!   socket path;
+//! - CNI CHECK passes, reports a tampered vhost-server-path, passes again once repaired;
 //! - refusals: a vhost pod on the kernel node, a bad request (queues 0);
 //! - delete: no port, no socket dir, no LSP, no testpmd left; `down` leaves nothing.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lab::{Dpdk, Lab, LabConfig};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tests::zovn::{DownOnDrop, Zovn, alive, assert_down_clean, pod_ip, wait_until};
 
 const VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
@@ -302,7 +303,12 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let after = vhost_ifaces(&db1);
     assert_eq!(after.len(), 2, "no duplicated port: {after:?}");
     assert_eq!(after[&vm_port].1, vm_sock, "same socket path");
-    assert_eq!(after[&vm_port].3, "up");
+    // the column follows the datapath with a delay
+    wait_until(
+        "link_state up after the restart",
+        Duration::from_secs(15),
+        || vsctl(&db1, &["get", "Interface", &vm_port, "link_state"]) == "up",
+    );
 
     // agent SIGKILL + restart: same Interface row, same socket, traffic still flows
     let agent1 = lab
@@ -334,6 +340,60 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
         &p(22, &vm_ip),
         vm,
         Duration::from_secs(20),
+    );
+
+    // CNI CHECK of the vhost-user attachment: passes, and reports a tampered port
+    let rec = lab.runtime_pods().expect("pods.json").pods[vm].clone();
+    let node1 = tests::agent::Node {
+        name: lab.node(1).expect("node1").system_id.clone(),
+        netns: lab.node(1).expect("node1").netns.clone(),
+        db: db1.clone(),
+        socket: lab::state::Layout::new(&dir).node_cni_socket(1),
+        state: PathBuf::new(),
+        log: PathBuf::new(),
+        ovn_controller: None,
+    };
+    let check = || {
+        let pod = "virt-launcher-vm1-x7k2p";
+        let (cid, ns) = (&rec.container_id, &rec.netns);
+        tests::agent::shim_with("CHECK", &node1, cid, ns, pod, 10.0, &json!({}))
+    };
+    let (ok, v) = check();
+    assert!(ok, "CHECK of vm1: {v}");
+    let path_opt = "options:vhost-server-path";
+    vsctl(
+        &db1,
+        &[
+            "set",
+            "Interface",
+            &vm_port,
+            &format!("{path_opt}=/tmp/elsewhere.sock"),
+        ],
+    );
+    let (ok, v) = check();
+    assert!(!ok, "CHECK passed a tampered port");
+    let msg = v["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("vhost-server-path") && msg.contains(&vm_sock),
+        "CHECK names what differs: {msg}"
+    );
+    vsctl(
+        &db1,
+        &[
+            "set",
+            "Interface",
+            &vm_port,
+            &format!("{path_opt}={vm_sock}"),
+        ],
+    );
+    let (ok, v) = check();
+    assert!(ok, "CHECK after repair: {v}");
+    probe_until(
+        &z,
+        vm,
+        &p(80, &web2),
+        "default/web2",
+        Duration::from_secs(30),
     );
 
     // delete: port, socket dir, LSP and testpmd gone
