@@ -4,7 +4,9 @@
 //! switches; northd turns the VIPs into logical flows; an endpoint change rewrites only
 //! that Service's row (1 update, nothing else); a restart writes nothing; a foreign load
 //! balancer with one of our names is never touched; deleting a Service deletes its rows.
-//! SCTP: this kernel has no SCTP, so SCTP Services are checked here, at the NB/SB level.
+//! A Service with a part that cannot be used is served without it and gets one Warning
+//! event. SCTP: this kernel has no SCTP, so SCTP Services are checked here, at the NB/SB
+//! level.
 
 use std::collections::BTreeMap;
 
@@ -193,9 +195,21 @@ async fn service_load_balancers_on_real_nb() {
         "10.96.0.30",
         &[("", Proto::Tcp, 80, None)],
     ));
+    // a Service with a part the controller cannot use: the rest is served, the problem
+    // is reported once as a Warning event
+    let mut partly = service("partly", "10.96.0.40", &[("", Proto::Tcp, 80, None)]);
+    let problem = r#"port "bad": protocol "ICMP" is not one of TCP, UDP, SCTP"#;
+    partly.problems = vec![problem.to_string()];
+    store.apply_service(partly);
     store.mark_synced();
     let mut ctl = controller(&nb, &store).await;
     settle(&mut ctl, &mut rx).await;
+    assert_eq!(
+        store.service_events(),
+        vec![format!("demo/partly: {problem}")],
+        "reported once"
+    );
+    lb_uuid(&nb, "Service_demo/partly_TCP");
 
     // rows, names, owner marks, VIPs
     let web = lb_uuid(&nb, "Service_demo/web_TCP");

@@ -18,6 +18,7 @@
 //! retry timer after an error.
 
 pub mod context;
+mod services;
 pub mod state;
 mod writeback;
 
@@ -98,6 +99,8 @@ pub struct Controller<W: Writer> {
     chassis_cleanup: BTreeSet<(String, String)>,
     /// NetworkPolicy problems already reported.
     policy_problems: BTreeSet<crate::netpol::Problem>,
+    /// Service problems already reported (`namespace/name: problem`).
+    service_problems: BTreeSet<String>,
 }
 
 impl<W: Writer> Controller<W> {
@@ -124,6 +127,7 @@ impl<W: Writer> Controller<W> {
             chassis_of: BTreeMap::new(),
             chassis_cleanup: BTreeSet::new(),
             policy_problems: BTreeSet::new(),
+            service_problems: BTreeSet::new(),
         }
     }
 
@@ -210,6 +214,7 @@ impl<W: Writer> Controller<W> {
         let (desired, problems) = self.desired_and_problems();
         report.nb = self.rec.reconcile(&desired).await?;
         crate::netpol::report::problems(&self.writer, &mut self.policy_problems, problems).await;
+        self.report_service_problems().await;
         for c in &report.nb.conflicts {
             tracing::warn!(conflict = %c, "NB row left untouched");
         }

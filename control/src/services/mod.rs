@@ -15,3 +15,6 @@ pub mod select;
 pub use model::{
     EndpointInfo, EndpointPort, EndpointSliceInfo, Proto, ServiceInfo, ServicePort, TargetPort,
 };
+
+/// The reason of the Warning events on Services the controller cannot fully use.
+pub const SERVICE_PROBLEM: &str = "ServiceProblem";

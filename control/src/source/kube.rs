@@ -148,6 +148,47 @@ impl KubeWriter {
     }
 }
 
+/// Creates a Warning event on `(apiVersion, kind, namespace, name)` from our component.
+pub(super) async fn warning_event(
+    client: &Client,
+    (api_version, kind, namespace, name): (&str, &str, &str, &str),
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let ev = KubeEvent {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some(namespace.to_string()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            namespace: Some(namespace.to_string()),
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.to_string()),
+        type_: Some("Warning".into()),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        source: Some(EventSource {
+            component: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let api: Api<KubeEvent> = Api::namespaced(client.clone(), namespace);
+    api.create(&kube::api::PostParams::default(), &ev)
+        .await
+        .map(|_| ())
+}
+
 fn write_error(object: String, e: kube::Error) -> WriteError {
     match &e {
         kube::Error::Api(s) if s.code == 404 => WriteError::NotFound { object },
@@ -159,6 +200,19 @@ fn write_error(object: String, e: kube::Error) -> WriteError {
 }
 
 impl Writer for KubeWriter {
+    async fn service_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        let object = ("v1", "Service", namespace, name);
+        let reason = crate::services::SERVICE_PROBLEM;
+        warning_event(&self.client, object, reason, message)
+            .await
+            .map_err(|e| write_error(format!("event on service {namespace}/{name}"), e))
+    }
+
     async fn policy_event(
         &self,
         namespace: &str,

@@ -22,6 +22,7 @@ struct Objects {
     vms: std::collections::BTreeSet<String>,
     /// Warning events on NetworkPolicies: `namespace/name: message`.
     policy_events: Vec<String>,
+    service_events: Vec<String>,
     services: BTreeMap<String, ServiceInfo>,
     endpoint_slices: BTreeMap<String, EndpointSliceInfo>,
 }
@@ -233,9 +234,26 @@ impl MemoryStore {
     pub fn policy_events(&self) -> Vec<String> {
         self.lock().policy_events.clone()
     }
+
+    /// The Warning events recorded on Services (`namespace/name: message`).
+    pub fn service_events(&self) -> Vec<String> {
+        self.lock().service_events.clone()
+    }
 }
 
 impl Writer for MemoryStore {
+    async fn service_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        self.lock()
+            .service_events
+            .push(format!("{namespace}/{name}: {message}"));
+        Ok(())
+    }
+
     async fn policy_event(
         &self,
         namespace: &str,

@@ -121,6 +121,18 @@ pub trait Writer: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Reports a problem of Service `namespace/name` (a Warning event). Writers without
+    /// events log only.
+    fn service_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let _ = (namespace, name, message);
+        async { Ok(()) }
+    }
+
     /// Replaces the Subnet's status.
     fn subnet_status(
         &self,

@@ -69,36 +69,7 @@ pub async fn create_event(
     name: &str,
     message: &str,
 ) -> Result<(), kube::Error> {
-    use k8s_openapi::api::core::v1::{Event as KubeEvent, ObjectReference};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let ev = KubeEvent {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{name}.")),
-            namespace: Some(namespace.to_string()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("networking.k8s.io/v1".into()),
-            kind: Some("NetworkPolicy".into()),
-            namespace: Some(namespace.to_string()),
-            name: Some(name.to_string()),
-            ..Default::default()
-        },
-        reason: Some(crate::netpol::report::EVENT_REASON.into()),
-        message: Some(message.to_string()),
-        type_: Some("Warning".into()),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
-        source: Some(k8s_openapi::api::core::v1::EventSource {
-            component: Some(super::kube::FIELD_MANAGER.into()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let api: Api<KubeEvent> = Api::namespaced(client.clone(), namespace);
-    api.create(&kube::api::PostParams::default(), &ev)
-        .await
-        .map(|_| ())
+    let object = ("networking.k8s.io/v1", "NetworkPolicy", namespace, name);
+    let reason = crate::netpol::report::EVENT_REASON;
+    super::kube::warning_event(client, object, reason, message).await
 }
