@@ -1,17 +1,20 @@
 #!/bin/bash
-# lab-demo.sh DIR NODES - the README's first command (`make lab`): bring up the local lab of
-# real OVN/OVS daemons with the control plane and a node agent per node, apply
+# lab-demo.sh DIR NODES DATAPATHS - the README's first command (`make lab`): bring up the
+# local lab of real OVN/OVS daemons with the control plane and a node agent per node (node 1
+# on the DPDK datapath, node 2 on the kernel fallback by default), show what each agent
+# decided about its datapath and why, apply
 # examples/lab/ (Namespaces, Subnets, Pods: each pod a network namespace wired through the
 # real CNI plugin), show what was decided (pod addresses, Subnet status), the reachability
 # matrix (same node and across the Geneve tunnel) and the OVN rows, tear everything down.
 set -euo pipefail
 DIR=${1:-/tmp/zovn-lab}; NODES=${2:-2}
+if [ "$NODES" = 2 ]; then DATAPATHS=${3:-dpdk,kernel}; else DATAPATHS=${3:-auto}; fi
 ZOVN=target/debug/zovn
 trap '$ZOVN lab down --dir "$DIR" >/dev/null 2>&1 || true' EXIT
 step() { printf '\n== %s\n' "$*"; }
 
-step "zovn lab up --nodes $NODES --dir $DIR"
-$ZOVN lab up --nodes "$NODES" --dir "$DIR"
+step "zovn lab up --nodes $NODES --datapath $DATAPATHS --dir $DIR"
+$ZOVN lab up --nodes "$NODES" --datapath "$DATAPATHS" --dir "$DIR"
 STATUS=$($ZOVN lab status --dir "$DIR")
 NB=$(echo "$STATUS" | sed -n 's/^NB: //p')
 SB=$(echo "$STATUS" | sed -n 's/^SB: //p')
@@ -25,6 +28,10 @@ for _ in $(seq 120); do
   sleep 0.25
 done
 
+step "zovn lab get nodes     (each agent's datapath: what it decided and why)"
+$ZOVN lab get nodes --dir "$DIR"
+step "zovn lab get events    (datapath decisions, fallbacks, configuration errors)"
+$ZOVN lab get events --dir "$DIR"
 step "zovn lab get subnets   (the controller's status: phase, addresses used/available)"
 $ZOVN lab get subnets --dir "$DIR"
 step "zovn lab get pods      (addresses from each pod's Subnet; db asked for 10.16.0.100)"
@@ -32,6 +39,9 @@ $ZOVN lab get pods --dir "$DIR"
 
 step "reachability matrix    (zovn lab probe: every pod to every declared port; hosts to pods)"
 python3 scripts/lab-matrix.py "$ZOVN" "$DIR"
+
+step "zovn lab stats         (PMD threads, rx queue usage, per-pod port counters)"
+$ZOVN lab stats --dir "$DIR" || true
 
 step "ovn-nbctl show         (the OVN topology the controller wrote)"
 ovn-nbctl --db="$NB" show
@@ -44,7 +54,7 @@ $ZOVN lab down --dir "$DIR"
 cat <<TXT
 
 Explore on your own:
-  $ZOVN lab up --nodes $NODES
+  $ZOVN lab up --nodes $NODES --datapath $DATAPATHS   # auto|dpdk|afxdp|kernel, per node
   $ZOVN lab apply -f examples/lab/      # edit the files and apply again: objects update
   $ZOVN lab get pods | get sn
   $ZOVN lab exec demo/web -- ip addr             # a shell command inside a pod

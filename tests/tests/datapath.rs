@@ -315,6 +315,19 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
     let (ty, _, dp) = port_of(&z, 2, "far");
     assert_eq!((ty.as_str(), dp.as_str()), ("", "kernel"));
 
+    let table = z.ok(&["get", "pods"]);
+    for (pod, dp) in [
+        ("fast", "afxdp/veth"),
+        ("side", "kernel/veth"),
+        ("far", "kernel/veth"),
+    ] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("default/{pod} ")))
+            .unwrap_or_else(|| panic!("no row for {pod}:\n{table}"));
+        assert!(row.contains(dp), "{pod} should show {dp}:\n{table}");
+    }
+
     // traffic: AF_XDP ↔ kernel port on one node, and across the tunnel
     let (fast, side, far) = (
         ip_of(&pods, "fast"),

@@ -28,6 +28,9 @@ pub struct CniNode {
     pub socket: PathBuf,
     /// The node's address (a pod's `hostIP`).
     pub host_ip: String,
+    /// The node's Open_vSwitch database (`unix:...`), to read which datapath the agent
+    /// gave a pod's port.
+    pub ovs_db: String,
 }
 
 /// The network configuration for the first plugin of the node's config, as libcni
@@ -255,6 +258,25 @@ impl CniCall<'_> {
     }
 }
 
+/// The host-side interface of a veth result (the entry without a sandbox).
+pub fn host_ifname(result: &Value) -> Option<String> {
+    let r = cni::CniResult::from_value(result.clone()).ok()?;
+    r.interfaces
+        .iter()
+        .find(|i| i.sandbox.is_none() && i.socket_path.is_none())
+        .map(|i| i.name.clone())
+}
+
+/// `afxdp/veth` or `kernel/veth`: the OVS Interface type the agent gave the pod's port
+/// (`None` when it cannot be read).
+pub fn veth_datapath(ovs_db: &str, host_ifname: &str) -> Option<String> {
+    let ty = crate::ctl::vsctl(ovs_db, &["get", "Interface", host_ifname, "type"]).ok()?;
+    Some(match ty.trim().trim_matches('"') {
+        "afxdp" => "afxdp/veth".into(),
+        _ => "kernel/veth".into(),
+    })
+}
+
 /// Addresses, MAC and datapath from an ADD result.
 pub fn summarize(result: &Value) -> Result<(Vec<String>, Option<String>, String), String> {
     let r = cni::CniResult::from_value(result.clone()).map_err(|e| e.to_string())?;
@@ -314,6 +336,7 @@ mod tests {
             bin_dir: "/b".into(),
             socket: "/s".into(),
             host_ip: "172.16.0.1".into(),
+            ovs_db: "unix:/db.sock".into(),
         };
         let net = network_config(
             Path::new("x"),

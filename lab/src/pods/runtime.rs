@@ -120,6 +120,7 @@ impl PodRuntime {
                 bin_dir: layout.node_cni_bin(n.index),
                 socket: layout.node_cni_socket(n.index),
                 host_ip: n.encap_ip.clone(),
+                ovs_db: n.db_remote.clone(),
             })
             .collect();
         let state = PodsFile::load(&layout.pods_file())?;
@@ -268,9 +269,19 @@ impl PodRuntime {
             };
             match add {
                 Ok(result) => {
-                    let (ips, mac, datapath) = summarize(&result).map_err(|e| {
+                    let (ips, mac, mut datapath) = summarize(&result).map_err(|e| {
                         SetupError::failed(format!("pod {}: CNI ADD result: {e}", d.key))
                     })?;
+                    if let Some(host) = crate::pods::cni_exec::host_ifname(&result) {
+                        let db = node.ovs_db.clone();
+                        if let Ok(Some(dp)) = tokio::task::spawn_blocking(move || {
+                            crate::pods::cni_exec::veth_datapath(&db, &host)
+                        })
+                        .await
+                        {
+                            datapath = dp;
+                        }
+                    }
                     info!(pod = %d.key, netns = %ns, ?ips, "CNI ADD succeeded");
                     self.update(&d.key, |r| {
                         r.ips = ips;
