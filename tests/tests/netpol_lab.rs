@@ -427,6 +427,7 @@ fn netpol_corpus_on_real_traffic() {
     }
     let mut failures = Vec::new();
     let mut crashes: Vec<String> = Vec::new();
+    let mut retries: Vec<String> = Vec::new();
     let mut times = Vec::new();
     let t_all = Instant::now();
     for (file, case) in &cases {
@@ -462,6 +463,7 @@ fn netpol_corpus_on_real_traffic() {
             delete_policies(&mut env, &step.delete);
             let want = expected(&step.expect, &ports);
             let mut tries = 0;
+            let mut retried = false;
             loop {
                 let r = env.wait_matrix(&want);
                 // a dead ovs-vswitchd (see `tcp_probe`) is restarted and the step probed
@@ -475,6 +477,12 @@ fn netpol_corpus_on_real_traffic() {
                     Ok(t) if !again => {
                         times.push(t);
                         break;
+                    }
+                    // one more window for a step that missed (a datapath restarted by an
+                    // abort can lag); reported, and a real mismatch fails both
+                    Err(table) if !again && !retried => {
+                        retried = true;
+                        retries.push(format!("{file}: {} (step {i}){}", case.name, table));
                     }
                     Err(table) if !again => {
                         failures.push(format!("{file}: {} (step {i}){}", case.name, table));
@@ -535,6 +543,18 @@ fn netpol_corpus_on_real_traffic() {
         t_all.elapsed(),
         times.get(times.len() / 2),
         times.last()
+    );
+    if !retries.is_empty() {
+        eprintln!(
+            "WARNING: {} steps matched only in a second window:\n{}",
+            retries.len(),
+            retries.join("\n")
+        );
+    }
+    assert!(
+        retries.len() <= 3,
+        "{} steps needed a second window",
+        retries.len()
     );
     if !crashes.is_empty() {
         eprintln!(
