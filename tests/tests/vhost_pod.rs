@@ -1,5 +1,8 @@
-//! vhost-user pods end to end on a real 2-node lab (node1 OVS-DPDK, node2 kernel):
-//! `examples/vhost/` applied through `zovn lab apply`, the real agents and shim, the lab's
+//! vhost-user pods end to end on a real 2-node lab (`--datapath dpdk,kernel`: node1's
+//! agent initialises OVS-DPDK itself, node2 kernel): `examples/vhost/` (a
+//! NetworkAttachmentDefinition, a KubeVirt VMI that the store turns into its
+//! virt-launcher pod, a DPDK pod asking by annotation) applied through `zovn lab apply`,
+//! the real agents and shim, the lab's
 //! testpmd "VM" (virtio-user server ⇄ tap `eth0`) behind a real vhost-user ring, an OVS
 //! `dpdkvhostuserclient` port bound to the pod's LSP.
 //!
@@ -17,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lab::{Dpdk, Lab, LabConfig};
+use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 use tests::zovn::{DownOnDrop, Zovn, alive, assert_down_clean, pod_ip, wait_until};
 
@@ -145,6 +148,24 @@ metadata:
 spec: {nodeName: node1, containers: []}
 "#;
 
+/// A pod naming a NAD that does not exist yet, and the NAD (a plain veth network).
+const LATE_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: late
+  namespace: default
+  annotations: {v1.multus-cni.io/default-network: late-net}
+spec: {nodeName: node1, containers: [{name: c, image: x, ports: [{containerPort: 80}]}]}
+"#;
+const LATE_NAD: &str = r#"
+apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: late-net, namespace: default}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "late-net", "type": "zstack-ovn-cni"}'
+"#;
+
 #[test]
 fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     const T: &str = "vhost_pod::vhost_pods_carry_traffic_survive_restarts_and_leave_nothing";
@@ -166,7 +187,7 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let dir = s.dir.path().join("lab");
     let mut cfg = LabConfig::new(&dir, &s.prefix);
     cfg.nodes = 2;
-    cfg.dpdk = Dpdk::Nodes(vec![1]);
+    cfg.datapath = vec!["dpdk".into(), "kernel".into()];
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();
     let _down = DownOnDrop(dir.clone());
@@ -176,13 +197,28 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let shim = tests::workspace_bin("zstack-ovn-cni");
     lab.start_agents(&agent, Some(&shim)).expect("agents");
     tests::record_real_run(T);
+    // the agent, not the lab, initialises DPDK on node1 (vswitchd restarted by it)
+    let db1 = lab.node(1).expect("node1").db_remote.clone();
+    wait_until(
+        "node1's agent initialised OVS-DPDK",
+        Duration::from_secs(90),
+        || vsctl(&db1, &["get", "Open_vSwitch", ".", "dpdk_initialized"]) == "true",
+    );
 
     let pods_file = s.dir.path().join("pods.yaml");
     std::fs::write(&pods_file, PODS).expect("write pods");
     z.ok(&["apply", "-f", pods_file.to_str().expect("utf-8")]);
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/vhost");
     z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
-    let (vm, app) = ("default/virt-launcher-vm1-x7k2p", "default/dpdk-app");
+    // the VMI became its virt-launcher pod, on the NAD as its default network
+    let launcher = lab::apiserver::nad::launcher_name("default", "vm1");
+    let vm = &format!("default/{launcher}");
+    let app = "default/dpdk-app";
+    let nads = z.ok(&["get", "network-attachment-definitions"]);
+    assert!(
+        nads.contains("vhost-net") && nads.contains("vhost-user"),
+        "{nads}"
+    );
     let keys = ["default/web1", "default/web2", vm, app];
     let t0 = Instant::now();
     let pods = z.wait_ready(&keys, Duration::from_secs(120));
@@ -191,13 +227,30 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let ip = |k: &str| pod_ip(&pods[k]);
     let (web1, web2, vm_ip) = (ip("default/web1"), ip("default/web2"), ip(vm));
 
+    let meta = &pods[vm]["metadata"];
+    assert_eq!(meta["annotations"]["kubevirt.io/domain"], "vm1");
+    assert_eq!(meta["labels"]["kubevirt.io/domain"], "vm1");
+    assert_eq!(
+        meta["annotations"]["v1.multus-cni.io/default-network"],
+        "default/vhost-net"
+    );
+    assert!(
+        meta["annotations"]
+            .get("network.zstack.io/vhost-user")
+            .is_none(),
+        "vm1 asks through the NAD only"
+    );
+    assert_eq!(
+        pods[vm]["spec"]["nodeName"],
+        lab.node(1).expect("node1").system_id
+    );
+
     // OVS: one dpdkvhostuserclient port per vhost pod on node1, bound to its LSP, up
-    let db1 = lab.node(1).expect("node1").db_remote.clone();
     let ifaces = vhost_ifaces(&db1);
     assert_eq!(ifaces.len(), 2, "{ifaces:?}");
     let (vm_port, (vm_uuid, vm_sock, _, _)) = ifaces
         .iter()
-        .find(|(_, v)| v.2 == "default_virt-launcher-vm1-x7k2p")
+        .find(|(_, v)| v.2 == format!("default_{launcher}"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .expect("vm1's port bound to its LSP");
     wait_until("vm1's vhost port link up", Duration::from_secs(20), || {
@@ -285,6 +338,35 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     eprintln!("bad request: {m}");
     z.ok(&["delete", "-f", refused_file.to_str().expect("utf-8")]);
 
+    // a pod applied before its NAD waits, and starts once the NAD is applied
+    let late_file = s.dir.path().join("late.yaml");
+    std::fs::write(&late_file, LATE_POD).expect("write");
+    z.ok(&["apply", "-f", late_file.to_str().expect("utf-8")]);
+    let m = wait_message(
+        &z,
+        "default/late",
+        "NetworkAttachmentDefinition default/late-net not found",
+        Duration::from_secs(30),
+    );
+    eprintln!("NAD missing: {m}");
+    let late_nad = s.dir.path().join("late-nad.yaml");
+    std::fs::write(&late_nad, LATE_NAD).expect("write");
+    z.ok(&["apply", "-f", late_nad.to_str().expect("utf-8")]);
+    let late = z.wait_ready(&["default/late"], Duration::from_secs(60));
+    assert_eq!(
+        late["default/late"]["metadata"]["annotations"]["lab.zstack.io/datapath"], "afxdp/veth",
+        "a veth NAD on the DPDK node"
+    );
+    probe_until(
+        &z,
+        "default/web2",
+        &p(80, &pod_ip(&late["default/late"])),
+        "default/late",
+        Duration::from_secs(20),
+    );
+    z.ok(&["delete", "-f", late_file.to_str().expect("utf-8")]);
+    z.ok(&["delete", "-f", late_nad.to_str().expect("utf-8")]);
+
     // ovs-vswitchd-dpdk crash + restart: OVS reconnects to the same socket
     let t_restart = Instant::now();
     lab.restart_vswitchd(1).expect("restart vswitchd");
@@ -354,7 +436,7 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
         ovn_controller: None,
     };
     let check = || {
-        let pod = "virt-launcher-vm1-x7k2p";
+        let pod = launcher.as_str();
         let (cid, ns) = (&rec.container_id, &rec.netns);
         tests::agent::shim_with("CHECK", &node1, cid, ns, pod, 10.0, &json!({}))
     };
@@ -407,7 +489,8 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
         })
         .collect();
     assert_eq!(testpmds.len(), 2, "one testpmd per vhost pod");
-    let vm_file = examples.join("20-vmi-launcher.yaml");
+    // deleting the VMI deletes its virt-launcher pod
+    let vm_file = examples.join("20-vmi-vm1.yaml");
     z.ok(&["delete", "-f", vm_file.to_str().expect("utf-8")]);
     let sock_dir = Path::new(&vm_sock).parent().expect("dir").to_path_buf();
     wait_until("vm1's port removed", Duration::from_secs(30), || {

@@ -160,6 +160,20 @@ fn parse_yaml_doc(
         from_value_tree(file, first_line + 1, value, out, problems);
         return;
     }
+    if super::nad::is_vmi(&value) {
+        // not stored: the store gets the virt-launcher pod KubeVirt would create
+        match super::nad::launcher_pod(&value) {
+            Ok(pod) => push_checked(
+                file,
+                first_line + 1,
+                LabObject::Pod(Box::new(pod)),
+                out,
+                problems,
+            ),
+            Err(e) => problems.push(format!("{file}:{}: {e}", first_line + 1)),
+        }
+        return;
+    }
     let kind = match kind_of(&value) {
         Ok(k) => k,
         Err(e) => {
@@ -179,6 +193,10 @@ fn parse_yaml_doc(
         ResourceKind::NetworkPolicy => {
             yaml_typed::<k8s_openapi::api::networking::v1::NetworkPolicy>(doc)
                 .map(|o| LabObject::NetworkPolicy(Box::new(o)))
+        }
+        ResourceKind::NetworkAttachmentDefinition => {
+            yaml_typed::<super::nad::NetworkAttachmentDefinition>(doc)
+                .map(|o| LabObject::NetworkAttachmentDefinition(Box::new(o)))
         }
         ResourceKind::Node | ResourceKind::EndpointSlice => {
             // kind_of refuses Nodes; kept total for the compiler

@@ -20,6 +20,7 @@
 //! |---|---|
 //! | [`protocol`] | requests, responses, object references |
 //! | [`objects`] | the accepted kinds, their checks and normalisation |
+//! | [`nad`] | NetworkAttachmentDefinitions (stored) and VMIs (→ virt-launcher pods) |
 //! | [`netpol`] | NetworkPolicy objects: checks, apply/delete, `get` table |
 //! | [`files`] | YAML/JSON manifest files → objects, with file:line errors |
 //! | [`store`] | the objects: apply/delete/get semantics, node placement |
@@ -37,6 +38,7 @@ pub mod client;
 pub mod endpoints;
 pub mod files;
 pub mod launch;
+pub mod nad;
 pub mod netpol;
 pub mod objects;
 pub mod persist;

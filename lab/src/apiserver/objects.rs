@@ -24,6 +24,7 @@ pub enum LabObject {
     Pod(Box<Pod>),
     Service(Box<Service>),
     NetworkPolicy(Box<k8s_openapi::api::networking::v1::NetworkPolicy>),
+    NetworkAttachmentDefinition(Box<super::nad::NetworkAttachmentDefinition>),
 }
 
 /// Which supported kind a JSON/YAML object is, from its `apiVersion` and `kind`.
@@ -43,6 +44,10 @@ pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
         "Pod" => (ResourceKind::Pod, CORE_V1),
         "Service" => (ResourceKind::Service, CORE_V1),
         "NetworkPolicy" => (ResourceKind::NetworkPolicy, super::netpol::NETWORKING_V1),
+        "NetworkAttachmentDefinition" => (
+            ResourceKind::NetworkAttachmentDefinition,
+            super::nad::NAD_V1,
+        ),
         "EndpointSlice" => {
             return Err(
                 "kind EndpointSlice is not accepted: the lab produces EndpointSlices from \
@@ -58,12 +63,15 @@ pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
         other => {
             return Err(format!(
                 "kind {other}{} is not supported: the lab accepts Namespace (v1), Subnet \
-                 ({SUBNET_V1}) and Pod (v1)",
+                 ({SUBNET_V1}), Pod (v1), Service (v1), NetworkPolicy, \
+                 NetworkAttachmentDefinition ({}) and VirtualMachineInstance ({})",
                 if api.is_empty() {
                     String::new()
                 } else {
                     format!(" ({api})")
-                }
+                },
+                super::nad::NAD_V1,
+                super::nad::KUBEVIRT_V1
             ));
         }
     };
@@ -90,6 +98,9 @@ fn type_name(v: &Value) -> &'static str {
 impl LabObject {
     /// Decodes, normalises and checks an object given as JSON.
     pub fn from_value(value: Value) -> Result<LabObject, String> {
+        if super::nad::is_vmi(&value) {
+            return LabObject::Pod(Box::new(super::nad::launcher_pod(&value)?)).normalized();
+        }
         let kind = kind_of(&value)?;
         let typed = match kind {
             ResourceKind::Namespace => LabObject::Namespace(Box::new(decode(value)?)),
@@ -97,6 +108,9 @@ impl LabObject {
             ResourceKind::Pod => LabObject::Pod(Box::new(decode(value)?)),
             ResourceKind::Service => LabObject::Service(Box::new(decode(value)?)),
             ResourceKind::NetworkPolicy => LabObject::NetworkPolicy(Box::new(decode(value)?)),
+            ResourceKind::NetworkAttachmentDefinition => {
+                LabObject::NetworkAttachmentDefinition(Box::new(decode(value)?))
+            }
             ResourceKind::Node => return Err("kind Node is not accepted".into()),
             ResourceKind::EndpointSlice => {
                 return Err("kind EndpointSlice is not accepted".into());
@@ -141,6 +155,9 @@ impl LabObject {
             LabObject::NetworkPolicy(p) => {
                 super::netpol::normalized(p).map(LabObject::NetworkPolicy)
             }
+            LabObject::NetworkAttachmentDefinition(n) => {
+                super::nad::normalized(n).map(LabObject::NetworkAttachmentDefinition)
+            }
         }
     }
 
@@ -152,6 +169,7 @@ impl LabObject {
             LabObject::Pod(o) => serde_json::to_value(o),
             LabObject::Service(o) => serde_json::to_value(o),
             LabObject::NetworkPolicy(o) => serde_json::to_value(o),
+            LabObject::NetworkAttachmentDefinition(o) => serde_json::to_value(o),
         };
         // k8s-openapi and kube types always serialise (string keys, finite numbers)
         r.unwrap_or(Value::Null)
@@ -181,6 +199,7 @@ impl LabObject {
                 name: o.metadata.name.clone().unwrap_or_default(),
             },
             LabObject::NetworkPolicy(o) => super::netpol::object_ref(o),
+            LabObject::NetworkAttachmentDefinition(o) => super::nad::object_ref(o),
             LabObject::Service(o) => ObjectRef {
                 kind: ResourceKind::Service,
                 namespace: Some(

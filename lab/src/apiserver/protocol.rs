@@ -96,6 +96,8 @@ pub enum ResourceKind {
     /// Produced by the lab from Services and Pods (read-only).
     EndpointSlice,
     NetworkPolicy,
+    /// Multus NAD (`k8s.cni.cncf.io/v1`).
+    NetworkAttachmentDefinition,
 }
 
 impl ResourceKind {
@@ -108,6 +110,7 @@ impl ResourceKind {
             ResourceKind::Node => "node",
             ResourceKind::Service => "service",
             ResourceKind::NetworkPolicy => "networkpolicy",
+            ResourceKind::NetworkAttachmentDefinition => "network-attachment-definition",
             ResourceKind::EndpointSlice => "endpointslice",
         }
     }

@@ -53,6 +53,9 @@ pub struct Snapshot {
     /// NetworkPolicies.
     #[serde(default)]
     pub policies: Vec<k8s_openapi::api::networking::v1::NetworkPolicy>,
+    /// NetworkAttachmentDefinitions.
+    #[serde(default)]
+    pub nads: Vec<super::nad::NetworkAttachmentDefinition>,
 }
 
 #[derive(Default)]
@@ -64,6 +67,8 @@ struct Extra {
     services: BTreeMap<String, k8s_openapi::api::core::v1::Service>,
     /// NetworkPolicies by `namespace/name`.
     policies: BTreeMap<String, k8s_openapi::api::networking::v1::NetworkPolicy>,
+    /// NetworkAttachmentDefinitions by `namespace/name`.
+    nads: BTreeMap<String, super::nad::NetworkAttachmentDefinition>,
 }
 
 /// The store (see the module docs).
@@ -123,6 +128,13 @@ impl LabStore {
                     .collect();
                 ports.sort();
                 ports.dedup();
+                let network =
+                    super::nad::default_network(&info.namespace, &info.annotations).map(|key| {
+                        match extra.nads.get(&key) {
+                            Some(n) => Ok(n.spec.config.clone()),
+                            None => Err(format!("NetworkAttachmentDefinition {key} not found")),
+                        }
+                    });
                 Some(DesiredPod {
                     key: info.key(),
                     namespace: info.namespace.clone(),
@@ -130,6 +142,7 @@ impl LabStore {
                     uid: info.uid.clone(),
                     node: info.node.clone()?,
                     ports,
+                    network,
                 })
             })
             .collect()
@@ -160,6 +173,9 @@ impl LabStore {
                 .policies
                 .insert(control::source::netpol::policy_key(&p), p.clone());
             self.mem.apply_network_policy(p);
+        }
+        for n in snap.nads {
+            extra.nads.insert(n.key(), n);
         }
         for sn in snap.subnets {
             self.mem.apply_subnet(sn);
@@ -210,6 +226,7 @@ impl LabStore {
                 .collect(),
             services: extra.services.values().cloned().collect(),
             policies: extra.policies.values().cloned().collect(),
+            nads: extra.nads.values().cloned().collect(),
         }
     }
 
@@ -278,6 +295,7 @@ impl LabStore {
                         super::netpol::apply(&mut extra.policies, &self.mem, *p)
                     }
                     LabObject::Subnet(sn) => self.apply_subnet(*sn),
+                    LabObject::NetworkAttachmentDefinition(n) => apply_nad(&mut extra, *n),
                     LabObject::Pod(pod) => self.apply_pod(&mut extra, *pod),
                     LabObject::Service(svc) => self.apply_service(&mut extra, *svc),
                 };
@@ -531,6 +549,10 @@ impl LabStore {
                         &format!("{ns}/{}", r.name),
                     )
                 }
+                ResourceKind::NetworkAttachmentDefinition => {
+                    let ns = r.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+                    extra.nads.remove(&format!("{ns}/{}", r.name)).is_some()
+                }
                 // lab nodes come and go with the lab; slices with their Services
                 ResourceKind::Node | ResourceKind::EndpointSlice => false,
             };
@@ -596,6 +618,14 @@ impl LabStore {
                     .map(|p| to_json(serde_json::to_value(p)))
                     .collect()
             }
+            ResourceKind::NetworkAttachmentDefinition => {
+                let extra = self.lock();
+                extra
+                    .nads
+                    .values()
+                    .map(|n| to_json(serde_json::to_value(n)))
+                    .collect()
+            }
             ResourceKind::EndpointSlice => self
                 .mem
                 .endpoint_slices()
@@ -619,6 +649,26 @@ impl LabStore {
             .filter(|p| !p.host_network && !p.completed && p.node.is_some())
             .collect()
     }
+}
+
+/// Creates or updates a NAD (an identical one is left alone).
+fn apply_nad(extra: &mut Extra, mut n: super::nad::NetworkAttachmentDefinition) -> Action {
+    let key = n.key();
+    let action = match extra.nads.get(&key) {
+        None => {
+            stamp_new(&mut n.metadata);
+            Action::Created
+        }
+        Some(old) if old.spec == n.spec && old.metadata.labels == n.metadata.labels => {
+            return Action::Unchanged;
+        }
+        Some(old) => {
+            keep_stamps(&mut n.metadata, &old.metadata);
+            Action::Configured
+        }
+    };
+    extra.nads.insert(key, n);
+    action
 }
 
 fn apply_namespace(extra: &mut Extra, mut ns: Namespace) -> Action {

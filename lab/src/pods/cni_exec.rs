@@ -267,12 +267,14 @@ pub fn host_ifname(result: &Value) -> Option<String> {
         .map(|i| i.name.clone())
 }
 
-/// `afxdp/veth` or `kernel/veth`: the OVS Interface type the agent gave the pod's port
+/// `afxdp/veth`, `kernel/veth` or `vhost-user`: the OVS Interface type the agent gave the pod's port
 /// (`None` when it cannot be read).
 pub fn veth_datapath(ovs_db: &str, host_ifname: &str) -> Option<String> {
     let ty = crate::ctl::vsctl(ovs_db, &["get", "Interface", host_ifname, "type"]).ok()?;
     Some(match ty.trim().trim_matches('"') {
         "afxdp" => "afxdp/veth".into(),
+        // a vhost-user result names the OVS port as its host interface too
+        "dpdkvhostuserclient" => "vhost-user".into(),
         _ => "kernel/veth".into(),
     })
 }

@@ -57,6 +57,9 @@ pub struct DesiredPod {
     /// Node name.
     pub node: String,
     pub ports: Vec<PortSpec>,
+    /// The config of the NetworkAttachmentDefinition the pod names as its default network
+    /// (`Err`: named but not found); `None`: the node's network.
+    pub network: Option<Result<String, String>>,
 }
 
 impl DesiredPod {
@@ -69,6 +72,7 @@ impl DesiredPod {
             uid: r.uid.clone(),
             node: r.node.clone(),
             ports: r.ports.clone(),
+            network: None,
         }
     }
 }
@@ -180,7 +184,20 @@ impl PodRuntime {
                 .into_iter()
                 .map(|d| (d.key.clone(), d))
                 .collect();
-            tasks.retain(|_, t| !t.handle.is_finished());
+            tasks.retain(|key, t| {
+                // a pod waiting for its NAD starts over once the NAD is there (the task
+                // has created only its pods.json record: the NAD is resolved before the
+                // netns and CNI ADD)
+                let nad_came = t.waits_for_nad
+                    && matches!(
+                        desired.get(key).and_then(|d| d.network.as_ref()),
+                        Some(Ok(_))
+                    );
+                if nad_came {
+                    t.handle.abort();
+                }
+                !nad_came && !t.handle.is_finished()
+            });
             for (key, t) in &tasks {
                 if desired.get(key).map(|d| &d.uid) != Some(&t.uid) {
                     let _ = t.gone.send(true);
@@ -207,7 +224,7 @@ impl PodRuntime {
         let node = self.node(&d.node).ok_or_else(|| {
             SetupError::failed(format!("pod {}: node {} is not a lab node", d.key, d.node))
         })?;
-        let net = network_config(node, &d.key)?;
+        let mut net = network_config(node, &d.key)?;
         let ns = pod_netns(&self.prefix, &d.key);
         let rec = {
             let mut st = self.lock();
@@ -247,6 +264,16 @@ impl PodRuntime {
             })?;
             rec
         };
+        // the pod's NAD, resolved once the record exists (the message shows on the pod)
+        // and before anything else is created
+        match &d.network {
+            None => {}
+            Some(Ok(config)) => {
+                net = crate::apiserver::nad::delegate_config(&net, config)
+                    .map_err(|e| SetupError::failed(format!("pod {}: {e}", d.key)))?;
+            }
+            Some(Err(e)) => return Err(SetupError::waiting(format!("pod {}: {e}", d.key))),
+        }
         if !netns::exists(&ns) {
             let name = ns.clone();
             blocking(move || netns::add(&name)).await.map_err(|e| {
@@ -530,6 +557,8 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 /// A pod's task and how to tell it the pod is gone.
 struct PodTask {
     uid: String,
+    /// Spawned while the pod's NetworkAttachmentDefinition was missing.
+    waits_for_nad: bool,
     gone: watch::Sender<bool>,
     handle: JoinHandle<()>,
 }
@@ -538,9 +567,11 @@ impl PodTask {
     fn spawn(rt: Arc<PodRuntime>, d: DesiredPod) -> PodTask {
         let (tx, rx) = watch::channel(false);
         let uid = d.uid.clone();
+        let waits_for_nad = matches!(d.network, Some(Err(_)));
         let handle = tokio::spawn(pod_lifecycle(rt, d, rx));
         PodTask {
             uid,
+            waits_for_nad,
             gone: tx,
             handle,
         }

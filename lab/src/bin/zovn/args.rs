@@ -196,6 +196,14 @@ pub enum GetKind {
     Services,
     #[value(name = "networkpolicies", alias = "networkpolicy", alias = "netpol")]
     NetworkPolicies,
+    /// Multus NetworkAttachmentDefinitions.
+    #[value(
+        name = "network-attachment-definitions",
+        alias = "network-attachment-definition",
+        alias = "net-attach-def",
+        alias = "nad"
+    )]
+    NetworkAttachmentDefinitions,
     /// Produced by the lab from Services and Pods.
     #[value(name = "endpointslices", alias = "endpointslice", alias = "eps")]
     EndpointSlices,

@@ -20,6 +20,7 @@ pub fn run(a: GetArgs) -> anyhow::Result<()> {
         GetKind::Nodes => ResourceKind::Node,
         GetKind::Services => ResourceKind::Service,
         GetKind::NetworkPolicies => ResourceKind::NetworkPolicy,
+        GetKind::NetworkAttachmentDefinitions => ResourceKind::NetworkAttachmentDefinition,
         GetKind::EndpointSlices => ResourceKind::EndpointSlice,
     };
     let items = ApiClient::connect(&dir)?

@@ -1,0 +1,398 @@
+//! Multus `NetworkAttachmentDefinition`s (`k8s.cni.cncf.io/v1`) and KubeVirt
+//! `VirtualMachineInstance`s (`kubevirt.io/v1`) in the lab's store.
+//!
+//! - A NAD is kept as given (namespaced, by name). A pod whose
+//!   `v1.multus-cni.io/default-network` annotation names one (`name` or `ns/name`) gets the
+//!   NAD's `spec.config` as its CNI network config, laid over the node's config the way
+//!   the lab runs CNI (see [`delegate_config`]): the agent then reads the vhost-user
+//!   request from the config (`interfaceType`/`vhostUser`) as it does under Multus.
+//! - A VMI is not stored: it becomes the virt-launcher Pod KubeVirt would create
+//!   ([`launcher_pod`]), named `virt-launcher-<vmi>-<5 chars>` (the suffix derives from
+//!   namespace and name, so applying the VMI again finds the same pod and deleting the VMI
+//!   deletes it).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::objects::{DEFAULT_NAMESPACE, check_label, check_subdomain};
+use super::protocol::{ObjectRef, ResourceKind};
+use crate::pods::cni_exec::NetworkConfig;
+
+/// `apiVersion` of NetworkAttachmentDefinitions.
+pub const NAD_V1: &str = "k8s.cni.cncf.io/v1";
+/// `apiVersion` of VirtualMachineInstances.
+pub const KUBEVIRT_V1: &str = "kubevirt.io/v1";
+/// Multus: the NAD that replaces the cluster default network for a pod.
+pub const DEFAULT_NETWORK_ANNOTATION: &str = "v1.multus-cni.io/default-network";
+/// KubeVirt: the VMI a virt-launcher pod runs.
+pub const DOMAIN_KEY: &str = "kubevirt.io/domain";
+/// The vhost-user request annotation (`vhost::config::ANNOTATION`).
+pub const VHOST_ANNOTATION: &str = "network.zstack.io/vhost-user";
+/// KubeVirt's name generator alphabet (no vowels, no ambiguous digits).
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A NetworkAttachmentDefinition: only `spec.config` matters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetworkAttachmentDefinition {
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: NadSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NadSpec {
+    /// The CNI config, as JSON text.
+    #[serde(default)]
+    pub config: String,
+}
+
+impl NetworkAttachmentDefinition {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.metadata
+                .namespace
+                .as_deref()
+                .unwrap_or(DEFAULT_NAMESPACE),
+            self.metadata.name.as_deref().unwrap_or("")
+        )
+    }
+}
+
+/// Defaults the namespace, checks the name and that `spec.config` is a JSON object with a
+/// `type`.
+pub fn normalized(
+    mut n: Box<NetworkAttachmentDefinition>,
+) -> Result<Box<NetworkAttachmentDefinition>, String> {
+    let ns = n
+        .metadata
+        .namespace
+        .get_or_insert_with(|| DEFAULT_NAMESPACE.to_string());
+    check_label("NetworkAttachmentDefinition namespace", ns)?;
+    let name = n.metadata.name.clone().unwrap_or_default();
+    check_subdomain("NetworkAttachmentDefinition", &name)?;
+    let config: Value = serde_json::from_str(&n.spec.config)
+        .map_err(|e| format!("NetworkAttachmentDefinition {name}: spec.config is not JSON: {e}"))?;
+    if config.get("type").and_then(Value::as_str).is_none() {
+        return Err(format!(
+            "NetworkAttachmentDefinition {name}: spec.config has no plugin \"type\""
+        ));
+    }
+    Ok(n)
+}
+
+/// `network-attachment-definition/<ns>/<name>`.
+pub fn object_ref(n: &NetworkAttachmentDefinition) -> ObjectRef {
+    ObjectRef {
+        kind: ResourceKind::NetworkAttachmentDefinition,
+        namespace: Some(
+            n.metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
+        ),
+        name: n.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+/// The NAD key (`ns/name`) a pod's default-network annotation names, if any.
+pub fn default_network(pod_ns: &str, annotations: &BTreeMap<String, String>) -> Option<String> {
+    let v = annotations.get(DEFAULT_NETWORK_ANNOTATION)?.trim();
+    if v.is_empty() {
+        return None;
+    }
+    // Multus also accepts the JSON form [{"name": .., "namespace": ..}]
+    if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(v) {
+        let first = items.first()?;
+        let name = first.get("name")?.as_str()?;
+        let ns = first
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(pod_ns);
+        return Some(format!("{ns}/{name}"));
+    }
+    Some(match v.split_once('/') {
+        Some((ns, name)) => format!("{ns}/{name}"),
+        None => format!("{pod_ns}/{v}"),
+    })
+}
+
+/// The node's network config with the NAD's plugin config laid over it: the NAD's keys
+/// win, the node's local keys the NAD does not set (the agent's socket, timeouts) stay,
+/// the `cniVersion` the lab's runtime negotiated stays. The NAD must name the plugin the
+/// node runs.
+pub fn delegate_config(node: &NetworkConfig, nad_config: &str) -> Result<NetworkConfig, String> {
+    let nad: Map<String, Value> = serde_json::from_str(nad_config)
+        .map_err(|e| format!("the NAD's config is not a JSON object: {e}"))?;
+    let plugin = nad.get("type").and_then(Value::as_str).unwrap_or("");
+    if plugin != node.plugin {
+        return Err(format!(
+            "the NAD's plugin {plugin:?} is not the node's plugin {:?} (the lab runs only \
+             that one)",
+            node.plugin
+        ));
+    }
+    let mut out = node.clone();
+    for (k, v) in nad {
+        if k != "cniVersion" {
+            out.config.insert(k, v);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a decoded object is a VirtualMachineInstance.
+pub fn is_vmi(v: &Value) -> bool {
+    v.get("kind").and_then(Value::as_str) == Some("VirtualMachineInstance")
+}
+
+/// `virt-launcher-<vmi>-<5 chars>`, stable for a namespace and VMI name.
+pub fn launcher_name(namespace: &str, vmi: &str) -> String {
+    // FNV-1a: stable across builds and runs
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in format!("{namespace}/{vmi}").bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let n = SUFFIX_ALPHABET.len() as u64;
+    let suffix: String = (0..5)
+        .map(|i| {
+            let idx = (h >> (i * 12)) % n;
+            char::from(SUFFIX_ALPHABET[idx as usize])
+        })
+        .collect();
+    format!("virt-launcher-{vmi}-{suffix}")
+}
+
+/// The virt-launcher Pod KubeVirt creates for a VMI: the VMI's labels and annotations
+/// plus `kubevirt.io/domain`, its `kubernetes.io/hostname` node selector as `nodeName`,
+/// its Multus default network as the Multus annotation, a `vhostuser` interface binding
+/// on the pod network as the vhost-user request annotation (queues = vCPUs with
+/// `networkInterfaceMultiqueue`), the interfaces' `ports` as the compute container's.
+pub fn launcher_pod(vmi: &Value) -> Result<Pod, String> {
+    let api = vmi.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if api != KUBEVIRT_V1 {
+        return Err(format!(
+            "kind VirtualMachineInstance needs apiVersion {KUBEVIRT_V1}, not {api:?}"
+        ));
+    }
+    let meta: ObjectMeta = serde_json::from_value(vmi.get("metadata").cloned().unwrap_or_default())
+        .map_err(|e| format!("VirtualMachineInstance: metadata: {e}"))?;
+    let name = meta.name.clone().unwrap_or_default();
+    check_subdomain("VirtualMachineInstance", &name)?;
+    let ns = meta
+        .namespace
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
+    let spec = vmi
+        .get("spec")
+        .ok_or_else(|| format!("VirtualMachineInstance {name}: no spec"))?;
+    let str_at = |v: &Value, path: &[&str]| -> Option<String> {
+        path.iter()
+            .try_fold(v, |v, k| v.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let node = str_at(spec, &["nodeSelector", "kubernetes.io/hostname"]);
+    let interfaces: Vec<Value> = spec
+        .pointer("/domain/devices/interfaces")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let networks: Vec<Value> = spec
+        .get("networks")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut annotations = meta.annotations.clone().unwrap_or_default();
+    annotations.insert(DOMAIN_KEY.into(), name.clone());
+    let default_nad = networks.iter().find_map(|n| {
+        let m = n.get("multus")?;
+        (m.get("default").and_then(Value::as_bool) == Some(true))
+            .then(|| m.get("networkName")?.as_str().map(str::to_string))?
+    });
+    let vhost_iface = interfaces.iter().any(|i| {
+        i.pointer("/binding/name").and_then(Value::as_str) == Some("vhostuser")
+            || i.get("vhostuser").is_some()
+    });
+    match &default_nad {
+        Some(nad) => {
+            let full = if nad.contains('/') {
+                nad.clone()
+            } else {
+                format!("{ns}/{nad}")
+            };
+            annotations.insert(DEFAULT_NETWORK_ANNOTATION.into(), full);
+        }
+        None if vhost_iface => {
+            let multiqueue = spec
+                .pointer("/domain/devices/networkInterfaceMultiqueue")
+                .and_then(Value::as_bool)
+                == Some(true);
+            let cores = spec
+                .pointer("/domain/cpu/cores")
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            let queues = if multiqueue { cores.max(1) } else { 1 };
+            annotations
+                .entry(VHOST_ANNOTATION.into())
+                .or_insert_with(|| json!({ "queues": queues }).to_string());
+        }
+        None => {}
+    }
+    let ports: Vec<ContainerPort> = interfaces
+        .iter()
+        .flat_map(|i| {
+            i.get("ports")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|p| {
+            Some(ContainerPort {
+                container_port: i32::try_from(p.get("port")?.as_u64()?).ok()?,
+                protocol: p
+                    .get("protocol")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                name: p.get("name").and_then(Value::as_str).map(str::to_string),
+                ..Default::default()
+            })
+        })
+        .collect();
+    let mut labels = meta.labels.clone().unwrap_or_default();
+    labels.insert("kubevirt.io".into(), "virt-launcher".into());
+    labels.insert("vm.kubevirt.io/name".into(), name.clone());
+    labels.insert(DOMAIN_KEY.into(), name.clone());
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(launcher_name(&ns, &name)),
+            namespace: Some(ns),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: node,
+            containers: vec![Container {
+                name: "compute".into(),
+                image: Some("quay.io/kubevirt/virt-launcher".into()),
+                ports: (!ports.is_empty()).then_some(ports),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// `get network-attachment-definitions` table.
+pub fn table(items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let rows = items
+        .iter()
+        .filter_map(|v| serde_json::from_value::<NetworkAttachmentDefinition>(v.clone()).ok())
+        .map(|n| {
+            let config: Value = serde_json::from_str(&n.spec.config).unwrap_or_default();
+            let field = |k: &str| {
+                config
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            vec![
+                n.metadata.namespace.clone().unwrap_or_default(),
+                n.metadata.name.clone().unwrap_or_default(),
+                field("type"),
+                field("interfaceType"),
+            ]
+        })
+        .collect();
+    (vec!["NAMESPACE", "NAME", "TYPE", "INTERFACE-TYPE"], rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VMI: &str = r#"{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "vm1", "namespace": "vms", "annotations": {"a": "b"}},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": "node1"},
+          "domain": {"cpu": {"cores": 4}, "devices": {"networkInterfaceMultiqueue": true,
+            "interfaces": [{"name": "default", "binding": {"name": "vhostuser"},
+                            "ports": [{"name": "ssh", "port": 22}]}]}},
+          "networks": [{"name": "default", "pod": {}}]}}"#;
+
+    #[test]
+    fn vmi_becomes_its_launcher_pod() {
+        let v: Value = serde_json::from_str(VMI).unwrap();
+        assert!(is_vmi(&v));
+        let pod = launcher_pod(&v).unwrap();
+        let name = pod.metadata.name.clone().unwrap();
+        assert!(name.starts_with("virt-launcher-vm1-"), "{name}");
+        assert_eq!(name.len(), "virt-launcher-vm1-".len() + 5);
+        assert_eq!(name, launcher_name("vms", "vm1"), "stable");
+        assert_ne!(name, launcher_name("default", "vm1"));
+        let ann = pod.metadata.annotations.unwrap();
+        assert_eq!(ann[DOMAIN_KEY], "vm1");
+        assert_eq!(ann["a"], "b");
+        assert_eq!(ann[VHOST_ANNOTATION], r#"{"queues":4}"#);
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("node1"));
+        let port = &spec.containers[0].ports.as_ref().unwrap()[0];
+        assert_eq!(port.container_port, 22);
+    }
+
+    #[test]
+    fn vmi_on_a_default_nad_names_it() {
+        let mut v: Value = serde_json::from_str(VMI).unwrap();
+        v["spec"]["networks"] =
+            json!([{"name": "default", "multus": {"networkName": "vhost-net", "default": true}}]);
+        let ann = launcher_pod(&v).unwrap().metadata.annotations.unwrap();
+        assert_eq!(ann[DEFAULT_NETWORK_ANNOTATION], "vms/vhost-net");
+        assert!(!ann.contains_key(VHOST_ANNOTATION), "the NAD asks");
+        v["apiVersion"] = json!("kubevirt.io/v1alpha3");
+        assert!(launcher_pod(&v).unwrap_err().contains("kubevirt.io/v1"));
+    }
+
+    #[test]
+    fn default_network_forms() {
+        let ann = |v: &str| BTreeMap::from([(DEFAULT_NETWORK_ANNOTATION.to_string(), v.into())]);
+        assert_eq!(default_network("a", &ann("n")), Some("a/n".into()));
+        assert_eq!(default_network("a", &ann("b/n")), Some("b/n".into()));
+        assert_eq!(
+            default_network("a", &ann(r#"[{"name": "n", "namespace": "c"}]"#)),
+            Some("c/n".into())
+        );
+        assert_eq!(default_network("a", &BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn nad_config_overlays_the_node_config() {
+        let node = NetworkConfig {
+            file: "x.conflist".into(),
+            plugin: "zstack-ovn-cni".into(),
+            cni_version: "1.1.0".into(),
+            config: serde_json::from_value(json!({"type": "zstack-ovn-cni", "name": "zstack-ovn",
+                "cniVersion": "1.1.0", "socket": "/run/a.sock"}))
+            .unwrap(),
+        };
+        let nad = r#"{"cniVersion": "1.0.0", "name": "vhost-net", "type": "zstack-ovn-cni",
+            "interfaceType": "vhost-user", "vhostUser": {"queues": 2}}"#;
+        let c = delegate_config(&node, nad).unwrap();
+        assert_eq!(c.config["socket"], "/run/a.sock");
+        assert_eq!(c.config["cniVersion"], "1.1.0");
+        assert_eq!(c.config["name"], "vhost-net");
+        assert_eq!(c.config["vhostUser"]["queues"], 2);
+        let e = delegate_config(&node, r#"{"type": "bridge"}"#).unwrap_err();
+        assert!(e.contains("bridge"), "{e}");
+    }
+}
