@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB_DIR ?= /tmp/zovn-lab
 NODES ?= 2
 
-.PHONY: lab test deps build lint codegen bench-ovsdb clean-lab
+.PHONY: lab test test-netpol deps build lint codegen bench-ovsdb clean-lab
 
 deps:
 	@scripts/install-deps.sh
@@ -20,6 +20,10 @@ lab: build
 
 test:
 	@scripts/run-tests.sh
+
+# the NetworkPolicy corpus on real traffic (quarantined from `test`, see tests/tests/netpol_lab.rs)
+test-netpol: build
+	cargo test -p tests --test netpol_lab -- --ignored --nocapture
 
 lint:
 	$(CARGO) fmt --all --check

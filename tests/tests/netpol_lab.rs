@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tests::zovn::DownOnDrop;
 
 use lab::apiserver::{ApiClient, ObjectRef, ResourceKind};
 use lab::pods::probe::{ProbeOutcome, probe};
@@ -364,18 +365,13 @@ fn corpus_is_well_formed() {
     );
 }
 
-/// Takes the lab down when dropped (also when the test panics).
-struct DownOnDrop(PathBuf);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        if let Ok(lab) = Lab::open(&self.0) {
-            let _ = lab.down();
-        }
-    }
-}
-
+// Quarantined from the default run (`make test`): Debian's OVS 3.1.0 ovs-vswitchd aborts
+// in its userspace conntrack (`conn_update_state` assertion) every 30-60 s under this
+// corpus' probe load once stateful ACLs are on the switch (the runner restarts it and
+// re-probes), and one pod pair can stay stale for more than 30 s; the run takes 8-12 min
+// and is not reliably green yet (issue #7). `make test-netpol` runs it.
 #[test]
+#[ignore = "quarantined: OVS 3.1 conntrack crash under probe load, see the comment; run `make test-netpol`"]
 fn netpol_corpus_on_real_traffic() {
     if !tests::require_real("netpol_lab::corpus", tests::LAB_BINS) {
         return;
