@@ -52,6 +52,8 @@ pub struct Config {
     pub qperf_seconds: u32,
     /// `pmdMaxSleep` of the node's datapath config (µs); `None`: the lab's default.
     pub pmd_max_sleep: Option<u32>,
+    /// `afxdp.mode` of the node's datapath config (`native`, `generic`); `None`: native.
+    pub afxdp_mode: Option<String>,
 }
 
 /// One measured path.
@@ -289,16 +291,21 @@ impl Bench {
         config.datapath = vec!["dpdk".into()];
         let mut lab = Lab::up(config).context("lab up")?;
         lab.keep_running();
-        if let Some(us) = self.cfg.pmd_max_sleep {
+        if self.cfg.pmd_max_sleep.is_some() || self.cfg.afxdp_mode.is_some() {
             // the node's datapath config file, read by the agent at start
             let f = lab.node(1).context("node 1")?.dir.join("datapath.yaml");
-            let text: String = lab::node::datapath_config("dpdk")
+            let mut text: String = lab::node::datapath_config("dpdk")
                 .lines()
-                .filter(|l| !l.starts_with("pmdMaxSleep"))
+                .filter(|l| self.cfg.pmd_max_sleep.is_none() || !l.starts_with("pmdMaxSleep"))
                 .map(|l| format!("{l}\n"))
                 .collect();
-            std::fs::write(&f, format!("{text}pmdMaxSleep: {us}\n"))
-                .with_context(|| format!("write {}", f.display()))?;
+            if let Some(us) = self.cfg.pmd_max_sleep {
+                text += &format!("pmdMaxSleep: {us}\n");
+            }
+            if let Some(m) = &self.cfg.afxdp_mode {
+                text += &format!("afxdp: {{mode: {m}}}\n");
+            }
+            std::fs::write(&f, text).with_context(|| format!("write {}", f.display()))?;
         }
         lab.start_apiserver(zovn)
             .context("start the lab object store")?;

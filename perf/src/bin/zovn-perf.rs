@@ -104,6 +104,9 @@ enum Cmd {
         /// PMDs sleep up to this long: the core is shared on small machines).
         #[arg(long)]
         pmd_max_sleep: Option<u32>,
+        /// AF_XDP mode of the pod ports (native, generic) instead of native.
+        #[arg(long)]
+        afxdp_mode: Option<String>,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -244,6 +247,7 @@ async fn main() -> Result<()> {
             seconds,
             qperf_seconds,
             pmd_max_sleep,
+            afxdp_mode,
             json,
         } => {
             let dir = tempfile_dir()?;
@@ -252,6 +256,7 @@ async fn main() -> Result<()> {
                 seconds,
                 qperf_seconds,
                 pmd_max_sleep,
+                afxdp_mode,
             };
             let report = tokio::task::spawn_blocking(move || perf::datapath_bench::run(cfg))
                 .await
