@@ -119,6 +119,31 @@ pub fn encode_pod_networks(addrs: &PodAddresses) -> String {
     serde_json::to_string(&map).unwrap_or_default()
 }
 
+/// The `k8s.ovn.org/pod-networks` value for a pod on the primary network and on the
+/// secondary networks `others` (keyed `<nad-ns>/<nad-name>`, as ovn-kubernetes does).
+pub fn encode_pod_networks_with(
+    addrs: &PodAddresses,
+    others: &BTreeMap<String, PodAddresses>,
+) -> String {
+    let mut map: BTreeMap<&str, PodNetwork> = others
+        .iter()
+        .map(|(k, a)| (k.as_str(), PodNetwork::from_addresses(a)))
+        .collect();
+    map.insert(DEFAULT_NETWORK, PodNetwork::from_addresses(addrs));
+    serde_json::to_string(&map).unwrap_or_default()
+}
+
+/// Reads the entry of `network` (`default`, or a NAD's `<ns>/<name>`) of a
+/// `k8s.ovn.org/pod-networks` value; `Ok(None)` when the value has no such entry.
+pub fn decode_network(value: &str, network: &str) -> Result<Option<PodNetwork>, AnnotationError> {
+    let mut map: BTreeMap<String, PodNetwork> =
+        serde_json::from_str(value).map_err(|e| AnnotationError::Shape {
+            annotation: POD_NETWORKS.into(),
+            detail: e.to_string(),
+        })?;
+    Ok(map.remove(network))
+}
+
 /// Reads the primary network's entry of a `k8s.ovn.org/pod-networks` value.
 pub fn decode_pod_networks(value: &str) -> Result<PodNetwork, AnnotationError> {
     let mut map: BTreeMap<String, PodNetwork> =

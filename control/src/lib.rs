@@ -21,6 +21,7 @@
 //! | [`reconcile`] | diff desired rows against the NB replica → batched transactions |
 //! | [`netpol`] | NetworkPolicy → Port_Groups, Address_Sets, stateful ACLs (pure) |
 //! | [`services`] | Services and their endpoints (model, conversion, backend selection) |
+//! | [`multus`] | Multus secondary networks: network selections, our NADs and their Subnet |
 
 pub mod annotation;
 pub mod chassis;
@@ -29,6 +30,7 @@ pub mod crd;
 pub mod desired;
 pub mod ipam;
 pub mod model;
+pub mod multus;
 pub mod names;
 pub mod netpol;
 pub mod reconcile;

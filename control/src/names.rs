@@ -35,6 +35,15 @@ pub fn switch_router_port(switch: &str) -> String {
     format!("{switch}-{CLUSTER_ROUTER}")
 }
 
+/// A pod's logical switch port on its secondary network `nad_key` (`<nad-ns>/<nad-name>`,
+/// see [`crate::multus`]): `<pod port>_<nad-ns>.<nad-name>` (pod names never hold `_`).
+pub fn network_port(pod_port: &str, nad_key: &str) -> String {
+    format!("{pod_port}_{}", nad_key.replacen('/', ".", 1))
+}
+
+/// `external_ids` key on a secondary network's switch port: the NAD (`<ns>/<name>`).
+pub const NETWORK: &str = "zstack.io/network";
+
 /// The localnet port of an underlay (VLAN) Subnet switch.
 pub fn localnet_port(switch: &str) -> String {
     format!("{switch}-localnet")

@@ -18,6 +18,7 @@
 //! retry timer after an error.
 
 pub mod context;
+mod secondary;
 mod services;
 pub mod state;
 mod writeback;
@@ -101,6 +102,8 @@ pub struct Controller<W: Writer> {
     policy_problems: BTreeSet<crate::netpol::Problem>,
     /// Service problems already reported (`namespace/name: problem`).
     service_problems: BTreeSet<String>,
+    /// Secondary (Multus) networks served ([`secondary`]).
+    secondary: secondary::Secondary,
 }
 
 impl<W: Writer> Controller<W> {
@@ -128,6 +131,7 @@ impl<W: Writer> Controller<W> {
             chassis_cleanup: BTreeSet::new(),
             policy_problems: BTreeSet::new(),
             service_problems: BTreeSet::new(),
+            secondary: secondary::Secondary::default(),
         }
     }
 
@@ -202,6 +206,7 @@ impl<W: Writer> Controller<W> {
         report.ran = true;
         self.track_chassis();
         self.validate_subnets();
+        self.release_unserved_secondary();
         report.pods_released += self.sync_ipam_subnets();
         if !self.restored {
             self.restore();
@@ -209,6 +214,7 @@ impl<W: Writer> Controller<W> {
         }
         report.pods_released += self.release_gone();
         report.pods_assigned = self.assign_pods();
+        report.pods_assigned += self.sync_secondary();
         self.assign_nodes();
         report.pod_errors = self.pod_errors.len();
         let (desired, problems) = self.desired_and_problems();
@@ -375,6 +381,7 @@ impl<W: Writer> Controller<W> {
                 })
                 .collect()
         });
+        self.restore_secondary();
         for (key, addrs) in from_nb {
             if missing.contains(&key)
                 && let Some(pod) = self.state.pods.get(&key).cloned()
@@ -411,13 +418,25 @@ impl<W: Writer> Controller<W> {
     }
 
     fn restore_pod(&mut self, pod: &PodInfo, addrs: &PodAddresses) {
-        let key = match pod_request(pod).ok().and_then(|r| r.vm) {
-            Some(vmi) => vm_key(&pod.namespace, &vmi),
+        let vm = pod_request(pod).ok().and_then(|r| r.vm);
+        let key = match &vm {
+            Some(vmi) => vm_key(&pod.namespace, vmi),
             None => pod.key(),
         };
         let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
         match self.ipam.restore(&key, &addrs.subnet, &ips, addrs.mac) {
             Ok(()) => {
+                if vm.is_some() {
+                    // ties the pod to its VM's lease (restore records the lease only), so
+                    // the pod's addresses (and its LSP) are found through its key
+                    let req = PodIpRequest {
+                        vm,
+                        ..PodIpRequest::default()
+                    };
+                    if let Err(e) = self.ipam.assign(&pod.key(), &addrs.subnet, &req) {
+                        tracing::warn!(pod = %pod.key(), error = %e, "cannot tie the pod to its VM's addresses");
+                    }
+                }
                 self.assigned.insert(pod.key());
             }
             Err(e) => {
@@ -481,7 +500,9 @@ impl<W: Writer> Controller<W> {
             let Some(vm) = key.strip_prefix("vm:") else {
                 continue;
             };
-            if in_use.contains(vm) || self.state.vms.contains(vm) {
+            // a VM's secondary network lease (`vm:<ns>/<vmi>@<nad>`) goes with the VM
+            let base = crate::multus::base_key(vm);
+            if in_use.contains(base) || self.state.vms.contains(base) {
                 continue;
             }
             if let Some((ns, name)) = vm.split_once('/') {
@@ -591,6 +612,7 @@ impl<W: Writer> Controller<W> {
             nodes: nodes.iter().map(|(n, a)| (*n, a)).collect(),
         };
         let mut nb = translate::translate(&self.cfg, &input);
+        self.add_secondary_ports(&mut nb);
         let nodes: Vec<&crate::model::NodeInfo> = self.state.nodes.values().collect();
         translate::service::add(
             &self.cfg,

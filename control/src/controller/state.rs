@@ -24,6 +24,8 @@ pub struct ClusterState {
     pub namespaces: BTreeMap<String, crate::model::NamespaceInfo>,
     /// NetworkPolicies by `namespace/name`.
     pub policies: BTreeMap<String, k8s_openapi::api::networking::v1::NetworkPolicy>,
+    /// NetworkAttachmentDefinitions by `namespace/name` (secondary networks).
+    pub nads: BTreeMap<String, crate::multus::NadInfo>,
     synced: BTreeSet<Kind>,
     /// Keys seen since a re-list of that kind began (a re-list replaces the kind's objects).
     relisting: BTreeMap<Kind, BTreeSet<String>>,
@@ -111,6 +113,14 @@ impl ClusterState {
             Event::NetworkPolicyDeleted(key) => {
                 self.policies.remove(&key);
             }
+            Event::Nad(n) => {
+                let key = n.key();
+                self.seen(Kind::Nad, &key);
+                self.nads.insert(key, *n);
+            }
+            Event::NadDeleted(key) => {
+                self.nads.remove(&key);
+            }
             Event::Relist(kind) => {
                 self.relisting.insert(kind, BTreeSet::new());
             }
@@ -125,6 +135,7 @@ impl ClusterState {
                         Kind::EndpointSlice => self.endpoint_slices.retain(|k, _| keys.contains(k)),
                         Kind::Namespace => self.namespaces.retain(|k, _| keys.contains(k)),
                         Kind::NetworkPolicy => self.policies.retain(|k, _| keys.contains(k)),
+                        Kind::Nad => self.nads.retain(|k, _| keys.contains(k)),
                     }
                 }
                 self.synced.insert(kind);

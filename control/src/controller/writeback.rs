@@ -21,11 +21,12 @@ impl<W: Writer> Controller<W> {
             let want = BTreeMap::from([
                 (
                     POD_NETWORKS.to_string(),
-                    annotation::encode_pod_networks(&addrs),
+                    annotation::encode_pod_networks_with(&addrs, &self.secondary.of(key)),
                 ),
                 (POD_SUBNET.to_string(), addrs.subnet.clone()),
             ]);
             let mut want = want;
+            want.extend(self.secondary_annotations(pod));
             if pod
                 .annotations
                 .get(IPAM_ERROR)

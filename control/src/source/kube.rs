@@ -25,6 +25,7 @@ pub const FIELD_MANAGER: &str = "zstack-ovnkube-controller";
 /// exists); their events arrive on `tx` until it is closed.
 pub fn spawn_watchers(client: Client, tx: mpsc::UnboundedSender<Event>) {
     spawn_vm_watch(client.clone(), tx.clone());
+    super::nad::spawn_watch(client.clone(), tx.clone());
     super::services::spawn_watchers(client.clone(), tx.clone());
     super::netpol::spawn_watchers(client.clone(), tx.clone());
     spawn_watch(

@@ -25,6 +25,7 @@ struct Objects {
     service_events: Vec<String>,
     services: BTreeMap<String, ServiceInfo>,
     endpoint_slices: BTreeMap<String, EndpointSliceInfo>,
+    nads: BTreeMap<String, crate::multus::NadInfo>,
 }
 
 /// The store. Cheap to clone; every clone sees the same objects.
@@ -132,6 +133,25 @@ impl MemoryStore {
         }
     }
 
+    /// Creates or replaces a NetworkAttachmentDefinition; an identical one emits nothing.
+    pub fn apply_nad(&self, nad: crate::multus::NadInfo) {
+        let key = nad.key();
+        let mut objs = self.lock();
+        if objs.nads.get(&key) == Some(&nad) {
+            return;
+        }
+        objs.nads.insert(key, nad.clone());
+        drop(objs);
+        self.emit(Event::Nad(Box::new(nad)));
+    }
+
+    /// Deletes a NetworkAttachmentDefinition (`namespace/name`).
+    pub fn delete_nad(&self, key: &str) {
+        if self.lock().nads.remove(key).is_some() {
+            self.emit(Event::NadDeleted(key.to_string()));
+        }
+    }
+
     /// Creates or replaces a Service.
     pub fn apply_service(&self, svc: ServiceInfo) {
         self.lock().services.insert(svc.key(), svc.clone());
@@ -221,6 +241,9 @@ impl MemoryStore {
         }
         for s in objs.endpoint_slices.values() {
             let _ = tx.send(Event::EndpointSlice(Box::new(s.clone())));
+        }
+        for n in objs.nads.values() {
+            let _ = tx.send(Event::Nad(Box::new(n.clone())));
         }
         for k in Kind::ALL {
             let _ = tx.send(Event::Synced(*k));

@@ -9,6 +9,7 @@
 pub mod convert;
 pub mod kube;
 pub mod memory;
+pub mod nad;
 pub mod netpol;
 pub mod services;
 
@@ -35,6 +36,8 @@ pub enum Kind {
     Namespace,
     /// networking.k8s.io/v1 NetworkPolicies.
     NetworkPolicy,
+    /// Multus NetworkAttachmentDefinitions (an empty list where Multus is not installed).
+    Nad,
 }
 
 impl Kind {
@@ -48,6 +51,7 @@ impl Kind {
         Kind::EndpointSlice,
         Kind::Namespace,
         Kind::NetworkPolicy,
+        Kind::Nad,
     ];
 }
 
@@ -76,6 +80,10 @@ pub enum Event {
     NetworkPolicy(Box<k8s_openapi::api::networking::v1::NetworkPolicy>),
     /// `namespace/name`.
     NetworkPolicyDeleted(String),
+    /// A NetworkAttachmentDefinition (secondary networks, [`crate::multus`]).
+    Nad(Box<crate::multus::NadInfo>),
+    /// `namespace/name`.
+    NadDeleted(String),
     /// Every object of this kind has been listed once (start-up, or a re-list after a
     /// watch error: objects not re-listed since the previous `Synced` are gone).
     Synced(Kind),
