@@ -58,6 +58,9 @@ pub struct DesiredLbs {
     pub rows: BTreeMap<String, LoadBalancer>,
     /// Our logical switches the group is attached to (traffic entering them is balanced).
     pub switches: BTreeSet<String>,
+    /// `Chassis_Template_Var` variables by chassis name (template load balancers of
+    /// `internalTrafficPolicy: Local` Services, [`crate::translate::service::local`]).
+    pub template_vars: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl DesiredNb {

@@ -128,21 +128,19 @@ fn lb_uuid(nb: &str, name: &str) -> String {
     lines[0].trim().to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn service_load_balancers_on_real_nb() {
-    if !tests::require_real(
-        "services_nb",
-        &[
-            "ovsdb-server",
-            "ovsdb-tool",
-            "ovn-northd",
-            "ovn-nbctl",
-            "ovn-sbctl",
-        ],
-    ) {
-        return;
+/// A real NB + SB + northd in a scratch dir (`None`: the binaries are missing).
+fn central(tag: &str) -> Option<(tests::Scratch, Central)> {
+    let bins = [
+        "ovsdb-server",
+        "ovsdb-tool",
+        "ovn-northd",
+        "ovn-nbctl",
+        "ovn-sbctl",
+    ];
+    if !tests::require_real("services_nb", &bins) {
+        return None;
     }
-    let s = tests::scratch("svcnb");
+    let s = tests::scratch(tag);
     let central = Central::start(CentralConfig {
         dir: s.dir.path().join("central"),
         raft: false,
@@ -150,6 +148,42 @@ async fn service_load_balancers_on_real_nb() {
         tcp: false,
     })
     .expect("start OVN central");
+    Some((s, central))
+}
+
+/// An object store with the default Subnet `blue` (10.16.0.0/16).
+fn store_with_subnet() -> (MemoryStore, UnboundedReceiver<Event>) {
+    let (store, rx) = MemoryStore::new();
+    let mut spec = SubnetSpec {
+        cidr: "10.16.0.0/16".into(),
+        ..Default::default()
+    };
+    spec.default = true;
+    store.apply_subnet(Subnet::new("blue", spec));
+    (store, rx)
+}
+
+/// Waits (10 s at most) until the SB flows of `subnet-blue` contain every one of `needles`.
+fn sb_has(sb: &str, needles: &[&str]) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let flows = lab::ctl::sbctl(sb, &["lflow-list", "subnet-blue"]).unwrap_or_default();
+        if needles.iter().all(|n| flows.contains(n)) {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            eprintln!("{flows}");
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_load_balancers_on_real_nb() {
+    let Some((_scratch, central)) = central("svcnb") else {
+        return;
+    };
     let nb = central.nb_remote();
     let sb = central.sb_remote();
     // a foreign load balancer that happens to carry one of our names
@@ -163,13 +197,7 @@ async fn service_load_balancers_on_real_nb() {
         ],
     );
 
-    let (store, mut rx) = MemoryStore::new();
-    let mut spec = SubnetSpec {
-        cidr: "10.16.0.0/16".into(),
-        ..Default::default()
-    };
-    spec.default = true;
-    store.apply_subnet(Subnet::new("blue", spec));
+    let (store, mut rx) = store_with_subnet();
     store.apply_node(node("n1", "172.18.0.11"));
     store.apply_node(node("n2", "172.18.0.12"));
     store.apply_service(service(
@@ -257,20 +285,7 @@ async fn service_load_balancers_on_real_nb() {
     }
 
     // northd programs the VIPs (SCTP included) into the switch pipelines
-    let sb_has = |needle: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let flows = lab::ctl::sbctl(&sb, &["lflow-list", "subnet-blue"]).unwrap_or_default();
-            if flows.contains(needle) {
-                return true;
-            }
-            if std::time::Instant::now() > deadline {
-                eprintln!("{flows}");
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    };
+    let sb_has = |needle: &str| sb_has(&sb, &[needle]);
     assert!(
         sb_has("ip4.dst == 10.96.0.10 && tcp.dst == 80"),
         "TCP VIP flow"
@@ -346,5 +361,161 @@ async fn service_load_balancers_on_real_nb() {
         "foreign row untouched: {foreign}"
     );
     assert!(!left.contains("Service_demo/web_UDP"), "{left}");
+    tests::record_real_run("services_nb");
+}
+
+/// `internalTrafficPolicy: Local` on template load balancers: the cluster IP moves to
+/// `Service_<ns>/<name>_<PROTO>_local4` (`options:template=true`), each node's chassis gets
+/// one `Chassis_Template_Var` row of ours with that node's endpoints, northd emits the
+/// templated flows; an endpoint change on one node rewrites only that node's row; a
+/// restart writes nothing; a foreign row for a chassis is left alone (a conflict);
+/// deleting the Service deletes our rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_traffic_policy_local_on_real_nb() {
+    let Some((_scratch, central)) = central("svcitp") else {
+        return;
+    };
+    let nb = central.nb_remote();
+    let sb = central.sb_remote();
+    // another CMS's template variables for the chassis of n3
+    nbctl(
+        &nb,
+        &[
+            "create",
+            "Chassis_Template_Var",
+            "chassis=n3",
+            "variables:theirs=1.2.3.4",
+        ],
+    );
+
+    let (store, mut rx) = store_with_subnet();
+    store.apply_node(node("n1", "172.18.0.11"));
+    let mut n2 = node("n2", "172.18.0.12");
+    n2.annotations
+        .insert(control::chassis::CHASSIS_ID.into(), "chassis-2".into());
+    store.apply_node(n2);
+    store.apply_node(node("n3", "172.18.0.13"));
+    let mut loc = service("loc", "10.96.0.50", &[("http", Proto::Tcp, 80, None)]);
+    loc.internal_local = true;
+    store.apply_service(loc);
+    store.apply_endpoint_slice(slice(
+        "loc",
+        &[("10.16.0.5", "n1")],
+        &[("http", Proto::Tcp, 8080)],
+    ));
+    store.mark_synced();
+    let mut ctl = controller(&nb, &store).await;
+    settle(&mut ctl, &mut rx).await;
+
+    let names = nbctl(&nb, &["--bare", "--columns=name", "list", "Load_Balancer"]);
+    assert!(!names.contains("Service_demo/loc_TCP\n"), "{names}");
+    let t4 = lb_uuid(&nb, "Service_demo/loc_TCP_local4");
+    assert_eq!(
+        get(&nb, "Load_Balancer", &t4, "options:template"),
+        "\"true\""
+    );
+    let members = get(
+        &nb,
+        "Load_Balancer_Group",
+        "zstack-ovn-services_zstack-ovn",
+        "load_balancer",
+    );
+    assert!(
+        members.contains(&t4),
+        "template row in the group: {members}"
+    );
+    let ipv = control::translate::service::local::ip_var("demo/loc", true);
+    let bv = control::translate::service::local::backends_var("demo/loc", Proto::Tcp, 80, true);
+    assert_eq!(
+        get(&nb, "Load_Balancer", &t4, "vips"),
+        format!("{{\"^{ipv}:80\"=\"^{bv}\"}}")
+    );
+    let var = |chassis: &str, key: &str| {
+        get(
+            &nb,
+            "Chassis_Template_Var",
+            chassis,
+            &format!("variables:{key}"),
+        )
+    };
+    assert_eq!(var("n1", &ipv), "\"10.96.0.50\"");
+    assert_eq!(var("n1", &bv), "\"10.16.0.5:8080\"");
+    assert_eq!(var("chassis-2", &bv), "\"\"", "no endpoint on n2");
+    assert_eq!(
+        get(
+            &nb,
+            "Chassis_Template_Var",
+            "n1",
+            "external_ids:zstack.io/owner"
+        ),
+        "zstack-ovn"
+    );
+    assert_eq!(
+        get(&nb, "Chassis_Template_Var", "n3", "variables"),
+        "{theirs=\"1.2.3.4\"}",
+        "foreign row untouched"
+    );
+
+    // northd emits the templated VIP and backends into the switch pipeline
+    assert!(
+        sb_has(
+            &sb,
+            &[
+                &format!("ip4.dst == ^{ipv} && tcp.dst == 80"),
+                &format!("backends=^{bv}"),
+            ]
+        ),
+        "templated flows"
+    );
+
+    // an endpoint appears on n2: only n2's row changes
+    let n1_before = get(&nb, "Chassis_Template_Var", "n1", "variables");
+    store.apply_endpoint_slice(slice(
+        "loc",
+        &[("10.16.0.5", "n1"), ("10.16.0.6", "n2")],
+        &[("http", Proto::Tcp, 8080)],
+    ));
+    let r = pass(&mut ctl, &mut rx).await;
+    assert_eq!(
+        (r.nb.inserts, r.nb.updates, r.nb.deletes),
+        (0, 1, 0),
+        "one chassis row: {r:?}"
+    );
+    assert_eq!(var("chassis-2", &bv), "\"10.16.0.6:8080\"");
+    assert_eq!(
+        get(&nb, "Chassis_Template_Var", "n1", "variables"),
+        n1_before
+    );
+    assert_eq!(
+        lb_uuid(&nb, "Service_demo/loc_TCP_local4"),
+        t4,
+        "LB untouched"
+    );
+
+    // restart: nothing to write
+    drop(ctl);
+    let mut rx2 = store.replay();
+    let mut ctl = controller(&nb, &store).await;
+    let r = pass(&mut ctl, &mut rx2).await;
+    assert_eq!(r.nb.transactions, 0, "restart writes nothing: {r:?}");
+    assert_eq!(r.nb.conflicts.len(), 1, "n3's foreign row: {r:?}");
+
+    // delete the Service: the template row and our variable rows go, the foreign one stays
+    store.delete_service("demo/loc");
+    let r = pass(&mut ctl, &mut rx).await;
+    assert_eq!(
+        r.nb.deletes, 3,
+        "1 Load_Balancer + 2 Chassis_Template_Var: {r:?}"
+    );
+    let left = nbctl(
+        &nb,
+        &[
+            "--bare",
+            "--columns=chassis",
+            "list",
+            "Chassis_Template_Var",
+        ],
+    );
+    assert_eq!(left.trim(), "n3", "{left}");
     tests::record_real_run("services_nb");
 }

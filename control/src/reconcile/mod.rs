@@ -10,6 +10,7 @@ pub mod address_set;
 pub mod family;
 pub mod load_balancer;
 pub mod port_group;
+pub mod template_var;
 #[cfg(test)]
 mod tests;
 
@@ -118,6 +119,7 @@ pub fn monitor_requests() -> Vec<MonitorRequest> {
         MonitorRequest::of::<ovsdb::nb::Acl>(),
         MonitorRequest::of::<LoadBalancer>(),
         MonitorRequest::of::<LoadBalancerGroup>(),
+        MonitorRequest::of::<ovsdb::nb::ChassisTemplateVar>(),
     ]
 }
 
@@ -148,6 +150,12 @@ pub fn plan(view: &View<'_>, desired: &DesiredNb, owner: &str) -> Result<Plan, R
         &view.typed::<LoadBalancer>()?,
         &view.typed::<LoadBalancerGroup>()?,
         &view.typed::<LogicalSwitch>()?,
+        &mut plan,
+    );
+    template_var::plan(
+        owner,
+        &desired.load_balancers.template_vars,
+        &view.typed::<ovsdb::nb::ChassisTemplateVar>()?,
         &mut plan,
     );
     Ok(plan)

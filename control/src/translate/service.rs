@@ -20,8 +20,8 @@
 //! Every row joins our Load_Balancer_Group ([`names::lb_group`]), attached to every switch
 //! we own (the Subnet switches and the join switch, where the node management ports are):
 //! the logical switch DNATs as traffic enters it, on the sending chassis, so pods and hosts
-//! reach Services on every node. `internalTrafficPolicy: Local` cannot be honoured on
-//! switches that span nodes: such Services are served by all endpoints (logged).
+//! reach Services on every node. `internalTrafficPolicy: Local` Services have their
+//! cluster IPs on template load balancers instead, expanded per chassis ([`local`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -58,6 +58,7 @@ pub fn add<'a>(
         for lb in load_balancers(cfg, svc, slices, nodes) {
             nb.load_balancers.rows.insert(lb.name.clone(), lb);
         }
+        local::add_variables(svc, slices, nodes, &mut nb.load_balancers.template_vars);
     }
     nb.load_balancers.switches = nb
         .switches
@@ -78,9 +79,14 @@ pub fn load_balancers(
         return Vec::new();
     }
     let protos: BTreeSet<Proto> = svc.ports.iter().map(|p| p.protocol).collect();
-    let mut out = Vec::new();
-    let front: Vec<IpAddr> = svc
-        .cluster_ips
+    let mut out = local::template_rows(cfg, svc);
+    // with internalTrafficPolicy: Local the cluster IPs are on the template rows
+    let cluster: &[IpAddr] = if local::applies(svc) {
+        &[]
+    } else {
+        &svc.cluster_ips
+    };
+    let front: Vec<IpAddr> = cluster
         .iter()
         .chain(&svc.external_ips)
         .chain(&svc.ingress_ips)
@@ -123,12 +129,13 @@ pub fn load_balancers(
     out
 }
 
-fn join(b: &[std::net::SocketAddr]) -> String {
+pub(crate) fn join(b: &[std::net::SocketAddr]) -> String {
     b.iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(",")
 }
 
+pub mod local;
 #[cfg(test)]
 mod tests;

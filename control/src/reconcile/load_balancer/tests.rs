@@ -48,6 +48,7 @@ fn desired(rows: &[LoadBalancer], switches: &[&str]) -> DesiredLbs {
             })
             .collect(),
         switches: switches.iter().map(|s| s.to_string()).collect(),
+        template_vars: Default::default(),
     }
 }
 

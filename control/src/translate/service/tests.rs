@@ -211,3 +211,89 @@ fn row_count_is_linear_in_services() {
         assert_eq!(nb.load_balancers.rows.len(), n);
     }
 }
+
+#[test]
+fn internal_local_uses_template_rows_and_per_chassis_variables() {
+    let cfg = ClusterConfig::default();
+    let mut s = svc(vec![
+        port("http", Proto::Tcp, 80, Some(30080)),
+        port("dns", Proto::Udp, 53, None),
+    ]);
+    s.internal_local = true;
+    s.node_ports = true;
+    s.external_ips = vec!["192.0.2.7".parse().expect("ip")];
+    let sl = slice(vec![
+        ep(&["10.16.0.5", "fd00:16::5"], "n1", true),
+        ep(&["10.16.0.6"], "n1", true),
+    ]);
+    let n1 = node("n1", "172.18.0.1");
+    let mut n2 = node("n2", "172.18.0.2");
+    n2.annotations
+        .insert(crate::chassis::CHASSIS_ID.into(), "chassis-2".into());
+    let nodes = [&n1, &n2];
+    let lbs = load_balancers(&cfg, &s, &[&sl], &nodes);
+    let by_name: BTreeMap<&str, &LoadBalancer> = lbs.iter().map(|l| (l.name.as_str(), l)).collect();
+    let names: Vec<&str> = by_name.keys().copied().collect();
+    assert_eq!(
+        names,
+        [
+            "Service_demo/web_TCP",
+            "Service_demo/web_TCP_local4",
+            "Service_demo/web_TCP_local6",
+            "Service_demo/web_UDP",
+            "Service_demo/web_UDP_local4",
+            "Service_demo/web_UDP_local6",
+        ]
+    );
+    assert_eq!(
+        by_name["Service_demo/web_UDP"]
+            .vips
+            .keys()
+            .collect::<Vec<_>>(),
+        ["192.0.2.7:53"],
+        "UDP: only the externalIP stays on the regular row"
+    );
+    // the regular row keeps external traffic (externalIPs, node ports), not cluster IPs
+    let tcp = by_name["Service_demo/web_TCP"];
+    assert!(!tcp.vips.contains_key("10.96.0.10:80"), "{:?}", tcp.vips);
+    assert!(tcp.vips.contains_key("192.0.2.7:80"));
+    assert!(tcp.vips.contains_key("172.18.0.2:30080"));
+    let t4 = by_name["Service_demo/web_TCP_local4"];
+    assert_eq!(t4.options["template"], "true");
+    assert_eq!(t4.options["address-family"], "ipv4");
+    assert_eq!(
+        by_name["Service_demo/web_TCP_local6"].options["address-family"],
+        "ipv6"
+    );
+    let (ipv, bv) = (
+        local::ip_var("demo/web", true),
+        local::backends_var("demo/web", Proto::Tcp, 80, true),
+    );
+    assert_eq!(t4.vips[&format!("^{ipv}:80")], format!("^{bv}"));
+    assert!(
+        ipv.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "{ipv}"
+    );
+    assert_eq!(ipv, local::ip_var("demo/web", true), "stable");
+    assert_ne!(ipv, local::ip_var("demo/web2", true));
+
+    let mut nb = crate::translate::translate(&cfg, &Input::default());
+    add(&cfg, [&s], [&sl], &nodes, &mut nb);
+    let vars = &nb.load_balancers.template_vars;
+    assert_eq!(vars.keys().collect::<Vec<_>>(), ["chassis-2", "n1"]);
+    assert_eq!(vars["n1"][&ipv], "10.96.0.10");
+    assert_eq!(vars["n1"][&bv], "10.16.0.5:8080,10.16.0.6:8080");
+    assert_eq!(
+        vars["n1"][&local::backends_var("demo/web", Proto::Tcp, 80, false)],
+        "[fd00:16::5]:8080"
+    );
+    assert_eq!(vars["n1"][&local::ip_var("demo/web", false)], "fd00:96::10");
+    assert_eq!(vars["chassis-2"][&bv], "", "no local endpoint on n2");
+    assert_eq!(vars["n1"].len(), 6, "2 IPs + 2 ports x 2 families");
+
+    // a Service without the policy has no variables
+    s.internal_local = false;
+    let mut nb = crate::translate::translate(&cfg, &Input::default());
+    add(&cfg, [&s], [&sl], &nodes, &mut nb);
+    assert!(nb.load_balancers.template_vars.is_empty());
+}
