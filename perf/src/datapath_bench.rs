@@ -54,6 +54,9 @@ pub struct Config {
     pub pmd_max_sleep: Option<u32>,
     /// `afxdp.mode` of the node's datapath config (`native`, `generic`); `None`: native.
     pub afxdp_mode: Option<String>,
+    /// `cpuDmaLatencyUs` of the node's datapath config: the agent holds this CPU wake-up
+    /// latency request for the whole run, so every path (the veth pairs too) runs with it.
+    pub cpu_dma_latency: Option<u32>,
 }
 
 /// One measured path.
@@ -150,6 +153,7 @@ impl Report {
             "iperf3_seconds": self.config.seconds,
             "qperf_seconds": self.config.qperf_seconds,
             "ovs_other_config": self.other_config,
+            "cpu_dma_latency_us": self.config.cpu_dma_latency,
             "paths": [self.afxdp.to_json(), self.kernel.to_json(), self.veth.to_json(),
                       self.veth_offload.to_json()],
             "ratios": self.ratios().into_iter().map(|(what, v, target, met)| json!({
@@ -171,6 +175,11 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+        if let Some(us) = self.config.cpu_dma_latency {
+            s += &format!(
+                "CPU wake-up latency request (cpuDmaLatencyUs): {us} µs, held by the agent for every path\n"
+            );
+        }
         s += &format!("{:<34} {:>10} {:>10}", "path", "P1 Gbit/s", "P4 Gbit/s");
         for m in SIZES {
             s += &format!(
@@ -291,7 +300,10 @@ impl Bench {
         config.datapath = vec!["dpdk".into()];
         let mut lab = Lab::up(config).context("lab up")?;
         lab.keep_running();
-        if self.cfg.pmd_max_sleep.is_some() || self.cfg.afxdp_mode.is_some() {
+        if self.cfg.pmd_max_sleep.is_some()
+            || self.cfg.afxdp_mode.is_some()
+            || self.cfg.cpu_dma_latency.is_some()
+        {
             // the node's datapath config file, read by the agent at start
             let f = lab.node(1).context("node 1")?.dir.join("datapath.yaml");
             let mut text: String = lab::node::datapath_config("dpdk")
@@ -304,6 +316,9 @@ impl Bench {
             }
             if let Some(m) = &self.cfg.afxdp_mode {
                 text += &format!("afxdp: {{mode: {m}}}\n");
+            }
+            if let Some(us) = self.cfg.cpu_dma_latency {
+                text += &format!("cpuDmaLatencyUs: {us}\n");
             }
             std::fs::write(&f, text).with_context(|| format!("write {}", f.display()))?;
         }

@@ -192,6 +192,20 @@ fn restart_agent(z: &Zovn) {
     assert_ne!(recs[0].pid, rec.pid);
 }
 
+/// Whether node 1's agent has `/dev/cpu_dma_latency` open (its PM QoS request).
+fn agent_holds_pm_qos(z: &Zovn) -> bool {
+    let lab = lab::Lab::open(&z.dir).expect("open lab");
+    let pid = lab.agents()[0].pid;
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten().any(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|t| t == std::path::Path::new("/dev/cpu_dma_latency"))
+            })
+        })
+        .unwrap_or(false)
+}
+
 fn agent_log(z: &Zovn) -> String {
     std::fs::read_to_string(z.dir.join("node1/log/agent.log")).unwrap_or_default()
 }
@@ -442,14 +456,28 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     assert_eq!(s["dpdkInitialized"], false, "{s:#}");
     tcp_reaches(&z, "p2", &p1, "p1");
 
-    // 2. the prerequisite returns: DPDK again, new pods on the userspace path
+    // 2. the prerequisite returns: DPDK again, new pods on the userspace path; the node
+    // also asks for a CPU wake-up latency of 5 µs (held on the real PM QoS device)
     z.annotate_node(
         &node,
-        BTreeMap::from([(CONFIG.to_string(), "{}".to_string())]),
+        BTreeMap::from([(
+            CONFIG.to_string(),
+            json!({"cpuDmaLatencyUs": 5}).to_string(),
+        )]),
     );
     let s = wait_status(&z, &node, "back on dpdk", |s| {
         s["datapath"] == "dpdk" && s["dpdkInitialized"] == true
     });
+    assert_eq!(s["cpuDmaLatencyUs"], 5, "{s:#}");
+    assert!(
+        agent_holds_pm_qos(&z),
+        "the agent holds /dev/cpu_dma_latency open"
+    );
+    let effective = dataplane::datapath::pm_qos::effective(std::path::Path::new("/"));
+    assert!(
+        effective.is_some_and(|v| v <= 5),
+        "the kernel enforces at most 5 µs: {effective:?}"
+    );
     assert!(
         s["fallbacks"].as_array().is_none_or(|f| f.is_empty()),
         "{s:#}"
@@ -487,6 +515,11 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
         "socket-mem beyond the hugepages: no DPDK; {s:#}"
     );
     assert_eq!(s["pmdCpus"], "1", "derived instead of CPU 7");
+    // the latency request is gone with the key: the agent closed the device
+    assert!(s.get("cpuDmaLatencyUs").is_none(), "{s:#}");
+    wait_until("PM QoS request released", Duration::from_secs(10), || {
+        !agent_holds_pm_qos(&z)
+    });
     assert!(has_event(
         &events(&z),
         &node,

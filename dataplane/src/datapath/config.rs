@@ -115,6 +115,12 @@ pub struct DatapathConfig {
     pub no_pci: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub afxdp: Option<AfxdpConfig>,
+    /// CPU wake-up latency (µs) the agent requests through `/dev/cpu_dma_latency` while it
+    /// runs, as tuned's `network-latency` profile does: 0 keeps idle CPUs polling so a
+    /// packet handed over by a PMD core does not wait for a sleeping core to wake (costs
+    /// power, and host CPU in a VM). Default: no request. See [`super::pm_qos`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_dma_latency_us: Option<u32>,
 }
 
 /// Why a configuration could not be read at all.
@@ -188,7 +194,8 @@ impl DatapathConfig {
             mtu,
             extra_eal_args,
             no_pci,
-            afxdp
+            afxdp,
+            cpu_dma_latency_us
         );
         // nested objects merge key by key
         if let (Some(a), Some(b)) = (&self.hugepages, &over.hugepages) {

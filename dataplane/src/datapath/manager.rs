@@ -12,6 +12,7 @@ use super::POD_DATAPATH_ANNOTATION;
 use super::apply::{self, Plan};
 use super::config::DatapathConfig;
 use super::decide::{self, Datapath, Decision, Fallback, Runtime};
+use super::pm_qos::PmQos;
 use super::probe::{OvsFacts, Sysfs};
 use super::status::DatapathStatus;
 use crate::ovs::Ovs;
@@ -73,6 +74,8 @@ struct Memory {
 pub struct DatapathManager {
     cfg: ManagerConfig,
     mem: Mutex<Memory>,
+    /// The CPU wake-up latency request (held while the agent runs).
+    pm_qos: Mutex<PmQos>,
     /// One pass at a time.
     pass: tokio::sync::Mutex<()>,
 }
@@ -82,6 +85,7 @@ impl DatapathManager {
         DatapathManager {
             cfg,
             mem: Mutex::new(Memory::default()),
+            pm_qos: Mutex::new(PmQos::default()),
             pass: tokio::sync::Mutex::new(()),
         }
     }
@@ -170,8 +174,17 @@ impl DatapathManager {
             Err(e) => d.errors.push(format!("apply: {e}")),
         }
 
+        let cpu_dma_latency_us = {
+            let mut q = self.pm_qos.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = q.set(&self.cfg.sys_root, cfg.cpu_dma_latency_us) {
+                tracing::warn!(error = %e, "datapath: CPU wake-up latency request failed");
+                d.errors.push(e.to_string());
+            }
+            q.held()
+        };
         let host = sys.host_facts(cfg.nic.as_deref());
-        let status = DatapathStatus::new(&d, &host, &OvsFacts::read(ovs), restart_required);
+        let mut status = DatapathStatus::new(&d, &host, &OvsFacts::read(ovs), restart_required);
+        status.cpu_dma_latency_us = cpu_dma_latency_us;
         let mut mem = self.mem();
         let prev = mem.status.clone();
         let new_fallbacks: Vec<Fallback> = status

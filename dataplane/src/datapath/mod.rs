@@ -6,6 +6,7 @@
 //! - [`decide`]: the decision, pure;
 //! - [`apply`]: writing `Open_vSwitch.other_config`, allocating hugepages, restarting
 //!   ovs-vswitchd when a start-time setting changed, waiting for DPDK;
+//! - [`pm_qos`]: the CPU wake-up latency request (`cpuDmaLatencyUs`);
 //! - [`status`]: the report (Node annotation, events, metrics);
 //! - [`manager`]: the loop that re-decides when the node or the configuration changes.
 
@@ -14,6 +15,7 @@ pub mod config;
 pub mod cpus;
 pub mod decide;
 pub mod manager;
+pub mod pm_qos;
 pub mod probe;
 pub mod status;
 

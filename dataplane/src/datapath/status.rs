@@ -49,6 +49,9 @@ pub struct DatapathStatus {
     pub userspace_tso: bool,
     pub tso_reason: String,
     pub afxdp: AfxdpPorts,
+    /// The CPU wake-up latency (µs) the agent holds through `/dev/cpu_dma_latency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_dma_latency_us: Option<u32>,
     /// Start-time settings waiting for an ovs-vswitchd restart the agent could not do.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restart_required: Vec<String>,
@@ -98,6 +101,7 @@ impl DatapathStatus {
             userspace_tso: d.userspace_tso,
             tso_reason: d.tso_reason.clone(),
             afxdp: d.afxdp.clone(),
+            cpu_dma_latency_us: None,
             restart_required,
         }
     }
@@ -124,6 +128,7 @@ impl DatapathStatus {
                 mode: "native".into(),
                 rxq_affinity: None,
             },
+            cpu_dma_latency_us: None,
             restart_required: vec![],
         }
     }

@@ -107,6 +107,10 @@ enum Cmd {
         /// AF_XDP mode of the pod ports (native, generic) instead of native.
         #[arg(long)]
         afxdp_mode: Option<String>,
+        /// cpuDmaLatencyUs in the node's datapath config: the agent holds this CPU
+        /// wake-up latency (µs, /dev/cpu_dma_latency) for the whole run, every path included.
+        #[arg(long)]
+        cpu_dma_latency: Option<u32>,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -248,6 +252,7 @@ async fn main() -> Result<()> {
             qperf_seconds,
             pmd_max_sleep,
             afxdp_mode,
+            cpu_dma_latency,
             json,
         } => {
             let dir = tempfile_dir()?;
@@ -257,6 +262,7 @@ async fn main() -> Result<()> {
                 qperf_seconds,
                 pmd_max_sleep,
                 afxdp_mode,
+                cpu_dma_latency,
             };
             let report = tokio::task::spawn_blocking(move || perf::datapath_bench::run(cfg))
                 .await
