@@ -88,6 +88,14 @@ pub fn pod_addrs(pod: &PodInfo) -> Result<PodAddrs, CniError> {
         .annotation(POD_NETWORKS)
         .ok_or_else(|| refused(format!("pod {key} has no {POD_NETWORKS} annotation")))?;
     let pn = decode_pod_networks(raw).map_err(|e| refused(format!("pod {key}: {e}")))?;
+    network_addrs(&key, &pn)
+}
+
+/// The addresses of one entry of `k8s.ovn.org/pod-networks` (of pod `key`).
+pub fn network_addrs(
+    key: &str,
+    pn: &control::annotation::PodNetwork,
+) -> Result<PodAddrs, CniError> {
     let bad = |what: &str, v: &str| refused(format!("pod {key}: {POD_NETWORKS}: bad {what} {v:?}"));
     let addresses = pn
         .ip_addresses
@@ -333,6 +341,9 @@ impl Agent {
         let key = format!("{ns}/{name}");
         let lock = self.sandbox_lock(&req.container_id);
         let _guard = lock.lock().await;
+        if let Some(sel) = crate::secondary::selection(self, req, &ns, &name).await? {
+            return crate::secondary::add(self, req, &conf, sel, budget, start).await;
+        }
 
         // 1. the controller's annotation (or its IPAM error)
         let ready = |p: &PodInfo| {
@@ -390,7 +401,7 @@ impl Agent {
             let left = budget
                 .saturating_sub(start.elapsed())
                 .max(Duration::from_millis(200));
-            return crate::vhost_port::add(self, req, &conf, &pod, addrs, v, left).await;
+            return crate::vhost_port::add(self, req, &conf, &pod, addrs, v, None, left).await;
         }
 
         // 2. the pod interface
@@ -471,6 +482,13 @@ impl Agent {
         let lock = self.sandbox_lock(&req.container_id);
         let _guard = lock.lock().await;
         crate::vhost_port::del(self, &req.container_id, &req.ifname).await?;
+        if crate::secondary::is_secondary_ifname(&req.ifname)
+            && self.state.get(&req.container_id, &req.ifname).is_none()
+        {
+            // a secondary interface has no veth: the host veth named after the container
+            // belongs to the primary interface, which stays
+            return Ok(());
+        }
         let host_ifname = self
             .state
             .get(&req.container_id, &req.ifname)
@@ -522,7 +540,7 @@ impl Agent {
     async fn check(&self, req: &Request) -> Result<(), CniError> {
         req.net_conf()?;
         if let Some(v) = self.vhost.get(&req.container_id, &req.ifname) {
-            return crate::vhost_port::check(self, &v);
+            return crate::vhost_port::check(self, &v).await;
         }
         let rec = self
             .state

@@ -38,6 +38,7 @@ pub mod pmd_stats;
 pub mod pod_iface;
 pub mod pods;
 pub mod report;
+pub mod secondary;
 pub mod server;
 pub mod state;
 pub mod unixctl;

@@ -65,6 +65,10 @@ pub struct VhostRecord {
     pub volume_target: Option<PathBuf>,
     /// The CNI device-info file written.
     pub device_info_file: Option<PathBuf>,
+    /// A Multus secondary network's NAD (`<ns>/<name>`): the port binds to the pod's LSP
+    /// on that network ([`control::names::network_port`]); `None`: the primary network.
+    #[serde(default)]
+    pub network: Option<String>,
 }
 
 impl VhostRecord {
@@ -82,12 +86,22 @@ impl VhostRecord {
     pub fn key(&self) -> String {
         self.sandbox.key()
     }
+
+    /// The logical switch port the OVS port binds to (`external_ids:iface-id`).
+    pub fn iface_id(&self) -> String {
+        match &self.network {
+            Some(nad) => control::names::network_port(&self.sandbox.iface_id(), nad),
+            None => self.sandbox.iface_id(),
+        }
+    }
 }
 
 /// The OVS port of a vhost-user interface: the veth port's external ids plus the type,
 /// the socket path, `mtu_request` and our vhost keys.
 pub fn port_spec(r: &VhostRecord, socket: &Path) -> PortSpec {
     let mut spec = pod_port_spec(&r.sandbox);
+    spec.iface_external_ids
+        .insert("iface-id".into(), r.iface_id());
     spec.iface_type = IFACE_TYPE.to_string();
     spec.options = BTreeMap::from([(
         "vhost-server-path".to_string(),
@@ -260,7 +274,9 @@ pub fn hugepages_check(meminfo: &str) -> Result<(), String> {
     }
 }
 
-/// CNI ADD of a vhost-user interface (called by [`Agent`]'s ADD under the sandbox lock).
+/// CNI ADD of a vhost-user interface (called by [`Agent`]'s ADD under the sandbox lock);
+/// `network`: the NAD of a secondary network (see [`VhostRecord::network`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn add(
     agent: &Agent,
     req: &Request,
@@ -268,6 +284,7 @@ pub async fn add(
     pod: &PodInfo,
     addrs: PodAddrs,
     cfg: VhostUserConfig,
+    network: Option<String>,
     wait: Duration,
 ) -> Result<CniResult, CniError> {
     let key = pod.key();
@@ -362,6 +379,7 @@ pub async fn add(
         root,
         volume_target,
         device_info_file: device_info_file(conf.runtime_config.as_ref()).map(PathBuf::from),
+        network,
     };
     agent
         .vhost
@@ -376,7 +394,7 @@ pub async fn add(
         .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, format!("pod {key}: OVS port: {e}")))?;
     if let Err(e) = agent
         .ovs
-        .wait_installed(&layout.port_name, &rec.sandbox.iface_id(), wait)
+        .wait_installed(&layout.port_name, &rec.iface_id(), wait)
         .await
     {
         // ovs-vswitchd's reason (a mempool that could not be allocated, ...) says more
@@ -492,9 +510,80 @@ pub async fn del(agent: &Agent, container_id: &str, ifname: &str) -> Result<(), 
     }
 }
 
-/// CNI CHECK of a vhost-user interface: the OVS port (type, socket path, LSP binding) and
-/// the socket directory.
-pub fn check(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
+/// The queue pairs the workload negotiated on a connected port, from its Interface
+/// `status` (ovs-vswitchd's `num_of_vrings`: one rx and one tx ring per pair); `None`
+/// while no workload is connected.
+pub fn negotiated_queues(status: &BTreeMap<String, String>) -> Option<u32> {
+    if status.get("status").map(String::as_str) != Some("connected") {
+        return None;
+    }
+    let rings: u32 = status.get("num_of_vrings")?.parse().ok()?;
+    Some(rings / 2)
+}
+
+/// Compares the negotiated queue pairs with the request (CHECK).
+pub fn check_queues(
+    port: &str,
+    requested: u32,
+    status: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    match negotiated_queues(status) {
+        Some(n) if n != requested => Err(format!(
+            "check failed: OVS interface {port} negotiated {n} queue pair(s) \
+             (status num_of_vrings {}), the request asks for {requested}: the workload \
+             (QEMU/testpmd) must open {requested} queue pair(s)",
+            status.get("num_of_vrings").map_or("?", String::as_str)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The Interface `status` column, read fresh from the server (the agent's replica does
+/// not monitor it: ovs-vswitchd rewrites it often).
+pub async fn interface_status(
+    remote: &str,
+    port: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    use ovsdb::{Condition, FromValue, Operation, Value};
+    let cfg = ovsdb::ClientConfig::parse(remote)
+        .map_err(|e| e.to_string())?
+        .with_leader_only(false)
+        .with_request_timeout(Duration::from_secs(5));
+    let client = ovsdb::Client::connect(cfg)
+        .await
+        .map_err(|e| format!("{remote}: {e}"))?;
+    let r = client
+        .transact(
+            crate::ovs::DB,
+            vec![
+                Operation::select(
+                    "Interface",
+                    vec![Condition::eq("name", Value::string(port))],
+                )
+                .with_columns(["status"]),
+            ],
+        )
+        .await
+        .map_err(|e| format!("select Interface {port}: {e}"))?;
+    Ok(r.first()
+        .and_then(|r| r.rows().first().cloned())
+        .and_then(|row| row.get("status").cloned())
+        .and_then(|v| BTreeMap::<String, String>::from_value(&v).ok())
+        .unwrap_or_default())
+}
+
+/// CNI CHECK of a vhost-user interface: the OVS port (type, socket path, LSP binding), the
+/// socket directory, and the queue pairs the connected workload negotiated.
+pub async fn check(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
+    check_port(agent, rec)?;
+    let port = &rec.sandbox.host_ifname;
+    let status = interface_status(agent.ovs.remote(), port)
+        .await
+        .map_err(|e| refused(format!("check failed: {e}")))?;
+    check_queues(port, u32::from(rec.config.queues), &status).map_err(refused)
+}
+
+fn check_port(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
     let layout = rec
         .layout()
         .map_err(|e| refused(format!("check failed: {e}")))?;
@@ -644,6 +733,7 @@ mod tests {
             root: root.to_path_buf(),
             volume_target: None,
             device_info_file: None,
+            network: None,
         }
     }
 
@@ -692,6 +782,44 @@ mod tests {
                 .get("c1", "eth0")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn queues_are_checked_on_a_connected_port() {
+        let st = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let two = st(&[("status", "connected"), ("num_of_vrings", "4")]);
+        assert_eq!(negotiated_queues(&two), Some(2));
+        assert!(check_queues("vhu1", 2, &two).is_ok());
+        let e = check_queues("vhu1", 1, &two).expect_err("mismatch");
+        assert!(
+            e.contains("negotiated 2 queue pair(s)") && e.contains("asks for 1"),
+            "{e}"
+        );
+        let idle = st(&[("status", "disconnected"), ("mode", "client")]);
+        assert_eq!(negotiated_queues(&idle), None);
+        assert!(check_queues("vhu1", 4, &idle).is_ok(), "nothing to compare yet");
+    }
+
+    #[test]
+    fn secondary_port_binds_to_the_network_lsp() {
+        let mut r = rec(Path::new("/run/v"));
+        r.sandbox.ifname = "net1".into();
+        r.network = Some("vms/vhost-net".into());
+        let l = r.layout().expect("layout");
+        let s = port_spec(&r, &l.socket);
+        assert_eq!(
+            s.iface_external_ids.get("iface-id").map(String::as_str),
+            Some("vms_virt-launcher-vm1-x7_vms.vhost-net")
+        );
+        assert!(l.socket.ends_with("net1.sock"), "{}", l.socket.display());
+        let eth0 = rec(Path::new("/run/v")).layout().expect("layout");
+        assert_ne!(l.dir, eth0.dir, "a directory per interface");
+        assert_ne!(l.port_name, eth0.port_name);
     }
 
     #[test]
