@@ -456,18 +456,40 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     assert_eq!(s["dpdkInitialized"], false, "{s:#}");
     tcp_reaches(&z, "p2", &p1, "p1");
 
-    // 2. the prerequisite returns: DPDK again, new pods on the userspace path; the node
-    // also asks for a CPU wake-up latency of 5 µs (held on the real PM QoS device)
+    // 2. the prerequisite returns: DPDK again, new pods on the userspace path. The node
+    // is also short of hugepages now (64 × 2 MiB for socket-mem 256 MiB: no DPDK process
+    // holds any, the bogus one never initialised) and lets the agent allocate them; and
+    // it asks for a CPU wake-up latency of 5 µs (held on the real PM QoS device). The
+    // lab's `down` puts nr_hugepages back to what it was before `up`.
+    let nr_hugepages = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let nr = || -> u64 {
+        std::fs::read_to_string(nr_hugepages)
+            .expect("read nr_hugepages")
+            .trim()
+            .parse()
+            .expect("nr_hugepages is a number")
+    };
+    std::fs::write(nr_hugepages, "64\n").expect("shrink the hugepages");
+    assert_eq!(nr(), 64, "no one else holds 2 MiB pages here");
     z.annotate_node(
         &node,
         BTreeMap::from([(
             CONFIG.to_string(),
-            json!({"cpuDmaLatencyUs": 5}).to_string(),
+            json!({"cpuDmaLatencyUs": 5, "hugepages": {"allocate": true}}).to_string(),
         )]),
     );
     let s = wait_status(&z, &node, "back on dpdk", |s| {
         s["datapath"] == "dpdk" && s["dpdkInitialized"] == true
     });
+    assert!(nr() >= 128, "the agent allocated the hugepages: {}", nr());
+    assert!(
+        s["hugepages"]["total"].as_u64().is_some_and(|t| t >= 128),
+        "{s:#}"
+    );
+    assert!(
+        agent_log(&z).contains("hugepages allocated"),
+        "the agent says it allocated them"
+    );
     assert_eq!(s["cpuDmaLatencyUs"], 5, "{s:#}");
     assert!(
         agent_holds_pm_qos(&z),
