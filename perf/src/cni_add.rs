@@ -25,7 +25,6 @@
 //! pod, netns deleted, agent stopped, lab down), also when a step fails.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
@@ -829,46 +828,13 @@ fn shim(
     netns: &str,
     pod: &str,
 ) -> Result<(bool, Value)> {
-    let conf = json!({
-        "cniVersion": "1.0.0",
-        "name": "zstack-ovn",
-        "type": "zstack-ovn-cni",
-        "serverSocket": socket,
-        "timeoutSeconds": ADD_TIMEOUT_S,
-    });
-    let mut c = Command::new(bin)
-        .env("CNI_COMMAND", cmd)
-        .env("CNI_CONTAINERID", cid)
-        .env("CNI_NETNS", format!("/var/run/netns/{netns}"))
-        .env("CNI_IFNAME", "eth0")
-        .env("CNI_PATH", "/opt/cni/bin")
-        .env(
-            "CNI_ARGS",
-            format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}"),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("run {}", bin.display()))?;
-    c.stdin
-        .take()
-        .ok_or_else(|| anyhow!("shim stdin"))?
-        .write_all(conf.to_string().as_bytes())
-        .context("write the network config to the shim")?;
-    let out = c.wait_with_output().context("shim output")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v = if text.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).with_context(|| {
-            format!(
-                "shim {cmd} printed {text:?} (stderr {:?})",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })?
-    };
-    Ok((out.status.success(), v))
+    crate::host::Shim {
+        bin,
+        socket,
+        cni_version: "1.0.0",
+        timeout_s: ADD_TIMEOUT_S,
+    }
+    .call(cmd, cid, netns, pod)
 }
 
 /// A measured ADD that must succeed with an address.

@@ -7,6 +7,7 @@ use std::process::{Command, Output, Stdio};
 
 use anyhow::{Context, Result, anyhow, bail};
 use lab::Lab;
+use serde_json::{Value, json};
 
 /// Runs `cmd` (stdin closed) and fails with its stderr and stdout when it exits non-zero.
 pub fn run_ok(cmd: &mut Command) -> Result<Output> {
@@ -80,5 +81,62 @@ pub fn teardown_lab(netns: &mut Vec<String>, lab_dir: &Path, started: bool) -> R
     match first_err {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// How a benchmark calls the CNI shim binary (`zstack-ovn-cni`) the way a runtime does.
+pub struct Shim<'a> {
+    pub bin: &'a Path,
+    /// The agent's CNI socket.
+    pub socket: &'a Path,
+    pub cni_version: &'a str,
+    pub timeout_s: f64,
+}
+
+impl Shim<'_> {
+    /// Runs the shim once for pod `default/<pod>` on `eth0` of netns `netns`: (exit ok,
+    /// stdout JSON or null).
+    pub fn call(&self, cmd: &str, cid: &str, netns: &str, pod: &str) -> Result<(bool, Value)> {
+        use std::io::Write;
+        let conf = json!({
+            "cniVersion": self.cni_version,
+            "name": "zstack-ovn",
+            "type": "zstack-ovn-cni",
+            "serverSocket": self.socket,
+            "timeoutSeconds": self.timeout_s,
+        });
+        let mut c = Command::new(self.bin)
+            .env("CNI_COMMAND", cmd)
+            .env("CNI_CONTAINERID", cid)
+            .env("CNI_NETNS", format!("/var/run/netns/{netns}"))
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", "/opt/cni/bin")
+            .env(
+                "CNI_ARGS",
+                format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}"),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("run {}", self.bin.display()))?;
+        c.stdin
+            .take()
+            .ok_or_else(|| anyhow!("shim stdin"))?
+            .write_all(conf.to_string().as_bytes())
+            .context("write the network config to the shim")?;
+        let out = c.wait_with_output().context("shim output")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "shim {cmd} printed {text:?} (stderr {:?})",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })?
+        };
+        Ok((out.status.success(), v))
     }
 }

@@ -641,36 +641,13 @@ fn shim_call(
     name: &str,
     netns: &str,
 ) -> Result<(bool, Value)> {
-    use std::io::Write;
-    let conf = json!({"cniVersion": "1.1.0", "name": "zstack-ovn", "type": "zstack-ovn-cni",
-        "serverSocket": socket, "timeoutSeconds": 30});
-    let mut c = Command::new(bin)
-        .env("CNI_COMMAND", cmd)
-        .env("CNI_CONTAINERID", format!("{:0>64}", name.replace('-', "")))
-        .env("CNI_NETNS", format!("/var/run/netns/{netns}"))
-        .env("CNI_IFNAME", "eth0")
-        .env("CNI_PATH", "/opt/cni/bin")
-        .env(
-            "CNI_ARGS",
-            format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={name}"),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("run {}", bin.display()))?;
-    c.stdin
-        .take()
-        .ok_or_else(|| anyhow!("shim stdin"))?
-        .write_all(conf.to_string().as_bytes())?;
-    let out = c.wait_with_output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v = if text.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).with_context(|| format!("shim {cmd} printed {text:?}"))?
-    };
-    Ok((out.status.success(), v))
+    crate::host::Shim {
+        bin,
+        socket,
+        cni_version: "1.1.0",
+        timeout_s: 30.0,
+    }
+    .call(cmd, &format!("{:0>64}", name.replace('-', "")), netns, name)
 }
 
 #[cfg(test)]

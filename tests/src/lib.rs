@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 pub mod agent;
 pub mod kube;
+pub mod kube_objects;
 pub mod nbctl;
 pub mod zovn;
 

@@ -21,14 +21,12 @@ use std::time::{Duration, Instant};
 use control::annotation::{NODE_MGMT_PORT, POD_NETWORKS, decode_pod_networks};
 use control::crd::Subnet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::PostParams;
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, CustomResourceExt};
+use kube::Api;
 use lab::{Dpdk, Encap, Lab, LabConfig};
 use nix::sched::{CloneFlags, setns};
 use serde_json::{Value, json};
 use tests::agent::{self, in_ns, ovs_ifaces, ping, result_ip, shim};
+use tests::kube_objects::{create, eventually};
 
 /// Everything the test started, undone on drop (also on panic): processes by pid,
 /// network namespaces, the lab.
@@ -100,35 +98,6 @@ fn forward_into_netns(ns: &str, port: u16) {
     rx.recv()
         .expect("forwarder thread")
         .unwrap_or_else(|e| panic!("listen on 127.0.0.1:{port} in {ns}: {e}"));
-}
-
-async fn create<K>(api: &Api<K>, v: Value) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(v).expect("object json");
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create")
-}
-
-/// Polls `f` every 100 ms until it returns Some, at most `bound`.
-async fn eventually<T, F, Fut>(what: &str, bound: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let t = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            t.elapsed() < bound,
-            "timed out after {bound:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Starts the agent of `node` with `--pods kube` inside its netns; waits for its socket.
@@ -235,21 +204,7 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
     let ctl_log = base.join("controller.log");
 
     // the CRD, the controller on the lab's NB/SB
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &Subnet::crd())
-        .await
-        .expect("create Subnet CRD");
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        await_condition(
-            crds,
-            "subnets.network.zstack.io",
-            conditions::is_crd_established(),
-        ),
-    )
-    .await
-    .expect("CRD established in time")
-    .expect("watch CRD");
+    tests::kube_objects::install_subnet_crd(&client).await;
     cleanup.procs.push(
         Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
             .args(["--nb", &nb, "--sb", &sb, "--kubeconfig"])

@@ -6,58 +6,18 @@
 //!
 //! The first run on a fresh machine builds kube-apiserver (~10 minutes, then cached).
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use control::annotation::{POD_NETWORKS, decode_pod_networks};
 use control::crd::Subnet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, CustomResourceExt};
+use kube::Api;
+use kube::api::DeleteParams;
 use lab::central::{Central, CentralConfig};
 use serde_json::{Value, json};
+use tests::kube_objects::{KillOnDrop, create, eventually};
 use tests::nbctl::{column, nbctl};
-
-/// Kills the controller process when the test ends, however it ends.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn create<K>(api: &Api<K>, v: Value) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(v).expect("object json");
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create")
-}
-
-/// Polls `f` every 100 ms until it returns Some, at most `bound`.
-async fn eventually<T, F, Fut>(what: &str, bound: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let t = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            t.elapsed() < bound,
-            "timed out after {bound:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// `kubectl get sn` as kubectl shows it: the server-side Table with the printer columns.
 async fn get_sn_table(client: &kube::Client) -> Vec<(String, Vec<String>)> {
@@ -128,23 +88,9 @@ async fn controller_binary_on_real_kube_apiserver() {
     let nb = central.nb_remote();
 
     // The CRD, from the Rust types (deploy/crds/subnet.yaml is checked equal to them).
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &Subnet::crd())
-        .await
-        .expect("create Subnet CRD");
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        await_condition(
-            crds,
-            "subnets.network.zstack.io",
-            conditions::is_crd_established(),
-        ),
-    )
-    .await
-    .expect("CRD established in time")
-    .expect("watch CRD");
+    tests::kube_objects::install_subnet_crd(&client).await;
 
-    let controller = Proc(
+    let controller = KillOnDrop(
         Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
             .args(["--nb", &nb, "--kubeconfig"])
             .arg(kube_api.kubeconfig_path())
