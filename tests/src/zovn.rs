@@ -70,6 +70,29 @@ impl Zovn {
             .collect()
     }
 
+    /// The Ready condition's message of pod `key`, once it contains `want` (bounded).
+    pub fn wait_message(&self, key: &str, want: &str, timeout: Duration) -> String {
+        let t0 = Instant::now();
+        loop {
+            let msg = self.pods().get(key).map(|p| {
+                p["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            });
+            if let Some(m) = &msg
+                && m.contains(want)
+            {
+                return m.clone();
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "pod {key}: no message containing {want:?} after {timeout:?}; last {msg:?}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
     /// Waits (bounded) until every pod in `keys` has the Ready condition; their pod JSON.
     pub fn wait_ready(&self, keys: &[&str], timeout: Duration) -> BTreeMap<String, Value> {
         let t0 = Instant::now();

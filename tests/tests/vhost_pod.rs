@@ -26,29 +26,6 @@ use tests::zovn::{DownOnDrop, Zovn, alive, assert_down_clean, pod_ip, wait_until
 
 const VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
 
-/// The Ready condition's message of pod `key`, once it contains `want`.
-fn wait_message(z: &Zovn, key: &str, want: &str, timeout: Duration) -> String {
-    let t0 = Instant::now();
-    loop {
-        let msg = z.pods().get(key).map(|p| {
-            p["status"]["conditions"][0]["message"]
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        });
-        if let Some(m) = &msg
-            && m.contains(want)
-        {
-            return m.clone();
-        }
-        assert!(
-            t0.elapsed() < timeout,
-            "pod {key}: no message containing {want:?} after {timeout:?}; last {msg:?}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 /// Probes `target` (ip:port) from pod `from` until it answers with the pod name `to`.
 fn probe_until(z: &Zovn, from: &str, target: &str, to: &str, bound: Duration) -> Duration {
     let t0 = Instant::now();
@@ -322,15 +299,13 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let refused_file = s.dir.path().join("refused.yaml");
     std::fs::write(&refused_file, REFUSED).expect("write");
     z.ok(&["apply", "-f", refused_file.to_str().expect("utf-8")]);
-    let m = wait_message(
-        &z,
+    let m = z.wait_message(
         "default/vm-on-kernel",
         "not on a DPDK datapath",
         Duration::from_secs(30),
     );
     eprintln!("kernel node: {m}");
-    let m = wait_message(
-        &z,
+    let m = z.wait_message(
         "default/vm-bad",
         "queues 0 is out of range",
         Duration::from_secs(30),
@@ -342,8 +317,7 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let late_file = s.dir.path().join("late.yaml");
     std::fs::write(&late_file, LATE_POD).expect("write");
     z.ok(&["apply", "-f", late_file.to_str().expect("utf-8")]);
-    let m = wait_message(
-        &z,
+    let m = z.wait_message(
         "default/late",
         "NetworkAttachmentDefinition default/late-net not found",
         Duration::from_secs(30),
