@@ -13,6 +13,7 @@ PACKAGES=(
   etcd-server                                  # etcd 3.4 for the tests' private kube-apiserver
   containerd runc busybox-static               # a real container runtime for the CNI tests (ctr run --cni)
   python3                                      # licence check, lab reachability matrix
+  nftables                                     # nft: the node agent's host Service NAT table (inet zstack-ovn)
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

@@ -59,6 +59,11 @@ pub struct Agent {
     /// The Subnets the management port was last configured with: an ADD whose addresses
     /// they cover needs no refresh (the periodic one still runs).
     mgmt_subnets: Mutex<Vec<IpNet>>,
+    /// The host's Service NAT table (see [`crate::host_nat`]).
+    host_nat: crate::host_nat::HostNat,
+    /// Services' externalIPs and LoadBalancer ingress IPs (host prefixes): routed through
+    /// the management port like the Subnets, so the host reaches them.
+    service_routes: Mutex<Vec<IpNet>>,
 }
 
 fn fmt_mac(m: &[u8]) -> String {
@@ -250,6 +255,8 @@ impl Agent {
             locks: Mutex::new(HashMap::new()),
             mgmt_refresh: tokio::sync::Notify::new(),
             mgmt_subnets: Mutex::new(Vec::new()),
+            host_nat: crate::host_nat::HostNat::default(),
+            service_routes: Mutex::new(Vec::new()),
         }
     }
 
@@ -275,7 +282,26 @@ impl Agent {
             .await
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("Node {} does not exist", self.cfg.node_name))?;
-        let subnets = self.pods.subnet_cidrs().await.map_err(|e| e.to_string())?;
+        // the chassis name, for the controller's per-chassis rows (template variables)
+        if let Some(ovn) = &self.cfg.ovn
+            && ann.get(control::chassis::CHASSIS_ID) != Some(&ovn.system_id)
+        {
+            let a = BTreeMap::from([(
+                control::chassis::CHASSIS_ID.to_string(),
+                ovn.system_id.clone(),
+            )]);
+            if let Err(e) = self.pods.annotate_node(&self.cfg.node_name, &a).await {
+                tracing::warn!(error = %e, "could not write the chassis-id annotation");
+            }
+        }
+        let mut subnets = self.pods.subnet_cidrs().await.map_err(|e| e.to_string())?;
+        subnets.extend(
+            self.service_routes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .copied(),
+        );
         let cfg = MgmtConfig::from_annotations(&self.cfg.node_name, &ann, subnets, self.cfg.mtu)
             .map_err(|e| e.to_string())?;
         mgmt::ensure(&self.ovs, &cfg)
@@ -283,6 +309,36 @@ impl Agent {
             .map_err(|e| e.to_string())?;
         *self.mgmt_subnets.lock().unwrap_or_else(|e| e.into_inner()) = cfg.subnets;
         Ok(())
+    }
+
+    /// Rebuilds the host's Service NAT rules from the Services (when they changed) and
+    /// asks for a management port refresh when their external IPs changed.
+    pub async fn host_nat_pass(&self) {
+        let services = match self.pods.services().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "Services not read: host Service NAT unchanged");
+                return;
+            }
+        };
+        let routes = crate::host_nat::external_prefixes(&services);
+        let moved = {
+            let mut r = self
+                .service_routes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let moved = *r != routes;
+            *r = routes;
+            moved
+        };
+        if moved {
+            self.mgmt_refresh.notify_one();
+        }
+        let nat = self.host_nat.clone();
+        let r = tokio::task::spawn_blocking(move || nat.sync(&services)).await;
+        if let Ok(Err(e)) = r {
+            tracing::warn!(error = %e, "host Service NAT not applied");
+        }
     }
 
     /// Whether the management port already routes every one of `addrs`.
@@ -736,6 +792,7 @@ impl Agent {
                     if let Err(e) = self.ensure_mgmt().await {
                         tracing::warn!(error = %e, "management port not configured");
                     }
+                    self.host_nat_pass().await;
                     self.datapath_pass().await;
                 }
             }

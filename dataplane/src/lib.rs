@@ -15,6 +15,7 @@
 //! | [`pod_iface`] | pod veth plumbing for CNI ADD/DEL/CHECK: [`pod_iface::setup`], [`pod_iface::teardown`], [`pod_iface::check`] (rtnetlink + ethtool ioctl, idempotent) |
 //! | [`pod_iface::netns`] | run a closure on a dedicated thread inside a netns, with an rtnetlink handle opened there |
 //! | [`ovs`] | the local Open_vSwitch db through the `ovsdb` client: br-int, owned ports, `ovn-installed` waits |
+//! | [`host_nat`] | Services reached from the host: NodePort, externalIPs and LoadBalancer IPs DNATed to the cluster IP in our nf_tables table `inet zstack-ovn` |
 //! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
 //! | [`pods`] | pod/node/Subnet sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`) |
 //! | [`agent`] | CNI ADD/DEL/CHECK/GC/STATUS, restart restore, OVS watch |
@@ -29,6 +30,7 @@
 pub mod agent;
 pub mod datapath;
 pub mod datapath_metrics;
+pub mod host_nat;
 pub mod metrics;
 pub mod mgmt;
 pub mod mtu;

@@ -65,6 +65,14 @@ pub trait PodSource: Send + Sync {
     /// Every Subnet's CIDRs (dual-stack Subnets give two).
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>>;
 
+    /// Every Service (for the host's Service NAT, [`crate::host_nat`]). The default has
+    /// none (a source that cannot list Services gets no host rules).
+    fn services(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// Merges `annotations` into the Node's annotations.
     fn annotate_node<'a>(
         &'a self,
@@ -305,6 +313,21 @@ impl PodSource for LabSource {
         })
     }
 
+    fn services(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for v in self.get("Service").await? {
+                match serde_json::from_value::<k8s_openapi::api::core::v1::Service>(v) {
+                    Ok(svc) => out.push(control::services::convert::service_info(&svc)),
+                    Err(e) => tracing::warn!(error = %e, "unreadable Service from the lab store"),
+                }
+            }
+            Ok(out)
+        })
+    }
+
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
         Box::pin(async move {
             Ok(self
@@ -413,6 +436,24 @@ impl PodSource for KubeSource {
                 .items
                 .iter()
                 .flat_map(|s| parse_cidrs(&s.spec.cidr))
+                .collect())
+        })
+    }
+
+    fn services(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+        Box::pin(async move {
+            let api: kube::Api<k8s_openapi::api::core::v1::Service> =
+                kube::Api::all(self.client.clone());
+            let list = api
+                .list(&Default::default())
+                .await
+                .map_err(|e| SourceError::Kube(format!("list Services: {e}")))?;
+            Ok(list
+                .items
+                .iter()
+                .map(control::services::convert::service_info)
                 .collect())
         })
     }

@@ -1,0 +1,287 @@
+//! Services reached from the node's own host: nf_tables rules in one table of ours,
+//! `table inet zstack-ovn`.
+//!
+//! A process in the host netns reaches cluster IPs through the management port (the
+//! Service CIDR is routed there and the join switch balances). Other frontends need help:
+//!
+//! - `<this node's address>:<nodePort>` is local delivery in the kernel and never enters
+//!   OVN; another node's address at a nodePort arrives at that node from the underlay,
+//!   also as local delivery there. Both are DNATed in `prerouting`/`output` (`fib daddr
+//!   type local`, loopback excluded) to `<cluster IP>:<port>` of the node address's family.
+//! - `externalIPs` and `status.loadBalancer` ingress IPs: the agent routes them (host
+//!   prefixes, [`external_prefixes`]) through the management port like the Subnets, and
+//!   DNATs them the same way, so external clients arriving at a node are served too.
+//!
+//! The DNATed packets are marked ([`MASQ_MARK`]) and masqueraded in `postrouting`: they
+//! leave through the management port with its address, so replies come back through OVN.
+//! Traffic DNATed here reaches every endpoint of the Service (like kube-proxy's handling
+//! of host-originated NodePort traffic): `externalTrafficPolicy: Local` is not applied to
+//! it. Forwarding (`net.ipv4.ip_forward`, `net.ipv6.conf.all.forwarding`) is enabled when
+//! rules exist, as external clients' packets are forwarded into the management port.
+//!
+//! Level-triggered: the whole table is rebuilt from the Services in one `nft -f`
+//! transaction (`add table` + `delete table` + the table), only when the wanted ruleset
+//! differs from the last one applied (and always on the first pass after a start); with
+//! no rule wanted the table is deleted. No other table is read or written.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::IpAddr;
+use std::process::{Command, Stdio};
+
+use control::services::{Proto, ServiceInfo};
+
+/// The table's family and name.
+pub const TABLE: &str = "inet zstack-ovn";
+
+/// The packet mark bit of connections DNATed here (masqueraded on the way out).
+pub const MASQ_MARK: u32 = 0x0400_0000;
+
+/// Errors of the host NAT.
+#[derive(Debug, thiserror::Error)]
+pub enum HostNatError {
+    #[error("run nft: {0} (is the nftables package installed?)")]
+    Spawn(std::io::Error),
+    #[error("nft -f refused the ruleset: {0}")]
+    Nft(String),
+    #[error("sysctl {path}: {source}")]
+    Sysctl {
+        path: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One DNAT rule: frontend → cluster IP.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dnat {
+    /// `None`: any local address (a nodePort); else that address.
+    pub daddr: Option<IpAddr>,
+    pub proto: Proto,
+    pub dport: u16,
+    pub to: IpAddr,
+    pub to_port: u16,
+}
+
+/// The DNAT rules the Services need.
+pub fn rules(services: &[ServiceInfo]) -> BTreeSet<Dnat> {
+    let mut out = BTreeSet::new();
+    for svc in services.iter().filter(|s| s.balanced()) {
+        for port in &svc.ports {
+            for c in &svc.cluster_ips {
+                let dnat = |daddr, dport| Dnat {
+                    daddr,
+                    proto: port.protocol,
+                    dport,
+                    to: *c,
+                    to_port: port.port,
+                };
+                if svc.node_ports
+                    && let Some(np) = port.node_port
+                {
+                    out.insert(dnat(None, np));
+                }
+                for e in svc
+                    .external_ips
+                    .iter()
+                    .chain(&svc.ingress_ips)
+                    .filter(|e| e.is_ipv4() == c.is_ipv4())
+                {
+                    out.insert(dnat(Some(*e), port.port));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every `externalIPs` and `status.loadBalancer` ingress IP as a host prefix, sorted:
+/// the agent routes them through the management port (the host has no other route to
+/// them; the join switch balances them like the Subnet switches do).
+pub fn external_prefixes(services: &[ServiceInfo]) -> Vec<ipnet::IpNet> {
+    let set: BTreeSet<ipnet::IpNet> = services
+        .iter()
+        .filter(|s| s.balanced() && !s.cluster_ips.is_empty())
+        .flat_map(|s| s.external_ips.iter().chain(&s.ingress_ips))
+        .map(|ip| ipnet::IpNet::from(*ip))
+        .collect();
+    set.into_iter().collect()
+}
+
+fn rule_text(d: &Dnat) -> String {
+    let (nfproto, ip, lo) = if d.to.is_ipv4() {
+        ("ipv4", "ip", "127.0.0.0/8")
+    } else {
+        ("ipv6", "ip6", "::1")
+    };
+    let dst = match d.daddr {
+        None => format!("fib daddr type local {ip} daddr != {lo}"),
+        Some(a) => format!("{ip} daddr {a}"),
+    };
+    let to = match d.to {
+        IpAddr::V4(a) => format!("{a}:{}", d.to_port),
+        IpAddr::V6(a) => format!("[{a}]:{}", d.to_port),
+    };
+    format!(
+        "meta nfproto {nfproto} {dst} meta l4proto {} th dport {} meta mark set meta mark | {MASQ_MARK:#x} dnat {ip} to {to}",
+        d.proto.ovn(),
+        d.dport
+    )
+}
+
+/// The `nft -f` script that makes our table hold exactly `rules` (deletes it when empty).
+pub fn script(rules: &BTreeSet<Dnat>) -> String {
+    let mut s = format!("add table {TABLE}\ndelete table {TABLE}\n");
+    if rules.is_empty() {
+        return s;
+    }
+    s.push_str(&format!("table {TABLE} {{\n"));
+    s.push_str("  chain services {\n");
+    for r in rules {
+        s.push_str(&format!("    {}\n", rule_text(r)));
+    }
+    s.push_str("  }\n");
+    // dstnat is -100; nft 1.0 accepts the name only in prerouting
+    for hook in ["prerouting", "output"] {
+        s.push_str(&format!(
+            "  chain {hook} {{\n    type nat hook {hook} priority -100; policy accept;\n    jump services\n  }}\n"
+        ));
+    }
+    s.push_str(&format!(
+        "  chain postrouting {{\n    type nat hook postrouting priority srcnat; policy accept;\n    meta mark & {MASQ_MARK:#x} == {MASQ_MARK:#x} masquerade\n  }}\n}}\n"
+    ));
+    s
+}
+
+/// Runs `nft -f -` with `script` (one atomic transaction).
+pub fn apply(script: &str) -> Result<(), HostNatError> {
+    let mut child = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(HostNatError::Spawn)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(script.as_bytes())
+            .map_err(HostNatError::Spawn)?;
+    }
+    let out = child.wait_with_output().map_err(HostNatError::Spawn)?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(HostNatError::Nft(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ))
+    }
+}
+
+/// Turns forwarding on (external clients' packets are forwarded to the management port).
+fn enable_forwarding() -> Result<(), HostNatError> {
+    for path in [
+        "/proc/sys/net/ipv4/ip_forward",
+        "/proc/sys/net/ipv6/conf/all/forwarding",
+    ] {
+        let now = std::fs::read_to_string(path)
+            .map_err(|source| HostNatError::Sysctl { path, source })?;
+        if now.trim() != "1" {
+            std::fs::write(path, "1").map_err(|source| HostNatError::Sysctl { path, source })?;
+            tracing::info!(%path, "forwarding enabled for Services reached through this node");
+        }
+    }
+    Ok(())
+}
+
+/// The last ruleset applied (so an unchanged pass runs nothing).
+#[derive(Debug, Default, Clone)]
+pub struct HostNat {
+    last: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl HostNat {
+    /// Makes our table match `services`; returns whether it was (re)written.
+    pub fn sync(&self, services: &[ServiceInfo]) -> Result<bool, HostNatError> {
+        let rules = rules(services);
+        let text = script(&rules);
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if last.as_deref() == Some(text.as_str()) {
+            return Ok(false);
+        }
+        if !rules.is_empty() {
+            enable_forwarding()?;
+        }
+        match apply(&text) {
+            // no nft and nothing wanted: there is no table of ours to delete either
+            Err(HostNatError::Spawn(e))
+                if rules.is_empty() && e.kind() == std::io::ErrorKind::NotFound => {}
+            r => r?,
+        }
+        tracing::info!(
+            rules = rules.len(),
+            table = TABLE,
+            "host Service NAT rules applied"
+        );
+        *last = Some(text);
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use control::services::{ServicePort, TargetPort};
+
+    fn svc(node_port: Option<u16>) -> ServiceInfo {
+        ServiceInfo {
+            namespace: "d".into(),
+            name: "web".into(),
+            cluster_ips: vec!["10.96.0.10".parse().unwrap(), "fd00::10".parse().unwrap()],
+            node_ports: node_port.is_some(),
+            ports: vec![ServicePort {
+                name: String::new(),
+                protocol: Proto::Tcp,
+                port: 80,
+                target_port: TargetPort::Number(8080),
+                node_port,
+            }],
+            external_ips: vec!["192.0.2.10".parse().unwrap()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rules_and_script() {
+        let r = rules(&[svc(Some(30080))]);
+        // nodePort per family + the v4 externalIP
+        assert_eq!(r.len(), 3, "{r:?}");
+        let s = script(&r);
+        assert!(s.starts_with("add table inet zstack-ovn\ndelete table inet zstack-ovn\n"));
+        assert!(s.contains(
+            "meta nfproto ipv4 fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto tcp th dport 30080 meta mark set meta mark | 0x4000000 dnat ip to 10.96.0.10:80"
+        ), "{s}");
+        assert!(s.contains("dnat ip6 to [fd00::10]:80"), "{s}");
+        assert!(
+            s.contains("ip daddr 192.0.2.10 meta l4proto tcp th dport 80"),
+            "{s}"
+        );
+        assert!(s.contains("masquerade"), "{s}");
+        assert_eq!(
+            external_prefixes(&[svc(None)]),
+            vec!["192.0.2.10/32".parse::<ipnet::IpNet>().unwrap()]
+        );
+        assert!(s.contains("type nat hook output priority -100;"), "{s}");
+        // a ClusterIP Service without external IPs needs nothing; headless nothing
+        let mut plain = svc(None);
+        plain.external_ips.clear();
+        assert!(rules(&[plain.clone()]).is_empty());
+        let mut headless = svc(Some(30080));
+        headless.headless = true;
+        assert!(rules(&[headless]).is_empty());
+        assert_eq!(
+            script(&BTreeSet::new()),
+            "add table inet zstack-ovn\ndelete table inet zstack-ovn\n",
+            "no rule: the table goes"
+        );
+    }
+}
