@@ -732,6 +732,13 @@ impl Agent {
             tracing::warn!(error = %e, "node setup failed");
             return;
         }
+        if let Err(e) = self
+            .ovs
+            .hide_ct_zero_snat(self.cfg.vswitchd_ctl.as_deref())
+            .await
+        {
+            tracing::warn!(error = %e, "ct_zero_snat workaround not applied");
+        }
         crate::vhost_port::reconcile(self).await;
         let present: BTreeSet<String> =
             self.ovs.owned_ports().into_iter().map(|p| p.name).collect();

@@ -217,6 +217,8 @@ fn map_of(v: Option<&Value>) -> BTreeMap<String, String> {
 
 use ovsdb::FromValue;
 
+mod ct_zero_snat;
+
 impl Ovs {
     /// Connects to `remote` (`unix:PATH`) and starts the monitor.
     pub async fn connect(remote: &str) -> Result<Ovs, OvsError> {
@@ -243,7 +245,10 @@ impl Ovs {
                         "ovs_version",
                         "iface_types",
                         "datapath_types",
+                        "datapaths",
                     ]),
+                    // `capabilities` (see `ct_zero_snat`)
+                    MonitorRequest::table("Datapath").with_columns(["capabilities"]),
                     MonitorRequest::table("Bridge").with_columns([
                         "name",
                         "ports",

@@ -137,6 +137,8 @@ struct Env {
     nb: String,
     ip: BTreeMap<String, String>,
     netns: BTreeMap<String, String>,
+    /// The cells the last failed [`Env::wait_matrix`] left wrong.
+    last_wrong: std::sync::Mutex<Vec<(String, String, String)>>,
 }
 
 fn namespace_obj(name: &str, labels: &BTreeMap<String, String>) -> Value {
@@ -225,6 +227,8 @@ impl Env {
                 continue;
             }
             if t0.elapsed() > CONVERGE {
+                *self.last_wrong.lock().expect("lock") =
+                    wrong.iter().map(|i| cells[*i].clone()).collect();
                 return Err(truth_table(&cells, &got, want));
             }
             todo = wrong;
@@ -365,6 +369,58 @@ fn corpus_is_well_formed() {
     );
 }
 
+/// The corpus' lab: two nodes (datapath from `ZOVN_NETPOL_DATAPATH`, else the default),
+/// the object store, the node agents with the CNI shim, Subnet `np`, namespaces x/y/z and
+/// their pods a/b/c, all Ready. Taken down when dropped (fields drop in order).
+struct LabWithPods {
+    env: Env,
+    lab: Lab,
+    _down: DownOnDrop,
+    _scratch: tests::Scratch,
+}
+
+impl LabWithPods {
+    fn up(tag: &str) -> LabWithPods {
+        let s = tests::scratch(tag);
+        let dir = s.dir.path().join("lab");
+        let mut cfg = LabConfig::new(&dir, &s.prefix);
+        cfg.nodes = 2;
+        if let Ok(dp) = std::env::var("ZOVN_NETPOL_DATAPATH") {
+            cfg.datapath = vec![dp];
+        }
+        let mut lab = Lab::up(cfg).expect("lab up");
+        lab.keep_running();
+        let down = DownOnDrop(dir.clone());
+        lab.start_apiserver(&tests::workspace_bin("zovn"))
+            .expect("object store");
+        lab.start_agents(
+            &tests::workspace_bin("zstack-ovnkube-node"),
+            Some(&tests::workspace_bin("zstack-ovn-cni")),
+        )
+        .expect("agents");
+        let mut api = ApiClient::connect(&dir).expect("api");
+        let mut objs = vec![
+            json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
+            "metadata": {"name": "np"}, "spec": {"cidr": "10.77.0.0/16", "default": true}}),
+        ];
+        for ns in NAMESPACES {
+            objs.push(namespace_obj(ns, &default_ns_labels(ns)));
+        }
+        for key in pods() {
+            let p = key.split('/').nth(1).expect("pod");
+            objs.push(pod_obj(&key, &default_pod_labels(p)));
+        }
+        api.apply(objs).expect("apply pods");
+        let env = wait_pods(api, lab.nb_remote());
+        LabWithPods {
+            env,
+            lab,
+            _down: down,
+            _scratch: s,
+        }
+    }
+}
+
 // Quarantined from the default run (`make test`): Debian's OVS 3.1.0 ovs-vswitchd aborts
 // in its userspace conntrack (`conn_update_state` assertion) every 30-60 s under this
 // corpus' probe load once stateful ACLs are on the switch (the runner restarts it and
@@ -377,38 +433,9 @@ fn netpol_corpus_on_real_traffic() {
         return;
     }
     let _heavy = tests::heavy_lock();
-    let s = tests::scratch("npl");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 2;
-    if let Ok(dp) = std::env::var("ZOVN_NETPOL_DATAPATH") {
-        cfg.datapath = vec![dp];
-    }
-    let mut lab = Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    lab.start_apiserver(&tests::workspace_bin("zovn"))
-        .expect("object store");
-    lab.start_agents(
-        &tests::workspace_bin("zstack-ovnkube-node"),
-        Some(&tests::workspace_bin("zstack-ovn-cni")),
-    )
-    .expect("agents");
-    let mut api = ApiClient::connect(&dir).expect("api");
-    let mut objs = vec![
-        json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
-        "metadata": {"name": "np"}, "spec": {"cidr": "10.77.0.0/16", "default": true}}),
-    ];
-    for ns in NAMESPACES {
-        objs.push(namespace_obj(ns, &default_ns_labels(ns)));
-    }
-    for key in pods() {
-        let p = key.split('/').nth(1).expect("pod");
-        objs.push(pod_obj(&key, &default_pod_labels(p)));
-    }
-    api.apply(objs).expect("apply pods");
-    let env = wait_pods(api, lab.nb_remote());
-    let mut env = env;
+    let up = LabWithPods::up("npl");
+    let mut lab = up.lab;
+    let mut env = up.env;
 
     // the open matrix first: every pod reaches every port of every other pod
     let all: Vec<String> = ALL_PORTS.iter().map(|s| s.to_string()).collect();
@@ -478,7 +505,8 @@ fn netpol_corpus_on_real_traffic() {
                     // abort can lag); reported, and a real mismatch fails both
                     Err(table) if !again && !retried => {
                         retried = true;
-                        retries.push(format!("{file}: {} (step {i}){}", case.name, table));
+                        let diag = diagnose(&lab, &env);
+                        retries.push(format!("{file}: {} (step {i}){}{diag}", case.name, table));
                     }
                     Err(table) if !again => {
                         failures.push(format!("{file}: {} (step {i}){}", case.name, table));
@@ -667,6 +695,47 @@ fn egress_to_a_service(env: &mut Env) -> Result<(), String> {
     r1.and(r2)
 }
 
+/// What the datapaths hold for the cells a step left wrong (megaflows and conntrack
+/// entries between the two addresses, on both nodes); then every datapath flow is purged
+/// (`revalidator/purge`), so the second window shows whether a stale one was the cause.
+fn diagnose(lab: &Lab, env: &Env) -> String {
+    let mut out = String::from("\ndiagnosis:");
+    let wrong = env.last_wrong.lock().expect("lock").clone();
+    for node in 1..=2 {
+        let ctl = lab.dir().join(format!("node{node}/run/ovs-vswitchd.ctl"));
+        let ctl = ctl.to_string_lossy();
+        let flows = cmd("ovs-appctl", &["-t", &ctl, "dpctl/dump-flows"]);
+        let ct = cmd("ovs-appctl", &["-t", &ctl, "dpctl/dump-conntrack"]);
+        for (f, t, port) in wrong.iter().take(3) {
+            let (src, dst) = (&env.ip[f], &env.ip[t]);
+            let proto = port.split('/').next().unwrap_or("");
+            let pick = |text: &str| -> Vec<String> {
+                text.lines()
+                    .filter(|l| {
+                        l.contains(proto)
+                            && ((l.contains(&format!("src={src},"))
+                                && l.contains(&format!("dst={dst}")))
+                                || (l.contains(&format!("src={dst},"))
+                                    && l.contains(&format!("dst={src}"))))
+                    })
+                    .map(|l| l.chars().take(400).collect())
+                    .collect()
+            };
+            let (fl, cl) = (pick(&flows), pick(&ct));
+            out.push_str(&format!(
+                "\n node{node} {f}→{t} {port}: {} flows, {} ct entries",
+                fl.len(),
+                cl.len()
+            ));
+            for l in fl.iter().take(4).chain(cl.iter().take(4)) {
+                out.push_str(&format!("\n   {l}"));
+            }
+        }
+        cmd("ovs-appctl", &["-t", &ctl, "revalidator/purge"]);
+    }
+    out
+}
+
 /// Restarts every ovs-vswitchd of the lab that died; for each, its last words.
 fn revive_vswitchd(lab: &mut Lab) -> Vec<String> {
     let dead: Vec<(usize, String)> = lab
@@ -745,7 +814,13 @@ fn wait_pods(mut api: ApiClient, nb: String) -> Env {
             }
         }
         if pods().iter().all(|k| ip.contains_key(k)) {
-            return Env { api, nb, ip, netns };
+            return Env {
+                api,
+                nb,
+                ip,
+                netns,
+                last_wrong: Default::default(),
+            };
         }
         assert!(
             t0.elapsed() < Duration::from_secs(120),
@@ -753,4 +828,154 @@ fn wait_pods(mut api: ApiClient, nb: String) -> Env {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// OVS 3.1.0's userspace conntrack aborted ovs-vswitchd (`conntrack.c:1063 ...
+/// conn_update_state()`) when a packet reused the 5-tuple of a connection that had just
+/// expired but was not swept yet, because ovn-controller commits with all-zero SNAT when
+/// the datapath reports `ct_zero_snat` (see `dataplane/src/ovs/ct_zero_snat.rs`). Here a
+/// pod sends UDP from fixed source ports through a stateful switch, then again 29.5–35 s
+/// later (the userspace UDP timeout is 30 s, the sweep follows within seconds): every
+/// second datagram must be answered and no ovs-vswitchd may die. Without the agent's
+/// workaround this aborts node1's ovs-vswitchd on every run.
+#[test]
+fn reused_udp_tuple_after_conntrack_expiry() {
+    if !tests::require_real("netpol_lab::conntrack_reuse", tests::LAB_BINS) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let mut up = LabWithPods::up("npc");
+    // any policy makes the switch stateful: every connection is committed
+    up.env.apply(vec![
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"namespace": "y", "name": "allow-all"},
+        "spec": {"podSelector": {}, "ingress": [{}]}}),
+    ]);
+    // x/a and y/b are on node1, x/b on node2
+    let from = up.env.netns["x/a"].clone();
+    let same: std::net::SocketAddr = format!("{}:80", up.env.ip["y/b"]).parse().expect("addr");
+    let other: std::net::SocketAddr = format!("{}:80", up.env.ip["x/b"]).parse().expect("addr");
+    let ctl = up.lab.dir().join("node1/run/ovs-vswitchd.ctl");
+    // committed: node1's conntrack holds the probe's connection
+    let t0 = Instant::now();
+    loop {
+        let r = udp_from_port(&from, 46999, same);
+        let ct = cmd(
+            "ovs-appctl",
+            &["-t", &ctl.to_string_lossy(), "dpctl/dump-conntrack"],
+        );
+        if r.as_deref() == Some("y/b") && ct.contains("sport=46999") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < CONVERGE,
+            "no committed connection: {r:?}\n{ct}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let trials: Vec<(u16, std::net::SocketAddr, Duration)> = (0..12u16)
+        .flat_map(|i| {
+            let gap = Duration::from_millis(29_500 + 500 * u64::from(i));
+            [(47_000 + i, same, gap), (47_100 + i, other, gap)]
+        })
+        .collect();
+    let results: Vec<(Option<String>, Option<String>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = trials
+            .iter()
+            .map(|(port, to, gap)| {
+                let from = &from;
+                s.spawn(move || {
+                    let first = udp_from_port(from, *port, *to);
+                    // the point of the test is the wait: the entry must expire
+                    std::thread::sleep(*gap);
+                    (first, udp_from_port(from, *port, *to))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or((None, None)))
+            .collect()
+    });
+    let dead: Vec<String> = up
+        .lab
+        .daemons()
+        .iter()
+        .filter(|d| d.name.ends_with("/ovs-vswitchd") && !d.is_alive())
+        .map(|d| d.name.clone())
+        .collect();
+    let log = std::fs::read_to_string(up.lab.dir().join("node1/log/ovs-vswitchd.log"))
+        .unwrap_or_default();
+    assert!(
+        dead.is_empty(),
+        "ovs-vswitchd died: {dead:?}\n{}",
+        log.lines()
+            .filter(|l| l.contains("EMER"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let bad: Vec<String> = trials
+        .iter()
+        .zip(&results)
+        .filter(|(_, (a, b))| a.is_none() || b.is_none())
+        .map(|((p, to, gap), r)| format!("sport {p} → {to} after {gap:?}: {r:?}"))
+        .collect();
+    assert!(bad.is_empty(), "unanswered:\n{}", bad.join("\n"));
+
+    // on the affected version the agent hides the capability, again after a restart
+    if cmd("ovs-vswitchd", &["--version"]).contains(" 3.1.0") {
+        let db = format!(
+            "--db=unix:{}",
+            up.lab.dir().join("node1/run/db.sock").display()
+        );
+        let cap = || {
+            cmd(
+                "ovs-vsctl",
+                &[&db, "get", "Datapath", ".", "capabilities:ct_zero_snat"],
+            )
+        };
+        assert_eq!(cap().trim(), "\"false\"");
+        up.lab.restart_vswitchd(1).expect("restart ovs-vswitchd");
+        let t0 = Instant::now();
+        while cap().trim() != "\"false\"" {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "ct_zero_snat: {}",
+                cap()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!(
+            "ct_zero_snat hidden again {:?} after the restart",
+            t0.elapsed()
+        );
+    }
+}
+
+/// One UDP datagram from `sport` inside `netns` to `to`; the reply.
+fn udp_from_port(netns: &str, sport: u16, to: std::net::SocketAddr) -> Option<String> {
+    use std::os::fd::AsFd;
+    let ns = std::fs::File::open(Path::new("/run/netns").join(netns)).ok()?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).ok()?;
+            let sock = std::net::UdpSocket::bind(("0.0.0.0", sport)).ok()?;
+            sock.set_read_timeout(Some(PROBE_TIMEOUT)).ok()?;
+            sock.send_to(b"probe\n", to).ok()?;
+            let mut buf = [0u8; 256];
+            let n = sock.recv(&mut buf).ok()?;
+            Some(String::from_utf8_lossy(&buf[..n]).trim().to_string())
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// A command's stdout (empty when it cannot run).
+fn cmd(exe: &str, args: &[&str]) -> String {
+    std::process::Command::new(exe)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
 }
