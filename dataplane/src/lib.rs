@@ -22,6 +22,7 @@
 //! | [`server`] | the CNI unix socket |
 //! | [`state`] | per-sandbox state in `--state-dir` |
 //! | [`metrics`] | Prometheus metrics and `/metrics` |
+//! | [`secondary`] | Multus secondary networks (`net1`, …): vhost-user bound to the pod's LSP on that network |
 //! | [`vhost_port`] | vhost-user interfaces (KubeVirt VMs, DPDK pods): `dpdkvhostuserclient` ports, socket dirs, device-info |
 //! | [`unixctl`] | async client of the OVS unixctl socket (what `ovs-appctl` speaks) |
 //! | [`pmd_stats`] | parsers of `dpif-netdev/pmd-stats-show` and `pmd-rxq-show` |

@@ -802,7 +802,10 @@ mod tests {
         );
         let idle = st(&[("status", "disconnected"), ("mode", "client")]);
         assert_eq!(negotiated_queues(&idle), None);
-        assert!(check_queues("vhu1", 4, &idle).is_ok(), "nothing to compare yet");
+        assert!(
+            check_queues("vhu1", 4, &idle).is_ok(),
+            "nothing to compare yet"
+        );
     }
 
     #[test]

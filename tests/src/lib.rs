@@ -25,6 +25,7 @@ pub mod agent;
 pub mod kube;
 pub mod kube_objects;
 pub mod nbctl;
+pub mod vhost_lab;
 pub mod zovn;
 
 /// Binaries a lab (OVN central + OVS nodes in namespaces, pods, traffic checks) needs.

@@ -6,6 +6,9 @@
 //!   NAD's `spec.config` as its CNI network config, laid over the node's config the way
 //!   the lab runs CNI (see [`delegate_config`]): the agent then reads the vhost-user
 //!   request from the config (`interfaceType`/`vhostUser`) as it does under Multus.
+//! - A pod's Multus secondary networks (`k8s.v1.cni.cncf.io/networks`, see
+//!   [`control::multus`]) are attached by the runtime after its default network, each with
+//!   its NAD's config ([`secondary_networks`]); the controller learns every NAD too.
 //! - A VMI is not stored: it becomes the virt-launcher Pod KubeVirt would create
 //!   ([`launcher_pod`]), named `virt-launcher-<vmi>-<5 chars>` (the suffix derives from
 //!   namespace and name, so applying the VMI again finds the same pod and deleting the VMI
@@ -103,6 +106,46 @@ pub fn object_ref(n: &NetworkAttachmentDefinition) -> ObjectRef {
     }
 }
 
+/// The NAD as the controller sees it.
+pub fn nad_info(n: &NetworkAttachmentDefinition) -> control::multus::NadInfo {
+    control::multus::NadInfo::new(
+        n.metadata.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE),
+        n.metadata.name.as_deref().unwrap_or(""),
+        &n.spec.config,
+    )
+}
+
+/// The secondary networks pod `info` names, each with its NAD's config (`Err`: the NAD is
+/// not there, or the annotation is unreadable).
+pub fn secondary_networks(
+    nads: &BTreeMap<String, NetworkAttachmentDefinition>,
+    info: &control::model::PodInfo,
+) -> Vec<crate::pods::networks::SecondarySpec> {
+    use crate::pods::networks::SecondarySpec;
+    match control::multus::selections(&info.namespace, &info.annotations) {
+        Ok(sel) => sel
+            .into_iter()
+            .map(|s| {
+                let nad = s.nad_key();
+                let config = match nads.get(&nad) {
+                    Some(n) => Ok(n.spec.config.clone()),
+                    None => Err(format!("NetworkAttachmentDefinition {nad} not found")),
+                };
+                SecondarySpec {
+                    nad,
+                    ifname: s.interface,
+                    config,
+                }
+            })
+            .collect(),
+        Err(e) => vec![SecondarySpec {
+            nad: String::new(),
+            ifname: String::new(),
+            config: Err(e.to_string()),
+        }],
+    }
+}
+
 /// The NAD key (`ns/name`) a pod's default-network annotation names, if any.
 pub fn default_network(pod_ns: &str, annotations: &BTreeMap<String, String>) -> Option<String> {
     let v = annotations.get(DEFAULT_NETWORK_ANNOTATION)?.trim();
@@ -174,9 +217,11 @@ pub fn launcher_name(namespace: &str, vmi: &str) -> String {
 
 /// The virt-launcher Pod KubeVirt creates for a VMI: the VMI's labels and annotations
 /// plus `kubevirt.io/domain`, its `kubernetes.io/hostname` node selector as `nodeName`,
-/// its Multus default network as the Multus annotation, a `vhostuser` interface binding
-/// on the pod network as the vhost-user request annotation (queues = vCPUs with
-/// `networkInterfaceMultiqueue`), the interfaces' `ports` as the compute container's.
+/// its Multus default network as the Multus annotation, its other Multus networks as
+/// `k8s.v1.cni.cncf.io/networks` (`[{"name", "namespace", "interface": "net<i>"}]`, as
+/// KubeVirt names them), a `vhostuser` interface binding on the pod network as the
+/// vhost-user request annotation (queues = vCPUs with `networkInterfaceMultiqueue`), the
+/// interfaces' `ports` as the compute container's.
 pub fn launcher_pod(vmi: &Value) -> Result<Pod, String> {
     let api = vmi.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     if api != KUBEVIRT_V1 {
@@ -219,10 +264,43 @@ pub fn launcher_pod(vmi: &Value) -> Result<Pod, String> {
         (m.get("default").and_then(Value::as_bool) == Some(true))
             .then(|| m.get("networkName")?.as_str().map(str::to_string))?
     });
+    // the network the pod's eth0 serves: `pod: {}`, or the Multus default
+    let primary = networks
+        .iter()
+        .find(|n| {
+            n.get("pod").is_some()
+                || n.pointer("/multus/default").and_then(Value::as_bool) == Some(true)
+        })
+        .and_then(|n| n.get("name").and_then(Value::as_str));
     let vhost_iface = interfaces.iter().any(|i| {
-        i.pointer("/binding/name").and_then(Value::as_str) == Some("vhostuser")
-            || i.get("vhostuser").is_some()
+        let vhost = i.pointer("/binding/name").and_then(Value::as_str) == Some("vhostuser")
+            || i.get("vhostuser").is_some();
+        vhost && (primary.is_none() || i.get("name").and_then(Value::as_str) == primary)
     });
+    let secondary: Vec<Value> = networks
+        .iter()
+        .filter_map(|n| {
+            let m = n.get("multus")?;
+            if m.get("default").and_then(Value::as_bool) == Some(true) {
+                return None;
+            }
+            let net = m.get("networkName")?.as_str()?;
+            Some(match net.split_once('/') {
+                Some((nns, name)) => (nns.to_string(), name.to_string()),
+                None => (ns.clone(), net.to_string()),
+            })
+        })
+        .enumerate()
+        .map(|(i, (nns, name))| {
+            json!({"name": name, "namespace": nns, "interface": format!("net{}", i + 1)})
+        })
+        .collect();
+    if !secondary.is_empty() {
+        annotations.insert(
+            control::multus::NETWORKS_ANNOTATION.into(),
+            Value::Array(secondary).to_string(),
+        );
+    }
     match &default_nad {
         Some(nad) => {
             let full = if nad.contains('/') {
@@ -361,6 +439,55 @@ mod tests {
         assert!(!ann.contains_key(VHOST_ANNOTATION), "the NAD asks");
         v["apiVersion"] = json!("kubevirt.io/v1alpha3");
         assert!(launcher_pod(&v).unwrap_err().contains("kubevirt.io/v1"));
+    }
+
+    #[test]
+    fn vmi_with_a_secondary_vhost_network() {
+        let mut v: Value = serde_json::from_str(VMI).unwrap();
+        v["spec"]["domain"]["devices"]["interfaces"] = json!([
+            {"name": "default", "masquerade": {}},
+            {"name": "dpdk", "binding": {"name": "vhostuser"}}]);
+        v["spec"]["networks"] = json!([
+            {"name": "default", "pod": {}},
+            {"name": "dpdk", "multus": {"networkName": "vhost-sec"}}]);
+        let ann = launcher_pod(&v).unwrap().metadata.annotations.unwrap();
+        assert!(!ann.contains_key(VHOST_ANNOTATION), "eth0 stays a veth");
+        assert!(!ann.contains_key(DEFAULT_NETWORK_ANNOTATION));
+        let nets: Value = serde_json::from_str(&ann[control::multus::NETWORKS_ANNOTATION]).unwrap();
+        assert_eq!(
+            nets,
+            json!([{"name": "vhost-sec", "namespace": "vms", "interface": "net1"}])
+        );
+        let info = control::model::PodInfo {
+            namespace: "vms".into(),
+            name: "p".into(),
+            uid: "u".into(),
+            node: None,
+            host_network: false,
+            labels: BTreeMap::new(),
+            annotations: ann,
+            completed: false,
+            ports: vec![],
+        };
+        let missing = secondary_networks(&BTreeMap::new(), &info);
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].ifname, "net1");
+        assert!(
+            missing[0]
+                .config
+                .as_ref()
+                .unwrap_err()
+                .contains("vms/vhost-sec not found")
+        );
+        let nad: NetworkAttachmentDefinition = serde_json::from_value(json!({
+            "apiVersion": NAD_V1, "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": "vhost-sec", "namespace": "vms"},
+            "spec": {"config": "{\"type\":\"zstack-ovn-cni\",\"subnet\":\"sec\"}"}}))
+        .unwrap();
+        assert_eq!(nad_info(&nad).subnet().unwrap(), "sec");
+        let nads = BTreeMap::from([(nad.key(), nad)]);
+        let found = secondary_networks(&nads, &info);
+        assert!(found[0].config.as_ref().unwrap().contains("subnet"));
     }
 
     #[test]

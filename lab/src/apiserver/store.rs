@@ -135,6 +135,7 @@ impl LabStore {
                             None => Err(format!("NetworkAttachmentDefinition {key} not found")),
                         }
                     });
+                let secondary = super::nad::secondary_networks(&extra.nads, &info);
                 Some(DesiredPod {
                     key: info.key(),
                     namespace: info.namespace.clone(),
@@ -143,6 +144,7 @@ impl LabStore {
                     node: info.node.clone()?,
                     ports,
                     network,
+                    secondary,
                 })
             })
             .collect()
@@ -175,6 +177,7 @@ impl LabStore {
             self.mem.apply_network_policy(p);
         }
         for n in snap.nads {
+            self.mem.apply_nad(super::nad::nad_info(&n));
             extra.nads.insert(n.key(), n);
         }
         for sn in snap.subnets {
@@ -295,7 +298,12 @@ impl LabStore {
                         super::netpol::apply(&mut extra.policies, &self.mem, *p)
                     }
                     LabObject::Subnet(sn) => self.apply_subnet(*sn),
-                    LabObject::NetworkAttachmentDefinition(n) => apply_nad(&mut extra, *n),
+                    LabObject::NetworkAttachmentDefinition(n) => {
+                        let info = super::nad::nad_info(&n);
+                        let action = apply_nad(&mut extra, *n);
+                        self.mem.apply_nad(info);
+                        action
+                    }
                     LabObject::Pod(pod) => self.apply_pod(&mut extra, *pod),
                     LabObject::Service(svc) => self.apply_service(&mut extra, *svc),
                 };
@@ -551,7 +559,9 @@ impl LabStore {
                 }
                 ResourceKind::NetworkAttachmentDefinition => {
                     let ns = r.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
-                    extra.nads.remove(&format!("{ns}/{}", r.name)).is_some()
+                    let key = format!("{ns}/{}", r.name);
+                    self.mem.delete_nad(&key);
+                    extra.nads.remove(&key).is_some()
                 }
                 // lab nodes come and go with the lab; slices with their Services
                 ResourceKind::Node | ResourceKind::EndpointSlice => false,

@@ -11,10 +11,12 @@
 //! | [`naming`] | netns names (`<prefix>p-<hash>`) and container ids |
 //! | [`responder`] | `zovn lab responder`: TCP/UDP answers with the pod name |
 //! | [`probe`] | `zovn lab exec` / `zovn lab probe` from inside a pod netns |
-//! | [`vhost_pod`] | the "VM" of a vhost-user pod: testpmd virtio-user (server) ⇄ tap `eth0` |
+//! | [`networks`] | Multus secondary networks (`k8s.v1.cni.cncf.io/networks`): one ADD each, `network-status` |
+//! | [`vhost_pod`] | the "VM" of a vhost-user pod: testpmd virtio-user (server) ⇄ tap `eth0` / `net1`… |
 
 pub mod cni_exec;
 pub mod naming;
+pub mod networks;
 pub mod probe;
 pub mod record;
 pub mod responder;

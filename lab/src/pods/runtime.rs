@@ -60,6 +60,15 @@ pub struct DesiredPod {
     /// The config of the NetworkAttachmentDefinition the pod names as its default network
     /// (`Err`: named but not found); `None`: the node's network.
     pub network: Option<Result<String, String>>,
+    /// Its Multus secondary networks, in order ([`super::networks`]).
+    pub secondary: Vec<super::networks::SecondarySpec>,
+}
+
+impl DesiredPod {
+    /// Whether every NAD the pod names is there.
+    fn nads_resolved(&self) -> bool {
+        !matches!(self.network, Some(Err(_))) && self.secondary.iter().all(|s| s.config.is_ok())
+    }
 }
 
 impl DesiredPod {
@@ -73,6 +82,7 @@ impl DesiredPod {
             node: r.node.clone(),
             ports: r.ports.clone(),
             network: None,
+            secondary: Vec::new(),
         }
     }
 }
@@ -188,11 +198,8 @@ impl PodRuntime {
                 // a pod waiting for its NAD starts over once the NAD is there (the task
                 // has created only its pods.json record: the NAD is resolved before the
                 // netns and CNI ADD)
-                let nad_came = t.waits_for_nad
-                    && matches!(
-                        desired.get(key).and_then(|d| d.network.as_ref()),
-                        Some(Ok(_))
-                    );
+                let nad_came =
+                    t.waits_for_nad && desired.get(key).is_some_and(DesiredPod::nads_resolved);
                 if nad_came {
                     t.handle.abort();
                 }
@@ -225,6 +232,7 @@ impl PodRuntime {
             SetupError::failed(format!("pod {}: node {} is not a lab node", d.key, d.node))
         })?;
         let mut net = network_config(node, &d.key)?;
+        let base = net.clone();
         let ns = pod_netns(&self.prefix, &d.key);
         let rec = {
             let mut st = self.lock();
@@ -274,6 +282,17 @@ impl PodRuntime {
             }
             Some(Err(e)) => return Err(SetupError::waiting(format!("pod {}: {e}", d.key))),
         }
+        let mut secondaries = Vec::with_capacity(d.secondary.len());
+        for s in &d.secondary {
+            let config = s
+                .config
+                .as_ref()
+                .map_err(|e| SetupError::waiting(format!("pod {}: {e}", d.key)))?;
+            let net = crate::apiserver::nad::delegate_config(&base, config).map_err(|e| {
+                SetupError::failed(format!("pod {}: network {}: {e}", d.key, s.nad))
+            })?;
+            secondaries.push((s.clone(), net));
+        }
         if !netns::exists(&ns) {
             let name = ns.clone();
             blocking(move || netns::add(&name)).await.map_err(|e| {
@@ -284,12 +303,13 @@ impl PodRuntime {
         if !adopted {
             if rec.attempts > 1 {
                 // clean up what a failed or interrupted attempt may have left
+                self.del_secondaries(d, node, &base, &rec).await;
                 let _ = self
-                    .call(d, node, &net, &rec, "DEL", rec.result.as_ref())
+                    .call(d, node, &net, &rec, "DEL", rec.result.as_ref(), IFNAME)
                     .await;
             }
             let add = tokio::select! {
-                r = self.call(d, node, &net, &rec, "ADD", None) => r,
+                r = self.call(d, node, &net, &rec, "ADD", None, IFNAME) => r,
                 _ = deleted(gone) => {
                     return Err(SetupError::waiting(format!("pod {}: deleted during ADD", d.key)));
                 }
@@ -319,13 +339,14 @@ impl PodRuntime {
                 }
                 Err(f) => {
                     if !f.transient() {
-                        let _ = self.call(d, node, &net, &rec, "DEL", None).await;
+                        let _ = self.call(d, node, &net, &rec, "DEL", None, IFNAME).await;
                         return Err(SetupError::failed(f.to_string()));
                     }
                     return Err(SetupError::waiting(f.to_string()));
                 }
             }
         }
+        self.setup_secondaries(d, node, &rec, &secondaries).await?;
         self.ensure_vhost(d).await.map_err(SetupError::failed)?;
         self.ensure_responder(d).await.map_err(SetupError::failed)?;
         self.update(&d.key, |r| {
@@ -336,19 +357,117 @@ impl PodRuntime {
         Ok(())
     }
 
-    /// A vhost-user pod (its ADD result has a `socketPath`): starts its testpmd "VM" unless
-    /// it runs (see [`super::vhost_pod`]).
+    /// One CNI ADD per secondary network not attached yet, in order (see
+    /// [`super::networks`]); a failure is cleaned up with DEL of that interface.
+    async fn setup_secondaries(
+        &self,
+        d: &DesiredPod,
+        node: &CniNode,
+        rec: &PodRecord,
+        nets: &[(super::networks::SecondarySpec, NetworkConfig)],
+    ) -> Result<(), SetupError> {
+        use super::networks::{self, Attachment};
+        let recorded = networks::load(&self.layout, &rec.netns);
+        for (spec, net) in nets {
+            let done = recorded
+                .iter()
+                .any(|a| a.ifname == spec.ifname && a.nad == spec.nad && a.result.is_some());
+            if done {
+                continue;
+            }
+            let mut att = Attachment {
+                nad: spec.nad.clone(),
+                ifname: spec.ifname.clone(),
+                config: spec.config.clone().unwrap_or_default(),
+                result: None,
+            };
+            let save = |att: &Attachment| {
+                networks::put(&self.layout, &rec.netns, att.clone()).map_err(|e| {
+                    SetupError::failed(format!("pod {}: record network {}: {e}", d.key, att.nad))
+                })
+            };
+            save(&att)?;
+            match self
+                .call(d, node, net, rec, "ADD", None, &spec.ifname)
+                .await
+            {
+                Ok(result) => {
+                    info!(pod = %d.key, network = %spec.nad, ifname = %spec.ifname, "CNI ADD of a secondary network succeeded");
+                    att.result = Some(result);
+                    save(&att)?;
+                }
+                Err(f) => {
+                    let msg = format!("network {} ({}): {f}", spec.nad, spec.ifname);
+                    if !f.transient() {
+                        let _ = self
+                            .call(d, node, net, rec, "DEL", None, &spec.ifname)
+                            .await;
+                        return Err(SetupError::failed(msg));
+                    }
+                    return Err(SetupError::waiting(msg));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// CNI DEL of every recorded secondary network of the pod, last first; forgets them.
+    async fn del_secondaries(
+        &self,
+        d: &DesiredPod,
+        node: &CniNode,
+        base: &NetworkConfig,
+        rec: &PodRecord,
+    ) {
+        use super::networks;
+        for a in networks::load(&self.layout, &rec.netns).iter().rev() {
+            let net = crate::apiserver::nad::delegate_config(base, &a.config)
+                .unwrap_or_else(|_| base.clone());
+            if let Err(e) = self
+                .call(d, node, &net, rec, "DEL", a.result.as_ref(), &a.ifname)
+                .await
+            {
+                warn!(pod = %d.key, network = %a.nad, ifname = %a.ifname, error = %e, "CNI DEL of a secondary network failed");
+            }
+            if let Err(e) = networks::forget(&self.layout, &rec.netns, &a.ifname) {
+                warn!(pod = %d.key, error = %e, "forgetting a secondary network failed");
+            }
+        }
+    }
+
+    /// The pod's vhost-user interfaces (an ADD result with a `socketPath`, the default
+    /// network's or a secondary network's): starts the testpmd "VM" of each unless it runs
+    /// (see [`super::vhost_pod`]), with the queue pairs the network config asks for.
     async fn ensure_vhost(&self, d: &DesiredPod) -> std::result::Result<(), String> {
         let Some(rec) = self.record(&d.key) else {
             return Ok(());
         };
-        let Some(att) = rec.result.as_ref().and_then(super::vhost_pod::attachment) else {
-            return Ok(());
+        let queues = |config: &str| {
+            serde_json::from_str::<serde_json::Map<String, Value>>(config)
+                .map(|m| super::vhost_pod::queues_of(&m))
+                .unwrap_or(1)
         };
-        let (layout, key, ns) = (self.layout.clone(), d.key.clone(), rec.netns.clone());
-        blocking(move || super::vhost_pod::ensure(&layout, &key, &ns, &att))
-            .await
-            .map_err(|e| format!("pod {}: vhost-user testpmd: {e}", d.key))
+        let mut atts = Vec::new();
+        if let Some(mut att) = rec.result.as_ref().and_then(super::vhost_pod::attachment) {
+            if let Some(Ok(config)) = &d.network {
+                att.queues = queues(config);
+            }
+            atts.push(att);
+        }
+        for a in super::networks::load(&self.layout, &rec.netns) {
+            if let Some(mut att) = a.result.as_ref().and_then(super::vhost_pod::attachment) {
+                att.queues = queues(&a.config);
+                atts.push(att);
+            }
+        }
+        for att in atts {
+            let (layout, key, ns) = (self.layout.clone(), d.key.clone(), rec.netns.clone());
+            let ifname = att.ifname.clone();
+            blocking(move || super::vhost_pod::ensure(&layout, &key, &ns, &att))
+                .await
+                .map_err(|e| format!("pod {}: vhost-user testpmd ({ifname}): {e}", d.key))?;
+        }
+        Ok(())
     }
 
     /// Starts the pod's responder unless it runs (or the pod declares no ports).
@@ -374,6 +493,7 @@ impl PodRuntime {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn call(
         &self,
         d: &DesiredPod,
@@ -382,13 +502,14 @@ impl PodRuntime {
         rec: &PodRecord,
         command: &str,
         prev: Option<&Value>,
+        ifname: &str,
     ) -> std::result::Result<Value, CniFailure> {
         CniCall {
             command,
             node,
             container_id: &rec.container_id,
             netns: &rec.netns,
-            ifname: IFNAME,
+            ifname,
             namespace: &d.namespace,
             name: &d.name,
             uid: &d.uid,
@@ -424,9 +545,11 @@ impl PodRuntime {
         if let Some(node) = self.node(&rec.node)
             && let Ok(net) = network_config(node, &d.key)
         {
+            // Multus: the secondary networks first, last first
+            self.del_secondaries(d, node, &net, &rec).await;
             for attempt in 1..=3 {
                 match self
-                    .call(d, node, &net, &rec, "DEL", rec.result.as_ref())
+                    .call(d, node, &net, &rec, "DEL", rec.result.as_ref(), IFNAME)
                     .await
                 {
                     Ok(_) => break,
@@ -507,10 +630,17 @@ impl PodRuntime {
                 if let Some(dp) = &rec.datapath {
                     ann.insert(DATAPATH_ANNOTATION.into(), json!(dp));
                 }
-                if let Some(st) = rec
-                    .result
-                    .as_ref()
-                    .and_then(|r| super::vhost_pod::network_status(r, cni::conflist::NETWORK_NAME))
+                let ns = key.split_once('/').map_or("default", |(n, _)| n);
+                let annotations: BTreeMap<String, String> = ann
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect();
+                // Multus names a NAD-based default network `<ns>/<name>`
+                let primary = crate::apiserver::nad::default_network(ns, &annotations)
+                    .unwrap_or_else(|| cni::conflist::NETWORK_NAME.to_string());
+                let secondaries = super::networks::load(&self.layout, &rec.netns);
+                if let Some(st) =
+                    super::networks::network_status(&primary, rec.result.as_ref(), &secondaries)
                 {
                     ann.insert(
                         "k8s.v1.cni.cncf.io/network-status".into(),
@@ -567,7 +697,7 @@ impl PodTask {
     fn spawn(rt: Arc<PodRuntime>, d: DesiredPod) -> PodTask {
         let (tx, rx) = watch::channel(false);
         let uid = d.uid.clone();
-        let waits_for_nad = matches!(d.network, Some(Err(_)));
+        let waits_for_nad = !d.nads_resolved();
         let handle = tokio::spawn(pod_lifecycle(rt, d, rx));
         PodTask {
             uid,

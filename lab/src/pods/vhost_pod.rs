@@ -4,14 +4,18 @@
 //! QEMU guests do not run on these machines, so `dpdk-testpmd` is the VM: a
 //! `net_virtio_user` port in server mode creates the socket the agent's OVS
 //! `dpdkvhostuserclient` port connects to, and testpmd io-forwards between that virtio ring
-//! and a `net_tap` port whose kernel side is `eth0` in the pod's netns. The runtime then
-//! configures `eth0` from the CNI result (MAC, addresses, routes, MTU) as a guest would, so
+//! and a `net_tap` port whose kernel side is the interface (`eth0`, or `net1`, … for a
+//! Multus secondary network) in the pod's netns. The runtime then
+//! configures it from the CNI result (MAC, addresses, routes, MTU) as a guest would, so
 //! the pod has a normal kernel IP stack (and the usual responder) behind a real
 //! vhost-user ring.
 //!
 //! testpmd forwards on lcore 0 (`-l 0,1 --main-lcore 1`, OVS PMDs are on core 1 in the lab)
-//! and every thread is reniced to 19: its busy poll takes idle cycles only. The record
-//! (`pods/run/<netns>.vhost.json`) lets a restarted runtime adopt it and `lab down` stop it.
+//! and every thread is reniced to 19: its busy poll takes idle cycles only. It opens the
+//! queue pairs the request asks for (`queues=N` on virtio-user, `--rxq/--txq N`), so OVS
+//! negotiates that many. The record (`pods/run/<netns>.vhost.json` for `eth0`,
+//! `<netns>.<ifname>.vhost.json` for another interface) lets a restarted runtime adopt it
+//! and `lab down` stop it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -41,6 +45,8 @@ pub struct VhostAttachment {
     pub addresses: Vec<String>,
     /// Destination and gateway.
     pub routes: Vec<(String, Option<String>)>,
+    /// Queue pairs the "VM" opens (1 unless the runtime knows the request).
+    pub queues: u16,
 }
 
 /// The vhost-user interface of a CNI result (`None`: a veth pod).
@@ -61,37 +67,70 @@ pub fn attachment(result: &Value) -> Option<VhostAttachment> {
             .iter()
             .map(|rt| (rt.dst.to_string(), rt.gw.map(|g| g.to_string())))
             .collect(),
+        queues: 1,
     })
+}
+
+/// The queue pairs a network config's `vhostUser` asks for (1 when it says nothing).
+pub fn queues_of(config: &serde_json::Map<String, Value>) -> u16 {
+    config
+        .get("vhostUser")
+        .and_then(|v| v.get("queues"))
+        .and_then(Value::as_u64)
+        .and_then(|q| u16::try_from(q).ok())
+        .filter(|q| *q > 0)
+        .unwrap_or(1)
+}
+
+/// One Multus-style `k8s.v1.cni.cncf.io/network-status` entry for the pod interface of a
+/// CNI result (`default`: the pod's default network), with the device-info of a
+/// vhost-user interface.
+pub fn status_entry(result: &Value, network: &str, default: bool) -> Option<Value> {
+    let r = cni::CniResult::from_value(result.clone()).ok()?;
+    let pod_if = r.interfaces.iter().find(|i| i.sandbox.is_some())?;
+    let ips: Vec<String> = r.ips.iter().map(|i| i.address.addr().to_string()).collect();
+    let mut entry = json!({
+        "name": network, "interface": pod_if.name, "ips": ips,
+        "mac": pod_if.mac.clone().unwrap_or_default(), "default": default,
+    });
+    if let Some(path) = &pod_if.socket_path {
+        entry["device-info"] = json!({"type": "vhost-user", "version": "1.1.0",
+            "vhost-user": {"mode": "server", "path": path}});
+    }
+    Some(entry)
 }
 
 /// The Multus-style `k8s.v1.cni.cncf.io/network-status` value for a vhost-user result.
 pub fn network_status(result: &Value, network: &str) -> Option<Value> {
-    let a = attachment(result)?;
-    let ips: Vec<&str> = a
-        .addresses
-        .iter()
-        .map(|n| n.split('/').next().unwrap_or(n))
-        .collect();
-    let info = json!({"type": "vhost-user", "version": "1.1.0",
-        "vhost-user": {"mode": "server", "path": a.socket.display().to_string()}});
-    Some(json!([{
-        "name": network, "interface": a.ifname, "ips": ips, "mac": a.mac,
-        "default": true, "device-info": info,
-    }]))
+    attachment(result)?;
+    Some(json!([status_entry(result, network, true)?]))
 }
 
-fn record_path(layout: &Layout, netns: &str) -> PathBuf {
-    layout.pods_run().join(format!("{netns}.vhost.json"))
+/// Record (pidfile) of the testpmd behind interface `ifname` of the pod in `netns`.
+fn record_path(layout: &Layout, netns: &str, ifname: &str) -> PathBuf {
+    if ifname == super::runtime::IFNAME {
+        layout.pods_run().join(format!("{netns}.vhost.json"))
+    } else {
+        layout
+            .pods_run()
+            .join(format!("{netns}.{ifname}.vhost.json"))
+    }
 }
 
-/// The recorded testpmd of the pod in `netns`, if any.
-pub fn recorded(layout: &Layout, netns: &str) -> Option<DaemonRecord> {
-    let body = std::fs::read(record_path(layout, netns)).ok()?;
+/// The recorded testpmd behind interface `ifname` of the pod in `netns`, if any.
+pub fn recorded(layout: &Layout, netns: &str, ifname: &str) -> Option<DaemonRecord> {
+    let body = std::fs::read(record_path(layout, netns, ifname)).ok()?;
     serde_json::from_slice(&body).ok()
 }
 
 /// The testpmd arguments for `a` in `netns`.
 pub fn testpmd_args(netns: &str, a: &VhostAttachment) -> Vec<String> {
+    let q = a.queues.max(1);
+    let prefix = if a.ifname == super::runtime::IFNAME {
+        netns.to_string()
+    } else {
+        format!("{netns}-{}", a.ifname)
+    };
     vec![
         "-l".into(),
         "0,1".into(),
@@ -101,10 +140,10 @@ pub fn testpmd_args(netns: &str, a: &VhostAttachment) -> Vec<String> {
         "--in-memory".into(),
         "--single-file-segments".into(),
         "--socket-mem".into(),
-        "64".into(),
-        format!("--file-prefix={netns}"),
+        (64 + 32 * (u32::from(q) - 1)).to_string(),
+        format!("--file-prefix={prefix}"),
         format!(
-            "--vdev=net_virtio_user0,path={},server=1,queues=1",
+            "--vdev=net_virtio_user0,path={},server=1,queues={q}",
             a.socket.display()
         ),
         format!("--vdev=net_tap0,iface={},mac={}", a.ifname, a.mac),
@@ -112,7 +151,9 @@ pub fn testpmd_args(netns: &str, a: &VhostAttachment) -> Vec<String> {
         "--forward-mode=io".into(),
         "--auto-start".into(),
         "--nb-cores=1".into(),
-        "--total-num-mbufs=4096".into(),
+        format!("--rxq={q}"),
+        format!("--txq={q}"),
+        format!("--total-num-mbufs={}", 4096 * u32::from(q)),
         "--stats-period".into(),
         "3600".into(),
     ]
@@ -121,20 +162,24 @@ pub fn testpmd_args(netns: &str, a: &VhostAttachment) -> Vec<String> {
 /// Starts the pod's testpmd unless the recorded one runs, then (re)configures the pod's
 /// interface from the CNI result. Idempotent.
 pub fn ensure(layout: &Layout, key: &str, netns: &str, a: &VhostAttachment) -> Result<()> {
-    if let Some(rec) = recorded(layout, netns)
+    if let Some(rec) = recorded(layout, netns, &a.ifname)
         && rec.is_alive()
     {
         return Ok(());
     }
     std::fs::create_dir_all(layout.pods_run())
         .map_err(|e| LabError::io("create dir", layout.pods_run(), e))?;
+    let log = match a.ifname.as_str() {
+        super::runtime::IFNAME => format!("{netns}.testpmd.log"),
+        other => format!("{netns}.{other}.testpmd.log"),
+    };
     let spec = DetachedSpec {
-        name: format!("pod {key} vhost-user testpmd"),
+        name: format!("pod {key} vhost-user testpmd ({})", a.ifname),
         program: PathBuf::from(TESTPMD),
         args: testpmd_args(netns, a),
         netns: Some(netns.to_string()),
-        log_file: layout.pods_log().join(format!("{netns}.testpmd.log")),
-        pidfile: record_path(layout, netns),
+        log_file: layout.pods_log().join(log),
+        pidfile: record_path(layout, netns, &a.ifname),
         // the socket path is in its arguments and names this very instance
         ident: Some(a.socket.display().to_string()),
         env: Vec::new(),
@@ -143,12 +188,12 @@ pub fn ensure(layout: &Layout, key: &str, netns: &str, a: &VhostAttachment) -> R
     let body = serde_json::to_vec_pretty(&rec).map_err(|e| LabError::Invalid(e.to_string()))?;
     std::fs::write(&spec.pidfile, body).map_err(|e| LabError::io("write", &spec.pidfile, e))?;
     if let Err(e) = wait_tap(netns, a, &rec, &spec.log_file) {
-        let _ = stop(layout, netns);
+        let _ = stop_one(layout, netns, &a.ifname);
         return Err(e);
     }
     renice(rec.pid);
     configure(netns, a)?;
-    info!(pod = key, pid = rec.pid, socket = %a.socket.display(), "vhost-user pod up (testpmd virtio-user ⇄ tap)");
+    info!(pod = key, pid = rec.pid, ifname = %a.ifname, queues = a.queues, socket = %a.socket.display(), "vhost-user pod up (testpmd virtio-user ⇄ tap)");
     Ok(())
 }
 
@@ -223,16 +268,39 @@ pub fn configure(netns: &str, a: &VhostAttachment) -> Result<()> {
     Ok(())
 }
 
-/// Stops the pod's testpmd (if recorded) and forgets it.
-pub fn stop(layout: &Layout, netns: &str) -> Result<()> {
-    let path = record_path(layout, netns);
-    if let Some(rec) = recorded(layout, netns) {
+/// Stops the testpmd behind `ifname` (if recorded) and forgets it.
+pub fn stop_one(layout: &Layout, netns: &str, ifname: &str) -> Result<()> {
+    let path = record_path(layout, netns, ifname);
+    if let Some(rec) = recorded(layout, netns, ifname) {
         stop_daemon(&rec)?;
     }
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(LabError::io("remove", &path, e)),
         _ => Ok(()),
     }
+}
+
+/// Stops every testpmd of the pod in `netns` (every interface) and forgets them.
+pub fn stop(layout: &Layout, netns: &str) -> Result<()> {
+    let mut ifnames = vec![super::runtime::IFNAME.to_string()];
+    let others = std::fs::read_dir(layout.pods_run())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rest = name.strip_prefix(&format!("{netns}."))?;
+            Some(rest.strip_suffix(".vhost.json")?.to_string())
+        })
+        .filter(|i| !i.is_empty() && !i.contains('.'));
+    ifnames.extend(others);
+    let mut first = None;
+    for i in ifnames {
+        if let Err(e) = stop_one(layout, netns, &i) {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
@@ -268,6 +336,20 @@ mod tests {
             args.contains("--in-memory --single-file-segments"),
             "{args}"
         );
+        assert!(args.contains("queues=1") && args.contains("--rxq=1 --txq=1"));
+        let net1 = VhostAttachment {
+            ifname: "net1".into(),
+            queues: 2,
+            ..a.clone()
+        };
+        let args = testpmd_args("p1", &net1).join(" ");
+        assert!(args.contains("server=1,queues=2"), "{args}");
+        assert!(args.contains("--rxq=2 --txq=2"), "{args}");
+        assert!(args.contains("--file-prefix=p1-net1"), "{args}");
+        assert!(args.contains("--vdev=net_tap0,iface=net1,"), "{args}");
+        let q = serde_json::from_value(json!({"vhostUser": {"queues": 2}})).expect("map");
+        assert_eq!(queues_of(&q), 2);
+        assert_eq!(queues_of(&serde_json::Map::new()), 1);
         let mut veth = result();
         veth["interfaces"][1]
             .as_object_mut()
@@ -282,5 +364,25 @@ mod tests {
         assert_eq!(s[0]["device-info"]["type"], "vhost-user");
         assert_eq!(s[0]["device-info"]["vhost-user"]["mode"], "server");
         assert_eq!(s[0]["ips"][0], "10.16.0.5");
+        let e = status_entry(&result(), "vms/vhost-net", false).expect("entry");
+        assert_eq!(e["default"], false);
+        assert_eq!(e["name"], "vms/vhost-net");
+        assert_eq!(e["interface"], "eth0");
+    }
+
+    #[test]
+    fn testpmds_of_a_netns_are_all_stopped() {
+        let d = tempfile::tempdir().expect("dir");
+        let layout = Layout::new(d.path());
+        std::fs::create_dir_all(layout.pods_run()).expect("run");
+        for f in ["p1.vhost.json", "p1.net1.vhost.json", "p11.vhost.json"] {
+            std::fs::write(layout.pods_run().join(f), b"{").expect("write");
+        }
+        stop(&layout, "p1").expect("stop");
+        let left: Vec<String> = std::fs::read_dir(layout.pods_run())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["p11.vhost.json"]);
     }
 }
