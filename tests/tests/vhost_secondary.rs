@@ -14,6 +14,7 @@
 //!   `default/vhost-sec` (net1, with the vhost-user device-info);
 //! - OVS negotiated 2 queue pairs (Interface status `num_of_vrings` 4) and CNI CHECK of
 //!   net1 passes (it compares them with the request);
+//! - a guest that opens 1 of the 2 queue pairs its NAD asks for: CHECK fails and says so;
 //! - the node agent is killed and restarted: same Interface row, same LSP binding, CHECK
 //!   passes, traffic on net1;
 //! - deleting the VMI leaves no LSP, no port, no socket dir, no testpmd.
@@ -59,6 +60,25 @@ metadata: {name: web2, namespace: vhost-sec}
 spec:
   nodeName: node2
   containers: [{name: c, image: x, ports: [{containerPort: 80}]}]
+"#;
+
+/// A NAD asking for 2 queue pairs whose lab guest opens 1, and a pod on it.
+const ONE_QUEUE: &str = r#"
+apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: vhost-sec-1q, namespace: default}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "vhost-sec-1q", "type": "zstack-ovn-cni",
+    "subnet": "vhost-sec", "interfaceType": "vhost-user", "vhostUser": {"queues": 2},
+    "labGuestQueues": 1}'
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: mq
+  namespace: default
+  annotations: {k8s.v1.cni.cncf.io/networks: vhost-sec-1q}
+spec: {nodeName: node1, containers: []}
 "#;
 
 /// The `ip -o addr` line of `ifname` in pod `key`'s netns.
@@ -283,6 +303,52 @@ fn vhost_user_on_a_secondary_network() {
     let socket = lab::state::Layout::new(&dir).node_cni_socket(1);
     let (ok, v) = check(&socket, &rec.container_id, &rec.netns, &launcher, "net1");
     assert!(ok, "CHECK of net1: {v}");
+
+    // a guest opening fewer queue pairs than the NAD asks (the lab's `labGuestQueues`):
+    // the port works, CHECK names the mismatch
+    let one_queue = write("one-queue.yaml", ONE_QUEUE);
+    z.ok(&["apply", "-f", &one_queue]);
+    let mq = z.wait_ready(&["default/mq"], Duration::from_secs(60));
+    let mq_port = vsctl(
+        &db1,
+        &[
+            "--bare",
+            "--columns=name",
+            "find",
+            "Interface",
+            "external_ids:iface-id=default_mq_default.vhost-sec-1q",
+        ],
+    );
+    assert!(!mq_port.is_empty(), "mq's net1 port");
+    wait_until(
+        "mq's port negotiated 1 queue pair",
+        Duration::from_secs(20),
+        || {
+            vsctl(
+                &db1,
+                &["get", "Interface", &mq_port, "status:num_of_vrings"],
+            ) == "2"
+        },
+    );
+    let mq_rec = dl.lab.runtime_pods().expect("pods.json").pods["default/mq"].clone();
+    let (ok, v) = check(&socket, &mq_rec.container_id, &mq_rec.netns, "mq", "net1");
+    let msg = v["msg"].as_str().unwrap_or_default();
+    assert!(!ok, "CHECK passed a port with 1 of 2 queue pairs: {v}");
+    assert!(
+        msg.contains("negotiated 1 queue pair(s)") && msg.contains("asks for 2"),
+        "CHECK names the mismatch: {msg}"
+    );
+    eprintln!("CHECK with 1 of 2 queue pairs: {msg}");
+    assert_eq!(
+        mq["default/mq"]["metadata"]["annotations"]["lab.zstack.io/datapath"]
+            .as_str()
+            .map(|d| d.ends_with("veth")),
+        Some(true)
+    );
+    z.ok(&["delete", "-f", &one_queue]);
+    wait_until("mq's port removed", Duration::from_secs(30), || {
+        vsctl(&db1, &["get", "Interface", &mq_port, "name"]).is_empty()
+    });
 
     // agent SIGKILL + restart: the restored port keeps its row and its binding to net1's LSP
     let uuid = vsctl(&db1, &["get", "Interface", &port, "_uuid"]);

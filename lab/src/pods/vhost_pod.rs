@@ -71,14 +71,20 @@ pub fn attachment(result: &Value) -> Option<VhostAttachment> {
     })
 }
 
-/// The queue pairs a network config's `vhostUser` asks for (1 when it says nothing).
+/// Lab-only network config key: the queue pairs the "VM" opens instead of the request (a
+/// guest without multiqueue: what CNI CHECK must catch). The agent ignores it.
+pub const GUEST_QUEUES_KEY: &str = "labGuestQueues";
+
+/// The queue pairs the lab's "VM" opens for a network config: [`GUEST_QUEUES_KEY`] when
+/// set, else what `vhostUser.queues` asks for (1 when it says nothing).
 pub fn queues_of(config: &serde_json::Map<String, Value>) -> u16 {
-    config
-        .get("vhostUser")
-        .and_then(|v| v.get("queues"))
-        .and_then(Value::as_u64)
-        .and_then(|q| u16::try_from(q).ok())
-        .filter(|q| *q > 0)
+    let positive = |v: Option<&Value>| {
+        v.and_then(Value::as_u64)
+            .and_then(|q| u16::try_from(q).ok())
+            .filter(|q| *q > 0)
+    };
+    positive(config.get(GUEST_QUEUES_KEY))
+        .or_else(|| positive(config.get("vhostUser").and_then(|v| v.get("queues"))))
         .unwrap_or(1)
 }
 
@@ -349,6 +355,9 @@ mod tests {
         assert!(args.contains("--vdev=net_tap0,iface=net1,"), "{args}");
         let q = serde_json::from_value(json!({"vhostUser": {"queues": 2}})).expect("map");
         assert_eq!(queues_of(&q), 2);
+        let q = serde_json::from_value(json!({"vhostUser": {"queues": 2}, "labGuestQueues": 1}))
+            .expect("map");
+        assert_eq!(queues_of(&q), 1, "the lab's guest may open fewer");
         assert_eq!(queues_of(&serde_json::Map::new()), 1);
         let mut veth = result();
         veth["interfaces"][1]
