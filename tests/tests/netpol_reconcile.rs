@@ -381,15 +381,35 @@ async fn netpol_rows_on_real_nb() {
     pass(&mut ctl, &mut rx).await;
     assert_eq!(store.policy_events().len(), 3);
 
-    // Deleting every policy removes every row of ours; foreign rows are as they were.
+    // Deleting every policy removes every ACL of ours; the groups and sets stay, marked
+    // unused, for a grace period (a namesake coming back is updated in place; the
+    // deletion after the grace is checked in control's unit tests); foreign rows are as
+    // they were.
+    let (groups, sets) = (our_rows(&nb, "Port_Group"), our_rows(&nb, "Address_Set"));
     for key in ["x/allow-from-y", "y/deny-egress", "z/bad"] {
         store.delete_network_policy(key);
     }
     let r = settle(&mut ctl, &mut rx).await;
     assert!(r.nb.deletes > 0, "{r:?}");
-    for t in ["Port_Group", "Address_Set", "ACL"] {
-        assert_eq!(our_rows(&nb, t), 0, "{t}");
+    assert_eq!(our_rows(&nb, "ACL"), 0);
+    for (t, n) in [("Port_Group", groups), ("Address_Set", sets)] {
+        assert_eq!(our_rows(&nb, t), n, "{t}");
+        let unmarked = nbctl(
+            &nb,
+            &[
+                "--bare",
+                "--columns=name",
+                "find",
+                t,
+                &format!("external_ids:zstack.io/owner={OWNER}"),
+                "external_ids:zstack.io/unused-since=[]",
+            ],
+        );
+        assert_eq!(unmarked.trim(), "", "{t} rows not marked unused");
     }
+    // a second pass writes nothing (marked rows are kept during the grace period)
+    let r = pass(&mut ctl, &mut rx).await;
+    assert_eq!(r.nb.transactions, 0, "{r:?}");
     assert_eq!(
         nbctl(
             &nb,

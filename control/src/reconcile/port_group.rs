@@ -27,16 +27,20 @@ fn uuid_set(items: impl Iterator<Item = Uuid>) -> Value {
 
 /// Plans every NetworkPolicy write: address sets first, then groups and their ACLs (one
 /// plan; OVSDB checks references at commit, so the order inside it does not matter).
+/// `now`: unix seconds, for the grace period of unused rows
+/// ([`address_set::UNUSED_SINCE`]).
 pub fn plan_policy(
     view: &View<'_>,
     desired: &PolicyNb,
     owner: &str,
+    now: u64,
 ) -> Result<Plan, ReconcileError> {
     let mut plan = Plan::default();
     address_set::plan(
         owner,
         &desired.address_sets,
         &view.typed::<AddressSet>()?,
+        now,
         &mut plan,
     );
     let lsps = view.typed::<LogicalSwitchPort>()?;
@@ -49,18 +53,22 @@ pub fn plan_policy(
         &view.typed::<PortGroup>()?,
         &lsp_uuid,
         &acl_by_uuid,
+        now,
         &mut plan,
     );
     Ok(plan)
 }
 
-/// Plans the Port_Group writes.
+/// Plans the Port_Group writes. A group no policy uses loses its ACLs at once (it
+/// enforces nothing) and is deleted after the grace period of
+/// [`address_set::UNUSED_SINCE`]; wanted again, it is updated in place.
 pub fn plan_groups(
     owner: &str,
     desired: &BTreeMap<String, DesiredPortGroup>,
     actual: &[PortGroup],
     lsp_uuid: &HashMap<&str, Uuid>,
     acls: &HashMap<Uuid, &Acl>,
+    now: u64,
     plan: &mut Plan,
 ) {
     let by_name: HashMap<&str, &PortGroup> = actual.iter().map(|p| (p.name.as_str(), p)).collect();
@@ -120,16 +128,38 @@ pub fn plan_groups(
         }
     }
     for a in actual {
-        if ours(&a.external_ids, owner) && !desired.contains_key(&a.name) {
-            // its ACLs are garbage-collected with it
-            plan.deletes += 1 + a.acls.len();
-            plan.units.push(Unit::new(
-                format!("delete Port_Group {}", a.name),
-                vec![Operation::delete(
-                    PortGroup::TABLE,
-                    vec![Condition::uuid(a.uuid())],
-                )],
-            ));
+        if !ours(&a.external_ids, owner) || desired.contains_key(&a.name) {
+            continue;
+        }
+        match address_set::unused(&a.external_ids, now) {
+            address_set::Unused::Keep => {}
+            address_set::Unused::Mark(ids) => {
+                // its ACLs are garbage-collected once the group no longer holds them;
+                // the ports stay (inert without ACLs), so a comeback changes no membership
+                plan.updates += 1;
+                plan.deletes += a.acls.len();
+                plan.units.push(Unit::new(
+                    format!("mark Port_Group {} unused", a.name),
+                    vec![Operation::update(
+                        PortGroup::TABLE,
+                        vec![Condition::uuid(a.uuid())],
+                        ovsdb::ops::row([
+                            ("external_ids", address_set::string_map(&ids)),
+                            ("acls", Value::Set(Vec::new())),
+                        ]),
+                    )],
+                ));
+            }
+            address_set::Unused::Delete => {
+                plan.deletes += 1 + a.acls.len();
+                plan.units.push(Unit::new(
+                    format!("delete Port_Group {}", a.name),
+                    vec![Operation::delete(
+                        PortGroup::TABLE,
+                        vec![Condition::uuid(a.uuid())],
+                    )],
+                ));
+            }
         }
     }
 }
@@ -143,7 +173,11 @@ impl super::Reconciler {
         outcome: &mut super::Outcome,
     ) -> Result<(), ReconcileError> {
         let owner = self.owner.as_str();
-        let plan = self.replica.read(|v| plan_policy(v, desired, owner))?;
+        // one clock reading for the plan and the wait below
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let plan = self.replica.read(|v| plan_policy(v, desired, owner, now))?;
         outcome.inserts += plan.inserts;
         outcome.updates += plan.updates;
         outcome.deletes += plan.deletes;
@@ -154,7 +188,7 @@ impl super::Reconciler {
         self.write(&plan, outcome).await?;
         self.replica
             .wait_for(Duration::from_secs(30), |v| {
-                plan_policy(v, desired, owner).is_ok_and(|p| p.is_empty())
+                plan_policy(v, desired, owner, now).is_ok_and(|p| p.is_empty())
             })
             .await?;
         Ok(())
