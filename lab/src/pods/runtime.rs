@@ -442,30 +442,38 @@ impl PodRuntime {
         let Some(rec) = self.record(&d.key) else {
             return Ok(());
         };
-        let queues = |config: &str| {
-            serde_json::from_str::<serde_json::Map<String, Value>>(config)
-                .map(|m| super::vhost_pod::queues_of(&m))
-                .unwrap_or(1)
-        };
-        let mut atts = Vec::new();
-        if let Some(mut att) = rec.result.as_ref().and_then(super::vhost_pod::attachment) {
-            if let Some(Ok(config)) = &d.network {
-                att.queues = queues(config);
-            }
-            atts.push(att);
+        // (interface, its result, its network config)
+        let mut vhost: Vec<(Value, Option<String>)> = Vec::new();
+        if let Some(r) = &rec.result {
+            let config = match &d.network {
+                Some(Ok(c)) => Some(c.clone()),
+                _ => None,
+            };
+            vhost.push((r.clone(), config));
         }
         for a in super::networks::load(&self.layout, &rec.netns) {
-            if let Some(mut att) = a.result.as_ref().and_then(super::vhost_pod::attachment) {
-                att.queues = queues(&a.config);
-                atts.push(att);
+            if let Some(r) = a.result {
+                vhost.push((r, Some(a.config)));
             }
         }
-        for att in atts {
+        let db = self.node(&rec.node).map(|n| n.ovs_db.clone());
+        for (result, config) in vhost {
+            let Some(mut att) = super::vhost_pod::attachment(&result) else {
+                continue;
+            };
+            let running = super::vhost_pod::recorded(&self.layout, &rec.netns, &att.ifname)
+                .is_some_and(|r| r.is_alive());
+            if running {
+                continue;
+            }
             let (layout, key, ns) = (self.layout.clone(), d.key.clone(), rec.netns.clone());
-            let ifname = att.ifname.clone();
-            blocking(move || super::vhost_pod::ensure(&layout, &key, &ns, &att))
-                .await
-                .map_err(|e| format!("pod {}: vhost-user testpmd ({ifname}): {e}", d.key))?;
+            let (ifname, db) = (att.ifname.clone(), db.clone().unwrap_or_default());
+            blocking(move || {
+                att.queues = super::vhost_pod::vm_queues(config.as_deref(), &db, &result);
+                super::vhost_pod::ensure(&layout, &key, &ns, &att)
+            })
+            .await
+            .map_err(|e| format!("pod {}: vhost-user testpmd ({ifname}): {e}", d.key))?;
         }
         Ok(())
     }

@@ -75,17 +75,48 @@ pub fn attachment(result: &Value) -> Option<VhostAttachment> {
 /// guest without multiqueue: what CNI CHECK must catch). The agent ignores it.
 pub const GUEST_QUEUES_KEY: &str = "labGuestQueues";
 
+fn positive(v: Option<&Value>) -> Option<u16> {
+    v.and_then(Value::as_u64)
+        .and_then(|q| u16::try_from(q).ok())
+        .filter(|q| *q > 0)
+}
+
 /// The queue pairs the lab's "VM" opens for a network config: [`GUEST_QUEUES_KEY`] when
 /// set, else what `vhostUser.queues` asks for (1 when it says nothing).
 pub fn queues_of(config: &serde_json::Map<String, Value>) -> u16 {
-    let positive = |v: Option<&Value>| {
-        v.and_then(Value::as_u64)
-            .and_then(|q| u16::try_from(q).ok())
-            .filter(|q| *q > 0)
-    };
     positive(config.get(GUEST_QUEUES_KEY))
         .or_else(|| positive(config.get("vhostUser").and_then(|v| v.get("queues"))))
         .unwrap_or(1)
+}
+
+/// The queue pairs the "VM" of an ADD `result` opens: [`GUEST_QUEUES_KEY`] of the network
+/// `config` when set; else what the agent recorded on the OVS port
+/// (`external_ids:zstack.io/vhost-queues`: the request, from the NAD or the pod
+/// annotation); else the config's request; else 1.
+pub fn vm_queues(config: Option<&str>, ovs_db: &str, result: &Value) -> u16 {
+    let config: serde_json::Map<String, Value> = config
+        .and_then(|c| serde_json::from_str(c).ok())
+        .unwrap_or_default();
+    let recorded = || {
+        let port = super::cni_exec::host_ifname(result).or_else(|| {
+            // a vhost-user result names the OVS port as its host interface
+            let r = cni::CniResult::from_value(result.clone()).ok()?;
+            r.interfaces
+                .iter()
+                .find(|i| i.sandbox.is_none())
+                .map(|i| i.name.clone())
+        })?;
+        let key = "external_ids:\"zstack.io/vhost-queues\"";
+        let v = crate::ctl::vsctl(ovs_db, &["get", "Interface", &port, key]).ok()?;
+        v.trim()
+            .trim_matches('"')
+            .parse::<u16>()
+            .ok()
+            .filter(|q| *q > 0)
+    };
+    positive(config.get(GUEST_QUEUES_KEY))
+        .or_else(recorded)
+        .unwrap_or_else(|| queues_of(&config))
 }
 
 /// One Multus-style `k8s.v1.cni.cncf.io/network-status` entry for the pod interface of a
