@@ -6,7 +6,7 @@
 //! - `internalTrafficPolicy: Local` (OVN template load balancers): with its only endpoint
 //!   on node 1, node 1's client reaches it and node 2's client does not (dropped); once a
 //!   second endpoint runs on node 2, each node's client (and each host) reaches only its
-//!   own node's endpoint.
+//!   own node's endpoint; such a Service without any endpoint is refused at once.
 //! - From both hosts (the lab node netns): NodePort on the host's own address and on the
 //!   other node's address, the LoadBalancer ingress IP and an externalIP (the agent's
 //!   `table inet zstack-ovn`).
@@ -27,6 +27,14 @@ metadata: {name: itp, namespace: svc}
 spec:
   internalTrafficPolicy: Local
   selector: {itp: "yes"}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: itp-none, namespace: svc}
+spec:
+  internalTrafficPolicy: Local
+  selector: {itp: "nobody"}
   ports: [{port: 80, targetPort: 8080}]
 "#;
 
@@ -178,6 +186,15 @@ fn node_local_and_host_services_on_real_traffic() {
         answers(3, || probe(&z, c2, &itp)),
         BTreeSet::from(["-".to_string()]),
         "node 2 has no local endpoint: dropped"
+    );
+    // no endpoint anywhere: refused at once (not dropped), as for any Service
+    let none = format!("{}:80", cluster_ip("itp-none"));
+    let t0 = Instant::now();
+    let err = probe(&z, c1, &none).expect_err("no endpoints");
+    assert!(
+        err.to_lowercase().contains("refused") && t0.elapsed() < Duration::from_millis(1500),
+        "rejected quickly ({:?}): {err}",
+        t0.elapsed()
     );
     reaches(&format!("host 1 → {itp}"), &["svc/itp-1"], || {
         host_probe(&nodes[0].netns, &itp)

@@ -79,9 +79,9 @@ pub fn load_balancers(
         return Vec::new();
     }
     let protos: BTreeSet<Proto> = svc.ports.iter().map(|p| p.protocol).collect();
-    let mut out = local::template_rows(cfg, svc);
+    let mut out = local::template_rows(cfg, svc, slices);
     // with internalTrafficPolicy: Local the cluster IPs are on the template rows
-    let cluster: &[IpAddr] = if local::applies(svc) {
+    let cluster: &[IpAddr] = if local::applies(svc, slices) {
         &[]
     } else {
         &svc.cluster_ips

@@ -17,7 +17,8 @@
 //!   Service, the cluster IP and the endpoints on that node (ready, else serving +
 //!   terminating, as everywhere). A node without local endpoints gets an empty backend
 //!   list: its clients' connections are dropped, as Kubernetes specifies for
-//!   `internalTrafficPolicy: Local`.
+//!   `internalTrafficPolicy: Local`. A Service without any endpoint stays on the regular
+//!   row, whose empty VIP rejects (as Kubernetes does for a Service without endpoints).
 //! - Variable names are derived from a stable hash of `<ns>/<name>` (names must be OVN
 //!   identifiers): `zsvc_<hash>_ip4`, `zsvc_<hash>_tcp80_4`...
 //!
@@ -81,9 +82,18 @@ pub fn backends_var(service_key: &str, proto: Proto, port: u16, v4: bool) -> Str
     )
 }
 
-/// Whether `svc` is served node-locally on its cluster IPs.
-pub fn applies(svc: &ServiceInfo) -> bool {
-    svc.balanced() && svc.internal_local && !svc.cluster_ips.is_empty()
+/// Whether `svc` is served node-locally on its cluster IPs: it asks for it and has at
+/// least one endpoint somewhere. A Service without any endpoint keeps its cluster IPs on
+/// the regular row, which rejects (Kubernetes rejects when a Service has no endpoint at
+/// all, and drops only when endpoints exist but none on the client's node).
+pub fn applies(svc: &ServiceInfo, slices: &[&EndpointSliceInfo]) -> bool {
+    svc.balanced()
+        && svc.internal_local
+        && svc.ports.iter().any(|p| {
+            cluster_ips(svc)
+                .iter()
+                .any(|ip| !backends(p, slices, ip.is_ipv4(), None).is_empty())
+        })
 }
 
 /// The first cluster IP of each family (Kubernetes gives at most one per family).
@@ -97,8 +107,12 @@ fn cluster_ips(svc: &ServiceInfo) -> Vec<IpAddr> {
 }
 
 /// The template rows of `svc` (empty unless [`applies`]).
-pub fn template_rows(cfg: &ClusterConfig, svc: &ServiceInfo) -> Vec<LoadBalancer> {
-    if !applies(svc) {
+pub fn template_rows(
+    cfg: &ClusterConfig,
+    svc: &ServiceInfo,
+    slices: &[&EndpointSliceInfo],
+) -> Vec<LoadBalancer> {
+    if !applies(svc, slices) {
         return Vec::new();
     }
     let key = svc.key();
@@ -146,7 +160,7 @@ pub fn add_variables(
     nodes: &[&NodeInfo],
     vars: &mut BTreeMap<String, BTreeMap<String, String>>,
 ) {
-    if !applies(svc) {
+    if !applies(svc, slices) {
         return;
     }
     let key = svc.key();

@@ -291,6 +291,14 @@ fn internal_local_uses_template_rows_and_per_chassis_variables() {
     assert_eq!(vars["chassis-2"][&bv], "", "no local endpoint on n2");
     assert_eq!(vars["n1"].len(), 6, "2 IPs + 2 ports x 2 families");
 
+    // no endpoint anywhere: the cluster IPs stay on the regular row (reject), no variables
+    let lbs = load_balancers(&cfg, &s, &[], &nodes);
+    assert!(lbs.iter().all(|l| !l.name.contains("_local")), "{lbs:?}");
+    assert_eq!(lbs[0].vips["10.96.0.10:80"], "", "rejects");
+    let mut nb = crate::translate::translate(&cfg, &Input::default());
+    add(&cfg, [&s], [], &nodes, &mut nb);
+    assert!(nb.load_balancers.template_vars.is_empty());
+
     // a Service without the policy has no variables
     s.internal_local = false;
     let mut nb = crate::translate::translate(&cfg, &Input::default());
