@@ -67,9 +67,7 @@ pub trait PodSource: Send + Sync {
 
     /// Every Service (for the host's Service NAT, [`crate::host_nat`]). The default has
     /// none (a source that cannot list Services gets no host rules).
-    fn services(
-        &self,
-    ) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -313,9 +311,7 @@ impl PodSource for LabSource {
         })
     }
 
-    fn services(
-        &self,
-    ) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
             let mut out = Vec::new();
             for v in self.get("Service").await? {
@@ -440,9 +436,7 @@ impl PodSource for KubeSource {
         })
     }
 
-    fn services(
-        &self,
-    ) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
             let api: kube::Api<k8s_openapi::api::core::v1::Service> =
                 kube::Api::all(self.client.clone());
