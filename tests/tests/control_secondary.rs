@@ -4,7 +4,8 @@
 //! external_ids, and its entry in `k8s.ovn.org/pod-networks` (the primary's `default`
 //! entry unchanged); a KubeVirt pod's secondary addresses survive its replacement pod;
 //! a NAD without `subnet` is reported on the pod; a restarted controller keeps every
-//! address; deleting pods (and the VM) leaves no secondary LSP.
+//! address (from the pod annotations, or from the ports when an annotation was lost);
+//! deleting pods (and the VM) leaves no secondary LSP.
 
 use std::collections::BTreeMap;
 
@@ -221,6 +222,46 @@ async fn secondary_networks_get_addresses_ports_and_annotations() {
     assert_eq!(r.annotations_written, 0, "{r:?}");
     assert_eq!(net_of(&store, vm1, "vms/vhost-net").unwrap().0, vm_ip);
     // the store's own event stream feeds the new controller from now on
+
+    // a crash between the NB write and the annotation patch: the next controller takes
+    // plain's secondary address back from its port, a newcomer gets another one
+    drop(ctl);
+    while rx.try_recv().is_ok() {}
+    let (plain_ip, plain_mac) = net_of(&store, "vms/plain", "vms/vhost-net").unwrap();
+    let primary_only = {
+        let p = store.pod("vms/plain").unwrap();
+        let mut m: BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(&p.annotations[POD_NETWORKS]).unwrap();
+        m.retain(|k, _| k == "default");
+        serde_json::to_string(&m).unwrap()
+    };
+    store.apply_pod(pod(
+        "vms",
+        "plain",
+        &[
+            (NETWORKS_ANNOTATION, "vhost-net"),
+            (POD_NETWORKS, &primary_only),
+            (NETWORK_SUBNETS, ""),
+        ],
+    ));
+    store.apply_pod(pod(
+        "vms",
+        "newcomer",
+        &[(NETWORKS_ANNOTATION, "vhost-net")],
+    ));
+    while rx.try_recv().is_ok() {}
+    let mut rx2 = store.replay();
+    let mut ctl = controller(&nb, &store).await;
+    pass(&mut ctl, &mut rx2).await;
+    settle(&mut ctl, &mut rx).await;
+    assert_eq!(
+        net_of(&store, "vms/plain", "vms/vhost-net"),
+        Some((plain_ip.clone(), plain_mac)),
+        "the address of plain's port, not a new one"
+    );
+    let (newcomer_ip, _) = net_of(&store, "vms/newcomer", "vms/vhost-net").unwrap();
+    assert_ne!(newcomer_ip, plain_ip);
+    store.delete_pod("vms/newcomer");
 
     // the VM's next pod (restart/migration) gets the same secondary IP and MAC
     store.delete_pod(vm1);

@@ -8,10 +8,11 @@
 //! wanted. A network that cannot be served is reported in
 //! [`NETWORK_ERRORS`](crate::multus::NETWORK_ERRORS) on the pod.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use ovsdb::nb::LogicalSwitchPort;
+use ovsdb::typed::Table;
 
 use super::Controller;
 use crate::annotation::{self, POD_NETWORKS};
@@ -21,6 +22,7 @@ use crate::model::{PodAddresses, PodInfo, PodIpRequest};
 use crate::multus::{self, NETWORK_ERRORS, NETWORK_SUBNETS, owner_key};
 use crate::names;
 use crate::source::Writer;
+use crate::translate::pod::SUBNET;
 use crate::translate::{self, ClusterConfig};
 
 /// The secondary networks the controller serves: (pod key, NAD key) → addresses, and
@@ -67,10 +69,13 @@ fn ipam_owner(pod: &PodInfo, vmi: Option<&str>, nad_key: &str) -> String {
 }
 
 impl<W: Writer> Controller<W> {
-    /// Claims the secondary addresses pods already carry (first pass only).
+    /// Claims the secondary addresses pods already carry (first pass only): from their
+    /// annotations, else (a crash between the NB write and the annotation patch) from our
+    /// `pod-network` switch ports.
     pub(super) fn restore_secondary(&mut self) {
         let pods: Vec<PodInfo> = self.state.pods.values().cloned().collect();
-        for pod in pods {
+        let mut restored: BTreeSet<(String, String)> = BTreeSet::new();
+        for pod in &pods {
             let (Some(nets), Some(subnets)) = (
                 pod.annotations.get(POD_NETWORKS),
                 pod.annotations.get(NETWORK_SUBNETS),
@@ -81,7 +86,7 @@ impl<W: Writer> Controller<W> {
                 tracing::warn!(pod = %pod.key(), "unreadable {NETWORK_SUBNETS} annotation");
                 continue;
             };
-            let vmi = pod_request(&pod).ok().and_then(|r| r.vm);
+            let vmi = pod_request(pod).ok().and_then(|r| r.vm);
             for (nad, subnet) in subnets {
                 let addrs = annotation::decode_network(nets, &nad)
                     .ok()
@@ -89,10 +94,45 @@ impl<W: Writer> Controller<W> {
                     .and_then(|n| n.to_addresses(&subnet).ok());
                 let Some(addrs) = addrs else { continue };
                 let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
-                let owner = ipam_owner(&pod, vmi.as_deref(), &nad);
-                if let Err(e) = self.ipam.restore(&owner, &subnet, &ips, addrs.mac) {
-                    tracing::warn!(pod = %pod.key(), network = %nad, error = %e, "cannot restore secondary addresses");
+                let owner = ipam_owner(pod, vmi.as_deref(), &nad);
+                match self.ipam.restore(&owner, &subnet, &ips, addrs.mac) {
+                    Ok(()) => {
+                        restored.insert((pod.key(), nad));
+                    }
+                    Err(e) => {
+                        tracing::warn!(pod = %pod.key(), network = %nad, error = %e, "cannot restore secondary addresses")
+                    }
                 }
+            }
+        }
+        let cluster = self.cfg.cluster_id.clone();
+        let from_nb: Vec<(String, String, PodAddresses)> = self.rec.replica().read(|v| {
+            v.rows(LogicalSwitchPort::TABLE)
+                .filter(|r| r.map_get("external_ids", names::OWNER) == Some(cluster.as_str()))
+                .filter(|r| r.map_get("external_ids", names::KIND) == Some("pod-network"))
+                .filter_map(|r| {
+                    let pod = r.map_get("external_ids", names::OBJECT)?.to_string();
+                    let nad = r.map_get("external_ids", names::NETWORK)?.to_string();
+                    let subnet = r.map_get("external_ids", SUBNET)?.to_string();
+                    let addresses: Vec<String> = r.get_as("addresses").ok()?;
+                    let addrs =
+                        super::parse_lsp_addresses(addresses.first()?, &subnet, &self.served)?;
+                    Some((pod, nad, addrs))
+                })
+                .collect()
+        });
+        for (key, nad, addrs) in from_nb {
+            let Some(pod) = self.state.pods.get(&key) else {
+                continue;
+            };
+            if restored.contains(&(key.clone(), nad.clone())) {
+                continue;
+            }
+            let vmi = pod_request(pod).ok().and_then(|r| r.vm);
+            let owner = ipam_owner(pod, vmi.as_deref(), &nad);
+            let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
+            if let Err(e) = self.ipam.restore(&owner, &addrs.subnet, &ips, addrs.mac) {
+                tracing::warn!(pod = %key, network = %nad, error = %e, "cannot restore secondary addresses from the NB");
             }
         }
     }
