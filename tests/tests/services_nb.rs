@@ -165,9 +165,14 @@ fn store_with_subnet() -> (MemoryStore, UnboundedReceiver<Event>) {
 
 /// Waits (10 s at most) until the SB flows of `subnet-blue` contain every one of `needles`.
 fn sb_has(sb: &str, needles: &[&str]) -> bool {
+    sb_has_on(sb, "subnet-blue", needles)
+}
+
+/// Waits (10 s at most) until the SB flows of datapath `dp` contain every one of `needles`.
+fn sb_has_on(sb: &str, dp: &str, needles: &[&str]) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let flows = lab::ctl::sbctl(sb, &["lflow-list", "subnet-blue"]).unwrap_or_default();
+        let flows = lab::ctl::sbctl(sb, &["lflow-list", dp]).unwrap_or_default();
         if needles.iter().all(|n| flows.contains(n)) {
             return true;
         }
@@ -397,6 +402,11 @@ async fn internal_traffic_policy_local_on_real_nb() {
     store.apply_node(node("n3", "172.18.0.13"));
     let mut loc = service("loc", "10.96.0.50", &[("http", Proto::Tcp, 80, None)]);
     loc.internal_local = true;
+    // ClientIP affinity cannot go on a template row (OVN 23.03, see
+    // `template_affinity_is_not_usable_in_ovn_23_03`): left off and reported
+    loc.affinity_timeout = Some(60);
+    let limitation = loc.limitations();
+    assert_eq!(limitation.len(), 1, "{limitation:?}");
     store.apply_service(loc);
     store.apply_endpoint_slice(slice(
         "loc",
@@ -413,6 +423,15 @@ async fn internal_traffic_policy_local_on_real_nb() {
     assert_eq!(
         get(&nb, "Load_Balancer", &t4, "options:template"),
         "\"true\""
+    );
+    assert!(
+        !get(&nb, "Load_Balancer", &t4, "options").contains("affinity_timeout"),
+        "no affinity on the template row"
+    );
+    assert_eq!(
+        store.service_events(),
+        vec![format!("demo/loc: {}", limitation[0])],
+        "the affinity left off is reported once"
     );
     let members = get(
         &nb,
@@ -517,5 +536,73 @@ async fn internal_traffic_policy_local_on_real_nb() {
         ],
     );
     assert_eq!(left.trim(), "n3", "{left}");
+    tests::record_real_run("services_nb");
+}
+
+/// Why `internalTrafficPolicy: Local` Services get no `affinity_timeout` on their template
+/// rows: OVN 23.03's northd builds the affinity flows of a template VIP as IPv6 even with
+/// `address-family=ipv4` (`ip6 && xxreg1 == ^var`: never matches IPv4 traffic) and uses the
+/// backends variable as one address (`ip6.dst == ^backends`: a list of `ip:port` does not
+/// parse). The rows here are the test's own, on a switch of its own. When this test
+/// fails, northd builds usable flows: put `affinity_timeout` on the template rows
+/// (`control/src/translate/service/local.rs`) and drop `ServiceInfo::limitations`' entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_affinity_is_not_usable_in_ovn_23_03() {
+    let Some((_scratch, central)) = central("svcaff") else {
+        return;
+    };
+    let nb = central.nb_remote();
+    let sb = central.sb_remote();
+    nbctl(&nb, &["ls-add", "probe"]);
+    nbctl(&nb, &["lsp-add", "probe", "p1"]);
+    let lb = nbctl(
+        &nb,
+        &[
+            "create",
+            "Load_Balancer",
+            "name=probe-template",
+            "protocol=tcp",
+            r#"vips:"^pvip:80"="^pbe""#,
+            "options:template=true",
+            "options:address-family=ipv4",
+            "options:affinity_timeout=60",
+        ],
+    );
+    nbctl(&nb, &["ls-lb-add", "probe", lb.trim()]);
+    nbctl(
+        &nb,
+        &[
+            "create",
+            "Chassis_Template_Var",
+            "chassis=c1",
+            "variables:pvip=10.96.0.9",
+            r#"variables:pbe="10.16.0.5:8080,10.16.0.6:8080""#,
+        ],
+    );
+    // the templated VIP itself is fine (IPv4)...
+    assert!(
+        sb_has_on(
+            &sb,
+            "probe",
+            &["ip4.dst == ^pvip && tcp.dst == 80", "backends=^pbe"]
+        ),
+        "templated LB flows"
+    );
+    // ...its affinity flows are not
+    let flows = lab::ctl::sbctl(&sb, &["lflow-list", "probe"]).unwrap_or_default();
+    let aff: Vec<&str> = flows.lines().filter(|l| l.contains("lb_aff")).collect();
+    assert!(
+        aff.iter()
+            .any(|l| l.contains("ls_in_lb_aff_check") && l.contains("ip6 && xxreg1 == ^pvip")),
+        "northd no longer builds an IPv4 template's affinity check as IPv6: {aff:#?}"
+    );
+    assert!(
+        !aff.iter().any(|l| l.contains("ip4") && l.contains("^pvip")),
+        "northd now builds IPv4 affinity flows for a template VIP: {aff:#?}"
+    );
+    assert!(
+        flows.contains("ip6.dst == ^pbe"),
+        "northd no longer uses the backends variable as one address: {aff:#?}"
+    );
     tests::record_real_run("services_nb");
 }

@@ -1,6 +1,8 @@
 //! Reporting Service problems: each new one (a part of a Service the controller skips) is
 //! sent as a Warning event (`ServiceProblem`) on its Service, once, until it goes away
-//! and comes back. The problems are logged when the Service arrives ([`super::state`]).
+//! and comes back; so is what OVN cannot give a valid Service
+//! ([`crate::services::ServiceInfo::limitations`]). The problems are logged when the
+//! Service arrives ([`super::state`]).
 
 use std::collections::BTreeSet;
 
@@ -16,7 +18,9 @@ impl<W: Writer> Controller<W> {
             .flat_map(|s| {
                 s.problems
                     .iter()
-                    .map(|p| (s.namespace.clone(), s.name.clone(), p.clone()))
+                    .cloned()
+                    .chain(s.limitations())
+                    .map(|p| (s.namespace.clone(), s.name.clone(), p))
             })
             .collect();
         let keys: BTreeSet<String> = now

@@ -96,6 +96,27 @@ impl ServiceInfo {
     pub fn balanced(&self) -> bool {
         !self.headless && !self.external_name
     }
+
+    /// What a valid Service asks for that OVN cannot give it (reported as Warning events
+    /// like [`Self::problems`], but the Service is not wrong: an apiserver accepts it).
+    ///
+    /// - `sessionAffinity: ClientIP` with `internalTrafficPolicy: Local`: the cluster IPs
+    ///   are on template load balancers ([`crate::translate::service::local`]), and OVN
+    ///   23.03's northd builds the affinity flows of a template VIP as IPv6 and takes the
+    ///   backends variable for one address (they never match, or ovn-controller cannot
+    ///   parse them), so affinity is not set there.
+    pub fn limitations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.balanced() && self.internal_local && self.affinity_timeout.is_some() {
+            out.push(
+                "sessionAffinity: ClientIP is not applied to the cluster IPs of an \
+                 internalTrafficPolicy: Local Service (OVN 23.03 template load balancers \
+                 cannot keep affinity); node ports, externalIPs and ingress IPs keep it"
+                    .to_string(),
+            );
+        }
+        out
+    }
 }
 
 /// One endpoint (a pod) of a slice.

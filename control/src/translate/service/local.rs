@@ -24,8 +24,12 @@
 //!
 //! Only cluster IPs follow the internal policy: externalIPs, LoadBalancer ingress IPs and
 //! node ports are external traffic and stay on the regular row (`externalTrafficPolicy`).
-//! `sessionAffinity: ClientIP` is not applied to the template rows (OVN builds affinity
-//! flows from literal backends only).
+//! `sessionAffinity: ClientIP` is not applied to the template rows: OVN 23.03's northd
+//! builds the affinity flows of a template VIP as if it were IPv6 (`ip6 && xxreg1 ==
+//! ^var`, even with `address-family=ipv4`) and uses the backends variable as one address
+//! (`ip6.dst == ^backends`), so they never match or do not parse. The Service gets a
+//! Warning event instead ([`ServiceInfo::limitations`]); `services_nb` checks that northd
+//! still does this.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;

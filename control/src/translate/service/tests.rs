@@ -305,3 +305,37 @@ fn internal_local_uses_template_rows_and_per_chassis_variables() {
     add(&cfg, [&s], [&sl], &nodes, &mut nb);
     assert!(nb.load_balancers.template_vars.is_empty());
 }
+
+#[test]
+fn internal_local_with_affinity_keeps_it_off_the_template_rows_and_says_so() {
+    let cfg = ClusterConfig::default();
+    let mut s = svc(vec![port("http", Proto::Tcp, 80, Some(30080))]);
+    s.node_ports = true;
+    s.affinity_timeout = Some(60);
+    assert!(s.limitations().is_empty(), "affinity alone is served");
+    s.internal_local = true;
+    let sl = slice(vec![ep(&["10.16.0.5"], "n1", true)]);
+    let n1 = node("n1", "172.18.0.1");
+    let lbs = load_balancers(&cfg, &s, &[&sl], &[&n1]);
+    let by_name: BTreeMap<&str, &LoadBalancer> = lbs.iter().map(|l| (l.name.as_str(), l)).collect();
+    let t4 = by_name["Service_demo/web_TCP_local4"];
+    assert!(
+        !t4.options.contains_key("affinity_timeout"),
+        "OVN 23.03 cannot keep affinity on a template row: {:?}",
+        t4.options
+    );
+    // the node ports on the regular row keep it
+    let tcp = by_name["Service_demo/web_TCP"];
+    assert!(tcp.vips.contains_key("172.18.0.1:30080"), "{:?}", tcp.vips);
+    assert_eq!(tcp.options["affinity_timeout"], "60");
+    let l = s.limitations();
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert!(l[0].contains("sessionAffinity: ClientIP"), "{l:?}");
+    assert!(
+        s.problems.is_empty(),
+        "a limitation is not a problem of the object"
+    );
+    // headless: nothing is served, nothing to say
+    s.headless = true;
+    assert!(s.limitations().is_empty());
+}
