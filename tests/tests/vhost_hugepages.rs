@@ -11,10 +11,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lab::{Lab, LabConfig};
-use tests::zovn::{DownOnDrop, Zovn, pod_ip, wait_until};
+use tests::vhost_lab::DpdkLab;
+use tests::zovn::{pod_ip, wait_until};
 
-const VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
 const NR_HUGEPAGES: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 
 const PODS: &str = r#"
@@ -59,47 +58,20 @@ impl Drop for RestorePages {
 fn vhost_pod_is_refused_while_hugepages_are_exhausted_then_starts() {
     const T: &str =
         "vhost_hugepages::vhost_pod_is_refused_while_hugepages_are_exhausted_then_starts";
-    let mut bins = tests::LAB_BINS.to_vec();
-    bins.push("dpdk-testpmd");
-    if !tests::require_real(T, &bins) {
-        return;
-    }
-    if !Path::new(VSWITCHD_DPDK).exists() {
-        assert!(
-            std::env::var("ZOVN_REQUIRE_REAL").as_deref() != Ok("1"),
-            "{VSWITCHD_DPDK} missing"
-        );
-        eprintln!("skipped: {VSWITCHD_DPDK} missing");
+    if !tests::vhost_lab::available(T) {
         return;
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("vhh");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 1;
-    cfg.datapath = vec!["dpdk".into()];
-    let mut lab = Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn::new(&dir);
-    lab.start_apiserver(&z.exe).expect("object store");
-    let agent = tests::workspace_bin("zstack-ovnkube-node");
-    let shim = tests::workspace_bin("zstack-ovn-cni");
-    lab.start_agents(&agent, Some(&shim)).expect("agents");
-    tests::record_real_run(T);
+    let DpdkLab {
+        lab,
+        z,
+        db1: db,
+        down: _down,
+        ..
+    } = DpdkLab::up(&s, &["dpdk"], T);
     let node = lab.node(1).expect("node1").clone();
-    let db = node.db_remote.clone();
-    let vsctl = |args: &[&str]| {
-        lab::ctl::vsctl(&db, args)
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    };
-    wait_until(
-        "node1's agent initialised OVS-DPDK",
-        Duration::from_secs(90),
-        || vsctl(&["get", "Open_vSwitch", ".", "dpdk_initialized"]) == "true",
-    );
+    let vsctl = |args: &[&str]| tests::vhost_lab::vsctl(&db, args);
     let pods_file = s.dir.path().join("pods.yaml");
     std::fs::write(&pods_file, PODS).expect("write pods");
     z.ok(&["apply", "-f", pods_file.to_str().expect("utf-8")]);

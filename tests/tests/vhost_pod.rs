@@ -20,42 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
-use tests::zovn::{DownOnDrop, Zovn, alive, assert_down_clean, pod_ip, wait_until};
-
-const VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
-
-/// Probes `target` (ip:port) from pod `from` until it answers with the pod name `to`.
-fn probe_until(z: &Zovn, from: &str, target: &str, to: &str, bound: Duration) -> Duration {
-    let t0 = Instant::now();
-    loop {
-        let (code, out, _) = z.run(&["probe", from, target, "--timeout", "1s"]);
-        if code == 0 && out.trim() == to {
-            return t0.elapsed();
-        }
-        assert!(
-            t0.elapsed() < bound,
-            "{from} → {target} still unreachable after {bound:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn ping(z: &Zovn, from: &str, ip: &str) {
-    let out = z.ok(&[
-        "exec", from, "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", ip,
-    ]);
-    assert!(out.contains(" 0% packet loss"), "{from} → {ip}: {out}");
-}
-
-fn vsctl(db: &str, args: &[&str]) -> String {
-    lab::ctl::vsctl(db, args)
-        .unwrap_or_default()
-        .trim()
-        .trim_matches('"')
-        .to_string()
-}
+use tests::vhost_lab::{DpdkLab, ping, probe_until, vsctl};
+use tests::zovn::{alive, assert_down_clean, pod_ip, wait_until};
 
 /// (uuid, vhost-server-path, iface-id, link_state) of every dpdkvhostuserclient Interface.
 fn vhost_ifaces(db: &str) -> BTreeMap<String, (String, String, String, String)> {
@@ -146,41 +113,20 @@ spec:
 #[test]
 fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     const T: &str = "vhost_pod::vhost_pods_carry_traffic_survive_restarts_and_leave_nothing";
-    let mut bins = tests::LAB_BINS.to_vec();
-    bins.push("dpdk-testpmd");
-    if !tests::require_real(T, &bins) {
-        return;
-    }
-    if !Path::new(VSWITCHD_DPDK).exists() {
-        assert!(
-            std::env::var("ZOVN_REQUIRE_REAL").as_deref() != Ok("1"),
-            "{VSWITCHD_DPDK} missing"
-        );
-        eprintln!("skipped: {VSWITCHD_DPDK} missing");
+    if !tests::vhost_lab::available(T) {
         return;
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("vhp");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 2;
-    cfg.datapath = vec!["dpdk".into(), "kernel".into()];
-    let mut lab = Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn::new(&dir);
-    lab.start_apiserver(&z.exe).expect("object store");
-    let agent = tests::workspace_bin("zstack-ovnkube-node");
-    let shim = tests::workspace_bin("zstack-ovn-cni");
-    lab.start_agents(&agent, Some(&shim)).expect("agents");
-    tests::record_real_run(T);
-    // the agent, not the lab, initialises DPDK on node1 (vswitchd restarted by it)
-    let db1 = lab.node(1).expect("node1").db_remote.clone();
-    wait_until(
-        "node1's agent initialised OVS-DPDK",
-        Duration::from_secs(90),
-        || vsctl(&db1, &["get", "Open_vSwitch", ".", "dpdk_initialized"]) == "true",
-    );
+    let DpdkLab {
+        mut lab,
+        dir,
+        z,
+        agent,
+        shim,
+        db1,
+        down: _down,
+    } = DpdkLab::up(&s, &["dpdk", "kernel"], T);
 
     let pods_file = s.dir.path().join("pods.yaml");
     std::fs::write(&pods_file, PODS).expect("write pods");
