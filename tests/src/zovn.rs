@@ -218,3 +218,45 @@ impl Zovn {
         );
     }
 }
+
+/// Brings up a lab of `nodes` nodes in `<scratch>/lab` (names prefixed by the scratch's
+/// prefix) and its object store, kept running until the returned [`DownOnDrop`] goes
+/// (keep it bound: `let (mut lab, z, _down) = ...`). `datapath` is
+/// [`lab::LabConfig::datapath`]: empty = no datapath config, one value = every node, else
+/// one per node. The node agents are not started ([`start_agents`]), so a test can
+/// prepare the nodes first.
+pub fn start_lab(
+    scratch: &crate::Scratch,
+    nodes: usize,
+    datapath: &[&str],
+) -> (Lab, Zovn, DownOnDrop) {
+    let dir = scratch.dir.path().join("lab");
+    let mut cfg = lab::LabConfig::new(&dir, &scratch.prefix);
+    cfg.nodes = nodes;
+    cfg.datapath = datapath.iter().map(|d| d.to_string()).collect();
+    let mut lab = Lab::up(cfg).expect("lab up");
+    lab.keep_running();
+    let down = DownOnDrop(dir.clone());
+    let z = Zovn::new(&dir);
+    lab.start_apiserver(&z.exe).expect("object store");
+    (lab, z, down)
+}
+
+/// Starts every node's agent (`zstack-ovnkube-node`, with the real `zstack-ovn-cni` shim
+/// installed) from the workspace's target dir.
+pub fn start_agents(lab: &mut Lab) -> Vec<lab::process::DaemonRecord> {
+    let agent = crate::workspace_bin("zstack-ovnkube-node");
+    let shim = crate::workspace_bin("zstack-ovn-cni");
+    lab.start_agents(&agent, Some(&shim)).expect("agents")
+}
+
+impl Zovn {
+    /// `zovn lab apply -f examples/<name>` (a directory or file of the repository's
+    /// `examples/`).
+    pub fn apply_example(&self, name: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(name);
+        self.ok(&["apply", "-f", path.to_str().expect("utf-8")])
+    }
+}

@@ -16,9 +16,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lab::{Lab, LabConfig};
 use serde_json::Value;
-use tests::zovn::{DownOnDrop, Zovn, assert_down_clean, netns_of, pod_ip, wait_until};
+use tests::zovn::{Zovn, assert_down_clean, netns_of, pod_ip, start_agents, start_lab, wait_until};
 
 const STUB: &str = r#"#!/bin/sh
 # stand-in for zstack-ovn-cni: logs the call, answers 11 to the first ADD of a container
@@ -77,17 +76,8 @@ fn runtime_with_a_stub_plugin() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("lpr");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 2;
-    let mut lab = Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn {
-        exe: tests::workspace_bin("zovn"),
-        dir: dir.clone(),
-    };
-    lab.start_apiserver(&z.exe).expect("object store");
+    let (lab, z, _down) = start_lab(&s, 2, &[]);
+    let dir = z.dir.clone();
 
     // what the agent would install: a conflist and the plugin, per node
     let layout = lab::state::Layout::new(&dir);
@@ -239,24 +229,12 @@ fn pods_reach_each_other() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("lpe");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 2;
-    let mut lab = Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn {
-        exe: tests::workspace_bin("zovn"),
-        dir: dir.clone(),
-    };
-    lab.start_apiserver(&z.exe).expect("object store");
-    let agent = tests::workspace_bin("zstack-ovnkube-node");
-    let shim = tests::workspace_bin("zstack-ovn-cni");
-    let agents = lab.start_agents(&agent, Some(&shim)).expect("agents");
+    let (mut lab, z, _down) = start_lab(&s, 2, &[]);
+    let dir = z.dir.clone();
+    let agents = start_agents(&mut lab);
     assert_eq!(agents.len(), 2);
 
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/lab");
-    z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
+    z.apply_example("lab");
     let keys = ["demo/web", "demo/db", "blue/dns", "blue/client"];
     let pods = z.wait_ready(&keys, Duration::from_secs(120));
     eprintln!("{}", z.ok(&["get", "pods"]));
@@ -370,22 +348,10 @@ fn pods_survive_an_ovs_vswitchd_restart() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("lpv");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 2;
-    let mut lab = Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn {
-        exe: tests::workspace_bin("zovn"),
-        dir: dir.clone(),
-    };
-    lab.start_apiserver(&z.exe).expect("object store");
-    let agent = tests::workspace_bin("zstack-ovnkube-node");
-    let shim = tests::workspace_bin("zstack-ovn-cni");
-    lab.start_agents(&agent, Some(&shim)).expect("agents");
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/lab");
-    z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
+    let (mut lab, z, _down) = start_lab(&s, 2, &[]);
+    let dir = z.dir.clone();
+    start_agents(&mut lab);
+    z.apply_example("lab");
     let keys = ["demo/web", "demo/db", "blue/dns", "blue/client"];
     let pods = z.wait_ready(&keys, Duration::from_secs(120));
     let web_node = pods["demo/web"]["spec"]["nodeName"]

@@ -14,12 +14,10 @@
 //!   table was lost rebuilds it; deleting a Service removes its rules.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lab::{Lab, LabConfig};
-use tests::zovn::{DownOnDrop, Zovn, alive, wait_until};
+use tests::zovn::{Zovn, alive, start_agents, start_lab, wait_until};
 
 const ITP: &str = r#"apiVersion: v1
 kind: Service
@@ -124,13 +122,7 @@ fn node_local_and_host_services_on_real_traffic() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("svh");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 2;
-    let mut lab = Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn::new(&dir);
+    let (mut lab, z, _down) = start_lab(&s, 2, &[]);
     let nodes = lab.nodes().to_vec();
     // a table of someone else's in node 1's host: never touched
     let foreign = "table inet h2-foreign {\n  chain keep {\n    ip daddr 203.0.113.9 counter accept\n  }\n}\n";
@@ -142,12 +134,8 @@ fn node_local_and_host_services_on_real_traffic() {
     );
     assert!(ok, "foreign table: {out}");
 
-    lab.start_apiserver(&z.exe).expect("object store");
-    let agent = tests::workspace_bin("zstack-ovnkube-node");
-    let shim = tests::workspace_bin("zstack-ovn-cni");
-    lab.start_agents(&agent, Some(&shim)).expect("agents");
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/services");
-    z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
+    start_agents(&mut lab);
+    z.apply_example("services");
     let itp_file = s.dir.path().join("itp.yaml");
     std::fs::write(
         &itp_file,
@@ -257,7 +245,7 @@ fn node_local_and_host_services_on_real_traffic() {
         host_probe(&nodes[0].netns, &own).is_err(),
         "no rule, no answer"
     );
-    lab.start_agents(&agent, Some(&shim)).expect("agents again");
+    start_agents(&mut lab);
     reaches(&format!("host 1 → {own} after restart"), &webs, || {
         host_probe(&nodes[0].netns, &own)
     });

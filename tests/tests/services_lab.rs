@@ -14,13 +14,11 @@
 //! Service is checked at the NB level (its Load_Balancer row with protocol sctp).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lab::{Lab, LabConfig};
 use serde_json::Value;
 use tests::nbctl::nbctl;
-use tests::zovn::{DownOnDrop, Zovn};
+use tests::zovn::{Zovn, start_agents, start_lab};
 
 /// One probe: Ok(who answered) or Err(why not).
 fn probe(z: &Zovn, from: &str, target: &str, udp: bool) -> Result<String, String> {
@@ -106,21 +104,11 @@ fn services_on_real_traffic() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("svl");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 2;
-    let mut lab = Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn::new(&dir);
-    lab.start_apiserver(&z.exe).expect("object store");
-    let agent = tests::workspace_bin("zstack-ovnkube-node");
-    let shim = tests::workspace_bin("zstack-ovn-cni");
-    lab.start_agents(&agent, Some(&shim)).expect("agents");
+    let (mut lab, z, _down) = start_lab(&s, 2, &[]);
+    start_agents(&mut lab);
     let nb = lab.nb_remote();
 
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/services");
-    z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
+    z.apply_example("services");
     let (w1, w2, c1, c2) = ("svc/web-1", "svc/web-2", "svc/client-1", "svc/client-2");
     let webs = [w1, w2];
 
