@@ -21,9 +21,9 @@ lab: build
 test:
 	@scripts/run-tests.sh
 
-# the NetworkPolicy corpus on real traffic (quarantined from `test`, see tests/tests/netpol_lab.rs)
+# the NetworkPolicy corpus on real traffic alone, with its progress (also part of `test`)
 test-netpol: build
-	cargo test -p tests --test netpol_lab -- --ignored --nocapture
+	cargo test -p tests --test netpol_lab -- --nocapture
 
 lint:
 	$(CARGO) fmt --all --check

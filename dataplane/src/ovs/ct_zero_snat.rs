@@ -10,8 +10,10 @@
 //! (`conntrack.c:1063: assertion conn->conn_type == CT_CONN_TYPE_DEFAULT failed in
 //! conn_update_state()`). Any UDP client that reuses a source port ~30 s after its last
 //! packet kills the node's datapath; `tests/tests/netpol_conntrack.rs` reproduces it.
-//! Upstream fixed it in conntrack ("Release nat_conn in case both keys have the same
-//! hash", 3.1 stable branch); Debian 12 ships 3.1.0 without it.
+//! Upstream conntrack later stopped keeping an un-NAT entry that shares its connection's
+//! hash (recalled as "conntrack: Release nat_conn in case both keys have the same hash",
+//! on the stable branches; not verified here, the 3.1.x sources were not reachable);
+//! Debian 12's 3.1.0-2+deb12u1 carries only CVE patches.
 //!
 //! With the capability reported false, ovn-controller commits without NAT, which no
 //! longer creates the un-NAT entries. What is lost: zero-SNAT resolves a rare tuple
