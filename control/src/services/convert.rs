@@ -145,6 +145,16 @@ pub fn service_info(svc: &Service) -> ServiceInfo {
     }
 }
 
+/// A port of a slice or of an Endpoints subset; `None` when its number or protocol is
+/// unusable (such a port cannot back any Service port).
+fn endpoint_port(name: Option<&str>, port: i32, protocol: Option<&str>) -> Option<EndpointPort> {
+    Some(EndpointPort {
+        name: name.unwrap_or_default().to_string(),
+        port: u16::try_from(port).ok().filter(|p| *p > 0)?,
+        protocol: Proto::parse(protocol).ok()?,
+    })
+}
+
 /// A discovery.k8s.io/v1 EndpointSlice; `None` when it names no Service.
 pub fn slice_info(slice: &EndpointSlice) -> Option<EndpointSliceInfo> {
     let meta = &slice.metadata;
@@ -169,13 +179,7 @@ pub fn slice_info(slice: &EndpointSlice) -> Option<EndpointSliceInfo> {
         .ports
         .iter()
         .flatten()
-        .filter_map(|p| {
-            Some(EndpointPort {
-                name: p.name.clone().unwrap_or_default(),
-                port: u16::try_from(p.port?).ok().filter(|p| *p > 0)?,
-                protocol: Proto::parse(p.protocol.as_deref()).ok()?,
-            })
-        })
+        .filter_map(|p| endpoint_port(p.name.as_deref(), p.port?, p.protocol.as_deref()))
         .collect();
     Some(EndpointSliceInfo {
         namespace: meta.namespace.clone().unwrap_or_default(),
@@ -219,13 +223,7 @@ pub fn endpoints_info(ep: &Endpoints) -> Vec<EndpointSliceInfo> {
                 .ports
                 .iter()
                 .flatten()
-                .filter_map(|p| {
-                    Some(EndpointPort {
-                        name: p.name.clone().unwrap_or_default(),
-                        port: u16::try_from(p.port).ok().filter(|p| *p > 0)?,
-                        protocol: Proto::parse(p.protocol.as_deref()).ok()?,
-                    })
-                })
+                .filter_map(|p| endpoint_port(p.name.as_deref(), p.port, p.protocol.as_deref()))
                 .collect();
             EndpointSliceInfo {
                 namespace: ns.clone(),
@@ -297,18 +295,28 @@ mod tests {
             "endpoints": [
                 {"addresses": ["10.16.0.5"], "nodeName": "n1"},
                 {"addresses": ["10.16.0.6"], "conditions": {"ready": false, "serving": true, "terminating": true}}],
-            "ports": [{"name": "http", "port": 8080}]
+            "ports": [{"name": "http", "port": 8080}, {"name": "zero", "port": 0},
+                {"name": "icmp", "port": 7, "protocol": "ICMP"}, {"name": "none"}]
         }))
         .expect("slice");
         let s = slice_info(&es).expect("has a service");
         assert_eq!(s.service_key(), "d/web");
         assert!(s.endpoints[0].ready && s.endpoints[0].serving);
         assert!(!s.endpoints[1].ready && s.endpoints[1].serving && s.endpoints[1].terminating);
-        assert_eq!(s.ports[0].port, 8080);
+        assert_eq!(s.ports.len(), 1, "unusable ports left out: {:?}", s.ports);
+        assert_eq!(
+            (
+                s.ports[0].name.as_str(),
+                s.ports[0].port,
+                s.ports[0].protocol
+            ),
+            ("http", 8080, Proto::Tcp)
+        );
         let ep: Endpoints = serde_json::from_value(json!({
             "metadata": {"namespace": "d", "name": "web"},
             "subsets": [{"addresses": [{"ip": "10.16.0.5"}], "notReadyAddresses": [{"ip": "10.16.0.9"}],
-                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}]
+                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"},
+                    {"port": 70000}, {"port": 53, "protocol": "UDP"}]}]
         }))
         .expect("endpoints");
         let v = endpoints_info(&ep);
@@ -316,5 +324,11 @@ mod tests {
         assert_eq!(v[0].service, "web");
         assert_eq!(v[0].endpoints.len(), 2);
         assert!(v[0].endpoints[0].ready && !v[0].endpoints[1].ready);
+        let ports: Vec<(&str, u16, Proto)> = v[0]
+            .ports
+            .iter()
+            .map(|p| (p.name.as_str(), p.port, p.protocol))
+            .collect();
+        assert_eq!(ports, [("http", 8080, Proto::Tcp), ("", 53, Proto::Udp)]);
     }
 }

@@ -11,6 +11,8 @@
 pub mod convert;
 pub mod model;
 pub mod select;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use model::{
     EndpointInfo, EndpointPort, EndpointSliceInfo, Proto, ServiceInfo, ServicePort, TargetPort,

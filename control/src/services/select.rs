@@ -56,15 +56,13 @@ pub fn vip(ip: IpAddr, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::services::{EndpointInfo, EndpointPort, Proto, TargetPort};
+    use crate::services::{EndpointInfo, Proto, TargetPort, testing};
 
     fn ep(ip: &str, ready: bool, serving: bool, terminating: bool, node: &str) -> EndpointInfo {
         EndpointInfo {
-            addresses: vec![ip.parse().expect("ip")],
-            ready,
             serving,
             terminating,
-            node: Some(node.into()),
+            ..testing::endpoint(&[ip], node, ready)
         }
     }
 
@@ -79,24 +77,12 @@ mod tests {
     }
 
     fn slice(endpoints: Vec<EndpointInfo>) -> EndpointSliceInfo {
-        EndpointSliceInfo {
-            namespace: "d".into(),
-            name: "web-1".into(),
-            service: "web".into(),
+        testing::slice(
+            "d",
+            "web",
             endpoints,
-            ports: vec![
-                EndpointPort {
-                    name: "http".into(),
-                    port: 8080,
-                    protocol: Proto::Tcp,
-                },
-                EndpointPort {
-                    name: "dns".into(),
-                    port: 5353,
-                    protocol: Proto::Udp,
-                },
-            ],
-        }
+            &[("http", 8080, Proto::Tcp), ("dns", 5353, Proto::Udp)],
+        )
     }
 
     #[test]

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::services::{EndpointInfo, EndpointPort, ServicePort, TargetPort};
+use crate::services::{EndpointInfo, ServicePort, TargetPort};
 use crate::translate::Input;
 
 fn node(name: &str, ip: &str) -> NodeInfo {
@@ -37,39 +37,20 @@ fn port(name: &str, proto: Proto, port: u16, node_port: Option<u16>) -> ServiceP
 }
 
 fn ep(ips: &[&str], node: &str, ready: bool) -> EndpointInfo {
-    EndpointInfo {
-        addresses: ips.iter().map(|i| i.parse().expect("ip")).collect(),
-        ready,
-        serving: ready,
-        terminating: false,
-        node: Some(node.into()),
-    }
+    crate::services::testing::endpoint(ips, node, ready)
 }
 
 fn slice(endpoints: Vec<EndpointInfo>) -> EndpointSliceInfo {
-    EndpointSliceInfo {
-        namespace: "demo".into(),
-        name: "web-x".into(),
-        service: "web".into(),
+    crate::services::testing::slice(
+        "demo",
+        "web",
         endpoints,
-        ports: vec![
-            EndpointPort {
-                name: "http".into(),
-                port: 8080,
-                protocol: Proto::Tcp,
-            },
-            EndpointPort {
-                name: "dns".into(),
-                port: 5353,
-                protocol: Proto::Udp,
-            },
-            EndpointPort {
-                name: "sig".into(),
-                port: 3868,
-                protocol: Proto::Sctp,
-            },
+        &[
+            ("http", 8080, Proto::Tcp),
+            ("dns", 5353, Proto::Udp),
+            ("sig", 3868, Proto::Sctp),
         ],
-    }
+    )
 }
 
 #[test]
