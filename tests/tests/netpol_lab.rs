@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tests::zovn::DownOnDrop;
 
+use lab::Lab;
 use lab::apiserver::{ApiClient, ObjectRef, ResourceKind};
 use lab::pods::probe::{ProbeOutcome, probe};
-use lab::{Lab, LabConfig};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -397,22 +397,10 @@ struct LabWithPods {
 impl LabWithPods {
     fn up(tag: &str, cluster_service: bool) -> LabWithPods {
         let s = tests::scratch(tag);
-        let dir = s.dir.path().join("lab");
-        let mut cfg = LabConfig::new(&dir, &s.prefix);
-        cfg.nodes = 2;
-        if let Ok(dp) = std::env::var("ZOVN_NETPOL_DATAPATH") {
-            cfg.datapath = vec![dp];
-        }
-        let mut lab = Lab::up(cfg).expect("lab up");
-        lab.keep_running();
-        let down = DownOnDrop(dir.clone());
-        lab.start_apiserver(&tests::workspace_bin("zovn"))
-            .expect("object store");
-        lab.start_agents(
-            &tests::workspace_bin("zstack-ovnkube-node"),
-            Some(&tests::workspace_bin("zstack-ovn-cni")),
-        )
-        .expect("agents");
+        let dp = std::env::var("ZOVN_NETPOL_DATAPATH").ok();
+        let (mut lab, _, down) = tests::zovn::start_lab(&s, 2, &Vec::from_iter(dp.as_deref()));
+        tests::zovn::start_agents(&mut lab);
+        let dir = lab.dir().to_path_buf();
         let mut api = ApiClient::connect(&dir).expect("api");
         let mut objs = vec![
             json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
