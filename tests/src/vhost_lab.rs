@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lab::{Lab, LabConfig};
+use lab::Lab;
 
 use crate::zovn::{DownOnDrop, Zovn, wait_until};
 
@@ -48,15 +48,8 @@ impl DpdkLab {
     /// `dpdk`), the object store and the agents; returns once node 1's agent has
     /// initialised OVS-DPDK. Records the real run of `test`.
     pub fn up(s: &crate::Scratch, datapath: &[&str], test: &str) -> DpdkLab {
-        let dir = s.dir.path().join("lab");
-        let mut cfg = LabConfig::new(&dir, &s.prefix);
-        cfg.nodes = datapath.len();
-        cfg.datapath = datapath.iter().map(|d| d.to_string()).collect();
-        let mut lab = Lab::up(cfg).expect("lab up");
-        lab.keep_running();
-        let down = DownOnDrop(dir.clone());
-        let z = Zovn::new(&dir);
-        lab.start_apiserver(&z.exe).expect("object store");
+        let (mut lab, z, down) = crate::zovn::start_lab(s, datapath.len(), datapath);
+        let dir = z.dir.clone();
         let agent = crate::workspace_bin("zstack-ovnkube-node");
         let shim = crate::workspace_bin("zstack-ovn-cni");
         lab.start_agents(&agent, Some(&shim)).expect("agents");
