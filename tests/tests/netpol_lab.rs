@@ -25,8 +25,8 @@ const PODS: [&str; 3] = ["a", "b", "c"];
 const ALL_PORTS: [&str; 4] = ["tcp/80", "tcp/81", "udp/80", "udp/81"];
 /// How long one step may take to show its expected matrix (p50 3.1 s, max 5.2 s here).
 const FIRST_WINDOW: Duration = Duration::from_secs(12);
-/// The bound of the second window (after the datapath flows were purged, see
-/// [`diagnose`]) and of everything else.
+/// The bound of the second window (a step that missed the first is diagnosed, see
+/// [`diagnose`], and must then converge on its own) and of everything else.
 const CONVERGE: Duration = Duration::from_secs(30);
 /// A probe's bound (blocked TCP/UDP waits this long).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -421,7 +421,7 @@ impl LabWithPods {
             // left) and stateful, and OVS 3.1.0's userspace datapath was seen keeping
             // megaflows of the stateless pipeline (output without ct) after the flip while
             // `ofproto/trace` of the same packet gave `ct(zone=..),recirc(..)`: a verdict
-            // stale until the flows were purged (see `diagnose`, issue #7).
+            // stale until the datapath flows were purged by hand (issue #7).
             objs.push(json!({"apiVersion": "v1", "kind": "Service",
                 "metadata": {"namespace": "default", "name": "kubernetes"},
                 "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 6443}]}}));
@@ -440,9 +440,10 @@ impl LabWithPods {
 // Runs in `make test` (~4.5 min). Two problems of Debian's OVS 3.1.0 userspace datapath
 // made it flaky before: ovs-vswitchd aborting in conntrack (fixed on our side, see
 // `reused_udp_tuple_after_conntrack_expiry`; an abort is still restarted, re-probed and
-// reported, at most 30) and stale megaflows across a stateless/stateful switch flip
-// (avoided by the cluster Service, see `LabWithPods::up`; any step that still misses is
-// diagnosed, its datapath flows purged and probed in a second window, at most 8).
+// reported, and fails the test) and stale megaflows across a stateless/stateful switch
+// flip (avoided by the cluster Service, see `LabWithPods::up`). A step that misses its
+// first window is diagnosed and must converge on its own in a second one (reported; at
+// most 3 per run).
 #[test]
 fn netpol_corpus_on_real_traffic() {
     if !tests::require_real("netpol_lab::corpus", tests::LAB_BINS) {
@@ -593,7 +594,7 @@ fn netpol_corpus_on_real_traffic() {
     }
     // a bound: a wrong verdict fails both windows and is a failure above
     assert!(
-        retries.len() <= 8,
+        retries.len() <= 3,
         "{} steps needed a second window",
         retries.len()
     );
@@ -606,9 +607,9 @@ fn netpol_corpus_on_real_traffic() {
         );
     }
     assert!(filter.is_some() || cases.len() >= 40);
-    // a bound, so a datapath that only crashes fails the test
+    // the abort's cause is handled by the agent (`ct_zero_snat`): any abort is a failure
     assert!(
-        crashes.len() <= 30,
+        crashes.is_empty(),
         "ovs-vswitchd aborted {} times",
         crashes.len()
     );
@@ -712,8 +713,9 @@ fn egress_to_a_service(env: &mut Env) -> Result<(), String> {
 }
 
 /// What the datapaths hold for the cells a step left wrong (megaflows and conntrack
-/// entries between the two addresses, on both nodes); then every datapath flow is purged
-/// (`revalidator/purge`), so the second window shows whether a stale one was the cause.
+/// entries between the two addresses, on both nodes, and what `ofproto/trace` says of
+/// those flows now). Nothing is purged: the second window shows whether the step
+/// converges on its own (a step fixed only by purging would hide a stale-flow bug).
 fn diagnose(lab: &Lab, env: &Env) -> String {
     let mut out = String::from("\ndiagnosis:");
     let wrong = env.last_wrong.lock().expect("lock").clone();
@@ -772,7 +774,6 @@ fn diagnose(lab: &Lab, env: &Env) -> String {
             .map(str::trim)
             .collect();
         out.push_str(&format!("\n node{node} upcall: {}", summary.join("; ")));
-        cmd("ovs-appctl", &["-t", &ctl, "revalidator/purge"]);
     }
     out
 }
