@@ -53,19 +53,77 @@ where
 
 /// Creates the Subnet CRD (from the Rust types) and waits until it is established.
 pub async fn install_subnet_crd(client: &kube::Client) {
+    install_crd(client, Subnet::crd()).await;
+}
+
+/// Creates `crd` and waits (bounded) until the server has established it.
+pub async fn install_crd(client: &kube::Client, crd: CustomResourceDefinition) {
+    let name = crd.metadata.name.clone().expect("a CRD has a name");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &Subnet::crd())
+    crds.create(&PostParams::default(), &crd)
         .await
-        .expect("create Subnet CRD");
+        .unwrap_or_else(|e| panic!("create CRD {name}: {e}"));
     tokio::time::timeout(
         Duration::from_secs(30),
-        await_condition(
-            crds,
-            "subnets.network.zstack.io",
-            conditions::is_crd_established(),
-        ),
+        await_condition(crds, &name, conditions::is_crd_established()),
     )
     .await
-    .expect("CRD established in time")
+    .unwrap_or_else(|_| panic!("CRD {name} established in time"))
     .expect("watch CRD");
+}
+
+/// A real kube-apiserver (+ etcd) with the Subnet CRD, and a real OVN NB/SB (+ northd
+/// when asked), under one scratch dir: what the controller-on-kube tests stand on.
+pub struct KubeAndOvn {
+    pub kube_api: crate::kube::KubeApi,
+    pub client: kube::Client,
+    pub central: lab::central::Central,
+    /// The NB remote (`unix:...`).
+    pub nb: String,
+}
+
+impl KubeAndOvn {
+    pub async fn start(dir: &std::path::Path, northd: bool) -> KubeAndOvn {
+        let kube_api = crate::kube::KubeApi::start(&dir.join("kube"))
+            .await
+            .expect("etcd + kube-apiserver");
+        let client = kube_api.client().await.expect("kube client");
+        let central = lab::central::Central::start(lab::central::CentralConfig {
+            dir: dir.join("central"),
+            raft: false,
+            northd,
+            tcp: false,
+        })
+        .expect("OVN central");
+        let nb = central.nb_remote();
+        install_subnet_crd(&client).await;
+        KubeAndOvn {
+            kube_api,
+            client,
+            central,
+            nb,
+        }
+    }
+
+    /// Starts `zstack-ovnkube-controller --nb <nb> --kubeconfig ...` (stdout and stderr
+    /// to `log`).
+    pub fn controller(
+        kube_api: &crate::kube::KubeApi,
+        nb: &str,
+        log: &std::path::Path,
+    ) -> KillOnDrop {
+        let out = std::fs::File::create(log).expect("controller log");
+        let err = out.try_clone().expect("controller log");
+        KillOnDrop(
+            std::process::Command::new(crate::workspace_bin("zstack-ovnkube-controller"))
+                .args(["--nb", nb, "--kubeconfig"])
+                .arg(kube_api.kubeconfig_path())
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .expect("start zstack-ovnkube-controller"),
+        )
+    }
 }

@@ -6,7 +6,6 @@
 //!
 //! The first run on a fresh machine builds kube-apiserver (~10 minutes, then cached).
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use control::annotation::{POD_NETWORKS, decode_pod_networks};
@@ -14,9 +13,8 @@ use control::crd::Subnet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Api;
 use kube::api::DeleteParams;
-use lab::central::{Central, CentralConfig};
 use serde_json::{Value, json};
-use tests::kube_objects::{KillOnDrop, create, eventually};
+use tests::kube_objects::{KubeAndOvn, create, eventually};
 use tests::nbctl::{column, nbctl};
 
 /// `kubectl get sn` as kubectl shows it: the server-side Table with the printer columns.
@@ -74,32 +72,14 @@ async fn controller_binary_on_real_kube_apiserver() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("ckube");
-    let kube_api = tests::kube::KubeApi::start(&s.dir.path().join("kube"))
-        .await
-        .expect("etcd + kube-apiserver");
-    let client = kube_api.client().await.expect("kube client");
-    let central = Central::start(CentralConfig {
-        dir: s.dir.path().join("central"),
-        raft: false,
-        northd: true,
-        tcp: false,
-    })
-    .expect("OVN central");
-    let nb = central.nb_remote();
-
-    // The CRD, from the Rust types (deploy/crds/subnet.yaml is checked equal to them).
-    tests::kube_objects::install_subnet_crd(&client).await;
-
-    let controller = KillOnDrop(
-        Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
-            .args(["--nb", &nb, "--kubeconfig"])
-            .arg(kube_api.kubeconfig_path())
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(s.dir.path().join("controller.log")).unwrap())
-            .spawn()
-            .expect("start zstack-ovnkube-controller"),
-    );
+    // the Subnet CRD from the Rust types (deploy/crds/subnet.yaml is checked equal to them)
+    let KubeAndOvn {
+        kube_api,
+        client,
+        central,
+        nb,
+    } = KubeAndOvn::start(s.dir.path(), true).await;
+    let controller = KubeAndOvn::controller(&kube_api, &nb, &s.dir.path().join("controller.log"));
 
     let subnets: Api<Subnet> = Api::all(client.clone());
     create(&subnets, json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",

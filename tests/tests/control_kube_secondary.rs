@@ -5,7 +5,6 @@
 //! second LSP appears; a NAD edited to drop its `subnet` is reported on the pod and the
 //! port goes; a deleted pod leaves no secondary LSP.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use control::annotation::{POD_NETWORKS, decode_network};
@@ -15,10 +14,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
-use lab::central::{Central, CentralConfig};
 use serde_json::json;
-use tests::kube_objects::{KillOnDrop, create, eventually};
+use tests::kube_objects::{KubeAndOvn, create, eventually};
 use tests::nbctl::nbctl;
 
 /// Multus's NetworkAttachmentDefinition CRD (as its deployment installs it).
@@ -47,47 +44,16 @@ async fn controller_serves_secondary_networks_from_kube_nads() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("cksec");
-    let kube_api = tests::kube::KubeApi::start(&s.dir.path().join("kube"))
-        .await
-        .expect("etcd + kube-apiserver");
-    let client = kube_api.client().await.expect("kube client");
-    let central = Central::start(CentralConfig {
-        dir: s.dir.path().join("central"),
-        raft: false,
-        northd: true,
-        tcp: false,
-    })
-    .expect("OVN central");
+    let KubeAndOvn {
+        kube_api,
+        client,
+        central: _central,
+        nb,
+    } = KubeAndOvn::start(s.dir.path(), true).await;
     tests::record_real_run(T);
-    let nb = central.nb_remote();
-    tests::kube_objects::install_subnet_crd(&client).await;
     // Multus's CRD before the controller starts (it discovers the API at start)
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&Default::default(), &nad_crd())
-        .await
-        .expect("NAD CRD");
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        await_condition(
-            crds,
-            "network-attachment-definitions.k8s.cni.cncf.io",
-            conditions::is_crd_established(),
-        ),
-    )
-    .await
-    .expect("CRD established in time")
-    .expect("watch CRD");
-
-    let _controller = KillOnDrop(
-        Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
-            .args(["--nb", &nb, "--kubeconfig"])
-            .arg(kube_api.kubeconfig_path())
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(s.dir.path().join("controller.log")).expect("log"))
-            .spawn()
-            .expect("start zstack-ovnkube-controller"),
-    );
+    tests::kube_objects::install_crd(&client, nad_crd()).await;
+    let _controller = KubeAndOvn::controller(&kube_api, &nb, &s.dir.path().join("controller.log"));
 
     let subnets: Api<Subnet> = Api::all(client.clone());
     for (name, cidr, default) in [

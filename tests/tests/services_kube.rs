@@ -5,28 +5,15 @@
 //! become the Load_Balancer `Service_default/web_TCP`; an Endpoints change updates it; a
 //! not-ready address is left out; deleting the Service deletes the row.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use control::crd::Subnet;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, CustomResourceExt};
-use lab::central::{Central, CentralConfig};
 use serde_json::json;
+use tests::kube_objects::KubeAndOvn;
 use tests::nbctl::nbctl;
-
-/// Kills the controller process when the test ends.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The `vips` of our load balancer `name`, once it exists (bounded wait).
 async fn vips_until(nb: &str, name: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
@@ -62,44 +49,14 @@ async fn services_from_core_endpoints_on_kube_1_20() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("svck");
-    let kube_api = tests::kube::KubeApi::start(&s.dir.path().join("kube"))
-        .await
-        .expect("etcd + kube-apiserver");
-    let client = kube_api.client().await.expect("kube client");
-    let central = Central::start(CentralConfig {
-        dir: s.dir.path().join("central"),
-        raft: false,
-        northd: false,
-        tcp: false,
-    })
-    .expect("OVN central");
-    let nb = central.nb_remote();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &Subnet::crd())
-        .await
-        .expect("create Subnet CRD");
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        await_condition(
-            crds,
-            "subnets.network.zstack.io",
-            conditions::is_crd_established(),
-        ),
-    )
-    .await
-    .expect("CRD established in time")
-    .expect("watch CRD");
+    let KubeAndOvn {
+        kube_api,
+        client,
+        central: _central,
+        nb,
+    } = KubeAndOvn::start(s.dir.path(), false).await;
     let log = s.dir.path().join("controller.log");
-    let _controller = Proc(
-        Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
-            .args(["--nb", &nb, "--kubeconfig"])
-            .arg(kube_api.kubeconfig_path())
-            .env("RUST_LOG", "info")
-            .stdout(std::fs::File::create(&log).expect("log"))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start zstack-ovnkube-controller"),
-    );
+    let _controller = KubeAndOvn::controller(&kube_api, &nb, &log);
     let subnets: Api<Subnet> = Api::all(client.clone());
     let sn: Subnet = serde_json::from_value(json!({"apiVersion": "network.zstack.io/v1",
         "kind": "Subnet", "metadata": {"name": "main"},
