@@ -1,5 +1,6 @@
 //! The `zstack-ovnkube-controller` binary learns NetworkAttachmentDefinitions from a real
-//! kube-apiserver 1.20 (Multus's `k8s.cni.cncf.io/v1` CRD, through kube-rs's dynamic API)
+//! kube-apiserver 1.20 (Multus's `k8s.cni.cncf.io/v1` CRD, installed after the controller
+//! started, through kube-rs's dynamic API)
 //! and serves a pod's secondary network on a real OVN NB + northd: the pod's
 //! `k8s.ovn.org/pod-networks` gets the `<nad-ns>/<nad>` entry in the NAD's Subnet, the
 //! second LSP appears; a NAD edited to drop its `subnet` is reported on the pod and the
@@ -51,9 +52,21 @@ async fn controller_serves_secondary_networks_from_kube_nads() {
         nb,
     } = KubeAndOvn::start(s.dir.path(), true).await;
     tests::record_real_run(T);
-    // Multus's CRD before the controller starts (it discovers the API at start)
+    // Multus installed after the controller: it finds the API on a later discovery retry
+    let log = s.dir.path().join("controller.log");
+    let _controller = KubeAndOvn::controller(&kube_api, &nb, &log);
+    eventually(
+        "the controller to miss the NAD API",
+        Duration::from_secs(30),
+        || async {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("NetworkAttachmentDefinition API not found")
+                .then_some(())
+        },
+    )
+    .await;
     tests::kube_objects::install_crd(&client, nad_crd()).await;
-    let _controller = KubeAndOvn::controller(&kube_api, &nb, &s.dir.path().join("controller.log"));
 
     let subnets: Api<Subnet> = Api::all(client.clone());
     for (name, cidr, default) in [

@@ -1,7 +1,8 @@
 //! The NetworkAttachmentDefinition watch (`k8s.cni.cncf.io/v1`, Multus's CRD) through
 //! kube-rs's dynamic API: NADs are not in k8s-openapi. Where the CRD is not installed the
-//! kind is reported as an empty list once (no pod can then name a secondary network of
-//! ours); Multus installed later is picked up on the controller's next start.
+//! kind is reported as an empty list (no pod can then name a secondary network of ours)
+//! and discovery is retried every [`DISCOVERY_RETRY`], so Multus installed later is
+//! picked up without a restart.
 
 use futures::StreamExt;
 use kube::Client;
@@ -12,6 +13,9 @@ use tokio::sync::mpsc;
 
 use super::{Event, Kind};
 use crate::multus::NadInfo;
+
+/// How often the controller looks again for the NAD API while it is not installed.
+pub const DISCOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The NAD as the controller sees it.
 pub fn nad_info(o: &DynamicObject) -> NadInfo {
@@ -35,15 +39,32 @@ pub fn spawn_watch(client: Client, tx: mpsc::UnboundedSender<Event>) {
             "v1",
             "NetworkAttachmentDefinition",
         );
-        let resource = match kube::discovery::pinned_kind(&client, &gvk).await {
-            Ok((resource, _)) => resource,
-            Err(e) => {
-                tracing::info!(error = %e, "NetworkAttachmentDefinition API not found; no secondary networks");
-                let _ = tx.send(Event::Relist(Kind::Nad));
-                let _ = tx.send(Event::Synced(Kind::Nad));
-                return;
+        // Multus may be installed after the controller: until its API exists the kind is
+        // an empty list, and discovery is retried
+        let mut reported = false;
+        let resource = loop {
+            match kube::discovery::pinned_kind(&client, &gvk).await {
+                Ok((resource, _)) => break resource,
+                Err(e) => {
+                    if !reported {
+                        tracing::info!(error = %e, retry_s = DISCOVERY_RETRY.as_secs(), "NetworkAttachmentDefinition API not found; no secondary networks until it appears");
+                        reported = true;
+                        if tx.send(Event::Relist(Kind::Nad)).is_err()
+                            || tx.send(Event::Synced(Kind::Nad)).is_err()
+                        {
+                            return;
+                        }
+                    }
+                    if tx.is_closed() {
+                        return;
+                    }
+                    tokio::time::sleep(DISCOVERY_RETRY).await;
+                }
             }
         };
+        if reported {
+            tracing::info!("NetworkAttachmentDefinition API found; watching NADs");
+        }
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
         let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
