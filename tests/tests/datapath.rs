@@ -461,15 +461,8 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     // holds any, the bogus one never initialised) and lets the agent allocate them; and
     // it asks for a CPU wake-up latency of 5 µs (held on the real PM QoS device). The
     // lab's `down` puts nr_hugepages back to what it was before `up`.
-    let nr_hugepages = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
-    let nr = || -> u64 {
-        std::fs::read_to_string(nr_hugepages)
-            .expect("read nr_hugepages")
-            .trim()
-            .parse()
-            .expect("nr_hugepages is a number")
-    };
-    std::fs::write(nr_hugepages, "64\n").expect("shrink the hugepages");
+    let nr = || lab::hugepages::nr_pages_2m().expect("nr_hugepages");
+    std::fs::write(lab::hugepages::NR_2M, "64\n").expect("shrink the hugepages");
     assert_eq!(nr(), 64, "no one else holds 2 MiB pages here");
     z.annotate_node(
         &node,

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tests::vhost_lab::DpdkLab;
 use tests::zovn::{pod_ip, wait_until};
 
-const NR_HUGEPAGES: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+use lab::hugepages::NR_2M as NR_HUGEPAGES;
 
 const PODS: &str = r#"
 apiVersion: network.zstack.io/v1
@@ -31,11 +31,7 @@ spec:
 "#;
 
 fn nr_hugepages() -> u64 {
-    std::fs::read_to_string(NR_HUGEPAGES)
-        .expect("read nr_hugepages")
-        .trim()
-        .parse()
-        .expect("nr_hugepages is a number")
+    lab::hugepages::nr_pages_2m().expect("nr_hugepages")
 }
 
 fn meminfo_free() -> u64 {
