@@ -63,6 +63,12 @@ impl SandboxRecord {
             mtu: self.mtu,
             tx_checksum_offload_off: true,
             queues: self.afxdp.as_ref().map_or(1, |a| a.queues),
+            rps_cpus: self
+                .afxdp
+                .as_ref()
+                .and_then(|a| a.rx_cpus.as_deref())
+                .and_then(|l| crate::datapath::cpus::parse_list(l).ok())
+                .map(|set| crate::datapath::cpus::to_sysfs_mask(&set)),
         })
     }
 }

@@ -36,6 +36,7 @@ fn spec(pod: &Netns, i: usize, host_ns: Option<std::path::PathBuf>, last: u8) ->
         mtu: 1400,
         tx_checksum_offload_off: true,
         queues: 1,
+        rps_cpus: None,
     }
 }
 
@@ -132,11 +133,45 @@ fn pod_iface_setup_check_teardown() {
     }
     let ns = Netns::new(&["n", "a"]);
     let (node, pod) = (ns.name(0).to_string(), ns.name(1).to_string());
-    let s = spec(&ns, 1, Some(ns.path(0)), 2);
+    let mut s = spec(&ns, 1, Some(ns.path(0)), 2);
+    // receive steering to CPU 0 (what an AF_XDP pod gets on a node whose PMD is CPU 1)
+    s.rps_cpus = Some("00000001".into());
     let host = s.host_ifname.clone();
+    let rps = || {
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &pod,
+            "cat",
+            "/sys/class/net/eth0/queues/rx-0/rps_cpus",
+        ])
+        .trim()
+        .trim_start_matches(['0', ','])
+        .to_string()
+    };
+    // sysfs mounts the test process sees (other tests add netns mounts meanwhile)
+    let sysfs_mounts = || {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(" - sysfs "))
+            .count()
+    };
+    let mounts = sysfs_mounts();
 
     let p1 = pod_iface::setup(&s).expect("setup");
     assert!(p1.created);
+    assert_eq!(
+        rps(),
+        "1",
+        "rps_cpus of the pod end, read through ip netns exec"
+    );
+    assert_eq!(
+        sysfs_mounts(),
+        mounts,
+        "the sysfs mount for the pod netns stays on the worker thread"
+    );
     assert_eq!(p1.host_ifname, host);
     verify_with_ip(&pod, &s);
     let h = link(&node, &host);
@@ -153,6 +188,18 @@ fn pod_iface_setup_check_teardown() {
         (p1.host_ifindex, p1.pod_ifindex)
     );
     pod_iface::check(&s).expect("check after setup");
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &pod,
+        "sh",
+        "-c",
+        "echo 0 > /sys/class/net/eth0/queues/rx-0/rps_cpus",
+    ]);
+    assert_eq!(rps(), "");
+    pod_iface::setup(&s).expect("setup restoring the steering");
+    assert_eq!(rps(), "1", "setup puts the steering back");
 
     // break things one at a time: check names it, setup repairs it
     let breakages: [(&[&str], &str); 5] = [

@@ -57,6 +57,12 @@ pub struct Config {
     /// `cpuDmaLatencyUs` of the node's datapath config: the agent holds this CPU wake-up
     /// latency request for the whole run, so every path (the veth pairs too) runs with it.
     pub cpu_dma_latency: Option<u32>,
+    /// `afxdp.rxCpus` of the node's datapath config (`auto`, a cpulist, `off`); `None`: the
+    /// agent's default (auto).
+    pub afxdp_rx_cpus: Option<String>,
+    /// Rounds: every path is measured once per round, the paths alternating, and each
+    /// figure is the median over the rounds (a shared machine's load moves between runs).
+    pub rounds: u32,
 }
 
 /// One measured path.
@@ -105,6 +111,10 @@ pub struct Report {
     pub kernel: PathResult,
     pub veth: PathResult,
     pub veth_offload: PathResult,
+    /// The AF_XDP pods again with their receive steering (RPS, `afxdp.rxCpus`) cleared for
+    /// the run, alternating with the steered runs: what the steering gives. `None` when the
+    /// pods had no steering.
+    pub afxdp_unsteered: Option<PathResult>,
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -135,6 +145,27 @@ impl Report {
                 r >= TARGET_XDP_VS_VETH,
             ));
         }
+        if let Some(u) = &self.afxdp_unsteered {
+            for (what, a, b) in [
+                ("iperf3 -P1", x.iperf_p1_gbps, u.iperf_p1_gbps),
+                ("iperf3 -P4", x.iperf_p4_gbps, u.iperf_p4_gbps),
+            ] {
+                let r = ratio(a, b);
+                out.push((
+                    format!("{what}: AF_XDP rx steering on / off"),
+                    r,
+                    "info".into(),
+                    true,
+                ));
+            }
+            let r = ratio(x.tcp_lat(1), u.tcp_lat(1));
+            out.push((
+                "qperf tcp_lat 1B: AF_XDP rx steering on / off".into(),
+                r,
+                "info".into(),
+                true,
+            ));
+        }
         for m in SIZES {
             let r = ratio(x.tcp_lat(m), v.tcp_lat(m));
             out.push((
@@ -154,20 +185,30 @@ impl Report {
             "qperf_seconds": self.config.qperf_seconds,
             "ovs_other_config": self.other_config,
             "cpu_dma_latency_us": self.config.cpu_dma_latency,
-            "paths": [self.afxdp.to_json(), self.kernel.to_json(), self.veth.to_json(),
-                      self.veth_offload.to_json()],
+            "rounds": self.config.rounds,
+            "paths": self.paths().into_iter().map(PathResult::to_json).collect::<Vec<_>>(),
             "ratios": self.ratios().into_iter().map(|(what, v, target, met)| json!({
                 "what": what, "value": v, "target": target, "met": met,
             })).collect::<Vec<_>>(),
         })
     }
 
+    /// The measured paths, in table order.
+    pub fn paths(&self) -> Vec<&PathResult> {
+        let mut v = vec![&self.afxdp];
+        v.extend(&self.afxdp_unsteered);
+        v.extend([&self.kernel, &self.veth, &self.veth_offload]);
+        v
+    }
+
     pub fn table(&self) -> String {
         let mut s = format!(
-            "datapath: two pods on one node, iperf3 {} s per run, qperf {} s per test\n\
+            "datapath: two pods on one node, iperf3 {} s per run, qperf {} s per test, \
+             median of {} alternating round(s)\n\
              OVS other_config: {}\n",
             self.config.seconds,
             self.config.qperf_seconds,
+            self.config.rounds,
             self.other_config
                 .iter()
                 .filter(|(k, _)| k.starts_with("pmd") || k.contains("tso") || k.starts_with("dpdk"))
@@ -190,7 +231,7 @@ impl Report {
             );
         }
         s += "\n";
-        for p in [&self.afxdp, &self.kernel, &self.veth, &self.veth_offload] {
+        for p in self.paths() {
             s += &format!(
                 "{:<34} {:>10.2} {:>10.2}",
                 p.name, p.iperf_p1_gbps, p.iperf_p4_gbps
@@ -200,7 +241,7 @@ impl Report {
             }
             s += "\n";
         }
-        for p in [&self.afxdp, &self.kernel, &self.veth, &self.veth_offload] {
+        for p in self.paths() {
             s += &format!(
                 "  {}: {}; iperf3 retransmits P1 {} P4 {}\n",
                 p.name, p.detail, p.retransmits.0, p.retransmits.1
@@ -210,7 +251,11 @@ impl Report {
         for (what, v, target, met) in self.ratios() {
             s += &format!(
                 "  {what:<44} {v:>6.2}x  target {target:<8} {}\n",
-                if met { "met" } else { "MISSED" }
+                match (target.as_str(), met) {
+                    ("info", _) => "",
+                    (_, true) => "met",
+                    (_, false) => "MISSED",
+                }
             );
         }
         s
@@ -228,8 +273,8 @@ fn size_name(m: u32) -> String {
 /// Runs the benchmark (blocking: call it off the async runtime).
 pub fn run(cfg: Config) -> Result<Report> {
     ensure!(
-        cfg.seconds > 0 && cfg.qperf_seconds > 0,
-        "durations must be > 0"
+        cfg.seconds > 0 && cfg.qperf_seconds > 0 && cfg.rounds > 0,
+        "durations and rounds must be > 0"
     );
     for tool in ["ip", "ss", "ethtool", "ovs-vsctl", "iperf3", "qperf"] {
         ensure!(
@@ -285,6 +330,7 @@ impl Drop for Bench {
 }
 
 /// Two endpoints: the client's netns, the server's netns and address.
+#[derive(Clone)]
 struct Pair {
     client_ns: String,
     server_ns: String,
@@ -302,6 +348,7 @@ impl Bench {
         lab.keep_running();
         if self.cfg.pmd_max_sleep.is_some()
             || self.cfg.afxdp_mode.is_some()
+            || self.cfg.afxdp_rx_cpus.is_some()
             || self.cfg.cpu_dma_latency.is_some()
         {
             // the node's datapath config file, read by the agent at start
@@ -314,8 +361,18 @@ impl Bench {
             if let Some(us) = self.cfg.pmd_max_sleep {
                 text += &format!("pmdMaxSleep: {us}\n");
             }
-            if let Some(m) = &self.cfg.afxdp_mode {
-                text += &format!("afxdp: {{mode: {m}}}\n");
+            let afxdp: Vec<String> = [
+                self.cfg.afxdp_mode.as_ref().map(|m| format!("mode: {m}")),
+                self.cfg
+                    .afxdp_rx_cpus
+                    .as_ref()
+                    .map(|c| format!("rxCpus: \"{c}\"")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !afxdp.is_empty() {
+                text += &format!("afxdp: {{{}}}\n", afxdp.join(", "));
             }
             if let Some(us) = self.cfg.cpu_dma_latency {
                 text += &format!("cpuDmaLatencyUs: {us}\n");
@@ -418,16 +475,54 @@ impl Bench {
             run_ok(Command::new("ovs-appctl").arg("-t").arg(&ctl).arg(cmd))
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         };
+        let xdp_pair = Pair {
+            client_ns: xa.clone(),
+            server_ns: xb,
+            server_ip: xb_ip,
+        };
+        let krn_pair = Pair {
+            client_ns: ka,
+            server_ns: kb,
+            server_ip: kb_ip,
+        };
+        // the receive steering the agent gave the AF_XDP pods (afxdp.rxCpus)
+        let steering = rps_cpus(&xa)?;
+        let steered = steering.trim_start_matches(['0', ',']).trim() != "";
+        let xdp_detail = format!("{xdp_detail}, pod rps_cpus {steering}");
         appctl("dpif-netdev/pmd-stats-clear")?;
-        let mut afxdp = self.path(
-            "AF_XDP ports (afxdp)",
-            xdp_detail,
-            &Pair {
-                client_ns: xa,
-                server_ns: xb,
-                server_ip: xb_ip,
-            },
-        )?;
+        let mut runs: [Vec<PathResult>; 5] = Default::default();
+        for round in 1..=self.cfg.rounds {
+            eprintln!("datapath: round {round}/{}", self.cfg.rounds);
+            runs[0].push(self.path("AF_XDP ports (afxdp)", xdp_detail.clone(), &xdp_pair)?);
+            if steered {
+                // the same pods with the kernel default (no RPS), then the steering back
+                for ns in [&xdp_pair.client_ns, &xdp_pair.server_ns] {
+                    set_rps_cpus(ns, "0")?;
+                }
+                let r = self.path(
+                    "AF_XDP, rx steering off",
+                    "the AF_XDP pods with rps_cpus 0 for the run".into(),
+                    &xdp_pair,
+                );
+                for ns in [&xdp_pair.client_ns, &xdp_pair.server_ns] {
+                    set_rps_cpus(ns, &steering)?;
+                }
+                runs[1].push(r?);
+            }
+            runs[2].push(self.path(
+                "kernel fallback (AF_PACKET)",
+                krn_detail.clone(),
+                &krn_pair,
+            )?);
+            runs[3].push(self.path("direct veth, tx csum off", veth_detail.clone(), &veth)?);
+            runs[4].push(self.path(
+                "direct veth, default offloads",
+                veth_off_detail.clone(),
+                &veth_off,
+            )?);
+        }
+        let [xdp_runs, unsteered_runs, krn_runs, veth_runs, veth_off_runs] = runs;
+        let mut afxdp = median_result(xdp_runs);
         afxdp.detail += &format!("; {}", pmd_summary(&appctl("dpif-netdev/pmd-perf-show")?));
         for pod in ["xdp-a", "xdp-b"] {
             let out = run_ok(Command::new("ovs-vsctl").args([
@@ -455,24 +550,14 @@ impl Bench {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let kernel = self.path(
-            "kernel fallback (AF_PACKET)",
-            krn_detail,
-            &Pair {
-                client_ns: ka,
-                server_ns: kb,
-                server_ip: kb_ip,
-            },
-        )?;
-        let veth_r = self.path("direct veth, tx csum off", veth_detail, &veth)?;
-        let veth_off_r = self.path("direct veth, default offloads", veth_off_detail, &veth_off)?;
         Ok(Report {
             config: self.cfg.clone(),
             other_config,
             afxdp,
-            kernel,
-            veth: veth_r,
-            veth_offload: veth_off_r,
+            kernel: median_result(krn_runs),
+            veth: median_result(veth_runs),
+            veth_offload: median_result(veth_off_runs),
+            afxdp_unsteered: (!unsteered_runs.is_empty()).then(|| median_result(unsteered_runs)),
         })
     }
 
@@ -655,6 +740,79 @@ impl Bench {
         let started = std::mem::take(&mut self.lab_started);
         teardown_lab(&mut self.netns, &self.lab_dir, started)
     }
+}
+
+/// Median of a figure over rounds (NaN when there is none).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| !x.is_nan());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// One path's rounds folded into one result: each figure the median over the rounds,
+/// retransmissions summed.
+fn median_result(runs: Vec<PathResult>) -> PathResult {
+    let Some(first) = runs.first() else {
+        return PathResult::default();
+    };
+    let col = |f: &dyn Fn(&PathResult) -> f64| median(runs.iter().map(f).collect());
+    PathResult {
+        name: first.name.clone(),
+        detail: first.detail.clone(),
+        iperf_p1_gbps: col(&|r| r.iperf_p1_gbps),
+        iperf_p4_gbps: col(&|r| r.iperf_p4_gbps),
+        retransmits: runs.iter().fold((0, 0), |(a, b), r| {
+            (a + r.retransmits.0, b + r.retransmits.1)
+        }),
+        qperf: SIZES
+            .iter()
+            .map(|&m| {
+                let pick = |i: usize| {
+                    median(
+                        runs.iter()
+                            .filter_map(|r| r.qperf.iter().find(|q| q.0 == m))
+                            .map(|q| [q.1, q.2, q.3][i])
+                            .collect(),
+                    )
+                };
+                (m, pick(0), pick(1), pick(2))
+            })
+            .collect(),
+    }
+}
+
+/// `rps_cpus` of `eth0`'s first rx queue in netns `ns` (what the agent set).
+fn rps_cpus(ns: &str) -> Result<String> {
+    let o = run_ok(Command::new("ip").args([
+        "netns",
+        "exec",
+        ns,
+        "cat",
+        "/sys/class/net/eth0/queues/rx-0/rps_cpus",
+    ]))?;
+    Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+/// Writes `mask` to `rps_cpus` of every rx queue of `eth0` in netns `ns` (`ip netns exec`
+/// mounts that netns' sysfs).
+fn set_rps_cpus(ns: &str, mask: &str) -> Result<()> {
+    run_ok(Command::new("ip").args([
+        "netns",
+        "exec",
+        ns,
+        "sh",
+        "-c",
+        &format!("for q in /sys/class/net/eth0/queues/rx-*; do echo {mask} > $q/rps_cpus; done"),
+    ]))?;
+    Ok(())
 }
 
 /// The lines of `pmd-perf-show` that say whether the PMD slept or worked, per PMD.

@@ -328,6 +328,23 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
     assert_eq!((ty.as_str(), dp.as_str()), ("", "kernel"));
     let (ty, _, dp) = port_of(&z, 2, "far");
     assert_eq!((ty.as_str(), dp.as_str()), ("", "kernel"));
+    // receive steering (afxdp.rxCpus auto): the AF_XDP pod's input runs on the non-PMD
+    // CPU, not inside the PMD's sendto; a kernel-port pod is left at the kernel default
+    assert_eq!(s1["afxdp"]["rxCpus"], "0", "{s1:#}");
+    let rps = |pod: &str| {
+        z.ok(&[
+            "exec",
+            &format!("default/{pod}"),
+            "--",
+            "cat",
+            "/sys/class/net/eth0/queues/rx-0/rps_cpus",
+        ])
+        .trim()
+        .trim_start_matches(['0', ','])
+        .to_string()
+    };
+    assert_eq!(rps("fast"), "1", "AF_XDP pod steered to CPU 0");
+    assert_eq!(rps("side"), "", "kernel-port pod left alone");
 
     let table = z.ok(&["get", "pods"]);
     for (pod, dp) in [

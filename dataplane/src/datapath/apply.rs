@@ -217,6 +217,7 @@ mod tests {
                 queues: 1,
                 mode: "native".into(),
                 rxq_affinity: None,
+                rx_cpus: None,
             },
             mtu: None,
             allocate_hugepages: None,

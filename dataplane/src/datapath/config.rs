@@ -45,6 +45,12 @@ pub struct AfxdpConfig {
     /// `xdp-mode`: `native` (default), `generic` or `best-effort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// CPUs that run the pods' receive processing (RPS on the pod end of each AF_XDP
+    /// veth): `auto` (default: the online CPUs that are neither PMD CPUs nor isolated), a
+    /// cpulist (`"0,2-3"`), or `off` (kernel default: the CPU that hands the packet over,
+    /// which for an AF_XDP port is the PMD's own core, inside its transmit syscall).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_cpus: Option<String>,
 }
 
 /// Everything an operator can set. Field names are the YAML/JSON keys (camelCase).
@@ -209,6 +215,7 @@ impl DatapathConfig {
             merged.afxdp = Some(AfxdpConfig {
                 queues: b.queues.or(a.queues),
                 mode: b.mode.clone().or_else(|| a.mode.clone()),
+                rx_cpus: b.rx_cpus.clone().or_else(|| a.rx_cpus.clone()),
             });
         }
         merged

@@ -91,6 +91,25 @@ pub fn to_mask(cpus: &BTreeSet<u32>) -> String {
     s
 }
 
+/// The bitmap format of sysfs CPU masks (`rps_cpus`, `xps_cpus`): hex words of 32 CPUs,
+/// most significant first, separated by commas, no `0x` (`"00000001,00000004"` for CPUs
+/// 2 and 32).
+pub fn to_sysfs_mask(cpus: &BTreeSet<u32>) -> String {
+    let words = cpus.iter().next_back().map_or(1, |&max| max / 32 + 1);
+    (0..words)
+        .rev()
+        .map(|w| {
+            let v: u32 = cpus
+                .iter()
+                .filter(|&&c| c / 32 == w)
+                .map(|&c| 1u32 << (c % 32))
+                .sum();
+            format!("{v:08x}")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Parses a hex mask (`0x6`, `6`) into CPUs.
 pub fn from_mask(text: &str) -> Result<BTreeSet<u32>, CpuListError> {
     let t = text.trim();
@@ -152,5 +171,15 @@ mod tests {
             let s: BTreeSet<u32> = set.into_iter().collect();
             assert_eq!(from_mask(&to_mask(&s)).unwrap(), s);
         }
+    }
+
+    #[test]
+    fn sysfs_masks_are_32_bit_words() {
+        assert_eq!(to_sysfs_mask(&[0].into()), "00000001");
+        assert_eq!(to_sysfs_mask(&[0, 2, 3].into()), "0000000d");
+        assert_eq!(to_sysfs_mask(&[31].into()), "80000000");
+        assert_eq!(to_sysfs_mask(&[2, 32].into()), "00000001,00000004");
+        assert_eq!(to_sysfs_mask(&[64].into()), "00000001,00000000,00000000");
+        assert_eq!(to_sysfs_mask(&BTreeSet::new()), "00000000");
     }
 }

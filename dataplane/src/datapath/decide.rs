@@ -95,6 +95,10 @@ pub struct AfxdpPorts {
     pub mode: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rxq_affinity: Option<String>,
+    /// CPUs the pods' receive processing is steered to (RPS on the pod end of the veth),
+    /// as a cpulist; `None`: left to the kernel (the PMD's core does it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_cpus: Option<String>,
 }
 
 /// Hugepages the agent should allocate before applying (when `allocate` is on).
@@ -521,6 +525,8 @@ pub fn decide(
                 }
             });
 
+    let rx_cpus = rx_cpus(ax.rx_cpus.as_deref(), host, &pmd_cpus, &mut errors);
+
     Decision {
         requested: start.map_or_else(|| "auto".to_string(), |d| d.to_string()),
         datapath: chosen,
@@ -535,10 +541,53 @@ pub fn decide(
             queues,
             mode,
             rxq_affinity,
+            rx_cpus,
         },
         mtu,
         allocate_hugepages,
         hugepage_size_kb: size_kb,
+    }
+}
+
+/// `afxdp.rxCpus`: the CPUs the pods' receive processing goes to. Without steering, an
+/// AF_XDP port's transmit syscall runs the receiving pod's whole TCP/IP input (and the
+/// ACK-clocked sends it triggers) on the PMD's core. `auto`: every online CPU that is
+/// neither a PMD CPU nor isolated (none left: no steering).
+fn rx_cpus(
+    setting: Option<&str>,
+    host: &HostFacts,
+    pmd_cpus: &BTreeSet<u32>,
+    errors: &mut Vec<String>,
+) -> Option<String> {
+    let auto = || {
+        let set: BTreeSet<u32> = host
+            .online_cpus
+            .iter()
+            .copied()
+            .filter(|c| !pmd_cpus.contains(c) && !host.isolated_cpus.contains(c))
+            .collect();
+        (!set.is_empty()).then(|| cpus::format_list(&set))
+    };
+    match setting.map(str::trim) {
+        None | Some("auto") => auto(),
+        Some("off") => None,
+        Some(list) => match cpus::parse_list(list) {
+            Ok(set) if !set.is_empty() && set.is_subset(&host.online_cpus) => {
+                Some(cpus::format_list(&set))
+            }
+            Ok(set) => {
+                errors.push(format!(
+                    "afxdp.rxCpus {list:?}: {} is not a non-empty set of online CPUs ({}): using auto",
+                    cpus::format_list(&set),
+                    cpus::format_list(&host.online_cpus)
+                ));
+                auto()
+            }
+            Err(e) => {
+                errors.push(format!("afxdp.rxCpus: {e}: using auto"));
+                auto()
+            }
+        },
     }
 }
 

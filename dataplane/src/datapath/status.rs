@@ -127,6 +127,7 @@ impl DatapathStatus {
                 queues: 1,
                 mode: "native".into(),
                 rxq_affinity: None,
+                rx_cpus: None,
             },
             cpu_dma_latency_us: None,
             restart_required: vec![],

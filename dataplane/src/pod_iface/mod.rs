@@ -20,6 +20,7 @@
 mod ethtool;
 pub mod netns;
 mod nl;
+pub mod rps;
 
 use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -66,6 +67,9 @@ pub struct PodInterfaceSpec {
     pub tx_checksum_offload_off: bool,
     /// Rx/tx queues of the veth (an AF_XDP port polls one per queue). 1 = default.
     pub queues: u32,
+    /// RPS CPU mask (sysfs bitmap, e.g. `00000001`) for every rx queue of the pod end:
+    /// where the pod's receive processing runs (see [`rps`]). `None` leaves it alone.
+    pub rps_cpus: Option<String>,
 }
 
 /// The result of [`setup`].
@@ -409,6 +413,17 @@ pub fn setup(spec: &PodInterfaceSpec) -> Result<PodInterface, PlumbError> {
     netns::run_in_netns(Some(&spec.netns_path), move |h| async move {
         reconcile_pod(&h, &s, host_ifindex, pod_ifindex).await
     })?;
+    if let Some(mask) = &spec.rps_cpus {
+        // a tuning: the pod works without it, so a failure is logged, not returned
+        match rps::set_rps(&spec.netns_path, &spec.ifname, mask) {
+            Ok(n) => {
+                tracing::debug!(pod = %spec.ifname, %mask, queues_changed = n, "receive steering set")
+            }
+            Err(e) => {
+                tracing::warn!(pod = %spec.ifname, %mask, error = %e, "receive steering (RPS) not set")
+            }
+        }
+    }
     tracing::info!(host = %host_ifname, host_ifindex, pod = %spec.ifname, pod_ifindex, created = create, "pod interface ready");
     Ok(PodInterface {
         host_ifname,
@@ -798,6 +813,7 @@ mod tests {
             mtu: 1400,
             tx_checksum_offload_off: true,
             queues: 1,
+            rps_cpus: None,
         }
     }
 

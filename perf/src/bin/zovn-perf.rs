@@ -8,7 +8,8 @@
 //! brings up a 1-node lab with its object store, controller and node agent, and measures
 //! CNI ADD latency and pods/s through the real shim against the same work done by hand.
 //!
-//! `zovn-perf datapath [--seconds 5] [--qperf-seconds 3] [--pmd-max-sleep US] [--json FILE]`
+//! `zovn-perf datapath [--seconds 5] [--qperf-seconds 3] [--pmd-max-sleep US] [--rounds N]
+//! [--afxdp-rx-cpus auto|LIST|off] [--json FILE]`
 //! measures iperf3 and qperf between two pods on a 1-node lab through AF_XDP ports, kernel
 //! fallback ports and a direct veth pair, and prints the ratios the issue targets.
 //!
@@ -111,6 +112,14 @@ enum Cmd {
         /// wake-up latency (µs, /dev/cpu_dma_latency) for the whole run, every path included.
         #[arg(long)]
         cpu_dma_latency: Option<u32>,
+        /// afxdp.rxCpus in the node's datapath config (auto, a cpulist, off): where the
+        /// AF_XDP pods' receive processing runs (RPS). Default: the agent's (auto, the
+        /// non-PMD CPUs). With steering, the AF_XDP pods are also measured with it cleared.
+        #[arg(long)]
+        afxdp_rx_cpus: Option<String>,
+        /// Rounds: the paths alternate within each round; figures are medians over rounds.
+        #[arg(long, default_value_t = 1)]
+        rounds: u32,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -253,6 +262,8 @@ async fn main() -> Result<()> {
             pmd_max_sleep,
             afxdp_mode,
             cpu_dma_latency,
+            afxdp_rx_cpus,
+            rounds,
             json,
         } => {
             let dir = tempfile_dir()?;
@@ -263,6 +274,8 @@ async fn main() -> Result<()> {
                 pmd_max_sleep,
                 afxdp_mode,
                 cpu_dma_latency,
+                afxdp_rx_cpus,
+                rounds,
             };
             let report = tokio::task::spawn_blocking(move || perf::datapath_bench::run(cfg))
                 .await
