@@ -58,7 +58,7 @@ pub struct Config {
     /// latency request for the whole run, so every path (the veth pairs too) runs with it.
     pub cpu_dma_latency: Option<u32>,
     /// `afxdp.rxCpus` of the node's datapath config (`auto`, a cpulist, `off`); `None`: the
-    /// agent's default (auto).
+    /// agent's default (off).
     pub afxdp_rx_cpus: Option<String>,
     /// Rounds: every path is measured once per round, the paths alternating, and each
     /// figure is the median over the rounds (a shared machine's load moves between runs).

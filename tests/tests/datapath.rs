@@ -254,6 +254,17 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
     let (scratch, z, _down) = up("dpk", "dpdk,kernel", "2");
     let p = scratch.prefix.clone();
     let (n1, n2) = (format!("{p}-node1"), format!("{p}-node2"));
+    // receive steering of AF_XDP pods (off by default), asked for on node 1
+    z.annotate_node(
+        &n1,
+        BTreeMap::from([(
+            CONFIG.to_string(),
+            json!({"afxdp": {"rxCpus": "auto"}}).to_string(),
+        )]),
+    );
+    wait_status(&z, &n1, "afxdp.rxCpus decided", |s| {
+        s["afxdp"]["rxCpus"] == "0"
+    });
 
     apply(
         &z,
@@ -331,6 +342,7 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
     // receive steering (afxdp.rxCpus auto): the AF_XDP pod's input runs on the non-PMD
     // CPU, not inside the PMD's sendto; a kernel-port pod is left at the kernel default
     assert_eq!(s1["afxdp"]["rxCpus"], "0", "{s1:#}");
+    assert!(s1.get("errors").is_none(), "no config error: {s1:#}");
     let rps = |pod: &str| {
         z.ok(&[
             "exec",

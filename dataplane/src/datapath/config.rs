@@ -46,9 +46,9 @@ pub struct AfxdpConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// CPUs that run the pods' receive processing (RPS on the pod end of each AF_XDP
-    /// veth): `auto` (default: the online CPUs that are neither PMD CPUs nor isolated), a
-    /// cpulist (`"0,2-3"`), or `off` (kernel default: the CPU that hands the packet over,
-    /// which for an AF_XDP port is the PMD's own core, inside its transmit syscall).
+    /// veth): `off` (default, the kernel's: the CPU that hands the packet over, which for
+    /// an AF_XDP port is the PMD's own core, inside its transmit syscall), `auto` (the
+    /// online CPUs that are neither PMD CPUs nor isolated) or a cpulist (`"0,2-3"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_cpus: Option<String>,
 }

@@ -113,8 +113,8 @@ enum Cmd {
         #[arg(long)]
         cpu_dma_latency: Option<u32>,
         /// afxdp.rxCpus in the node's datapath config (auto, a cpulist, off): where the
-        /// AF_XDP pods' receive processing runs (RPS). Default: the agent's (auto, the
-        /// non-PMD CPUs). With steering, the AF_XDP pods are also measured with it cleared.
+        /// AF_XDP pods' receive processing runs (RPS). Default: the agent's (off). With
+        /// steering, the AF_XDP pods are also measured with it cleared, in the same rounds.
         #[arg(long)]
         afxdp_rx_cpus: Option<String>,
         /// Rounds: the paths alternate within each round; figures are medians over rounds.

@@ -399,44 +399,31 @@ fn pre_errors_are_carried() {
 
 #[test]
 fn pod_rx_steering_avoids_pmd_and_isolated_cpus() {
+    let dp = |yaml: &str, h: &HostFacts| decide(&cfg(yaml), vec![], h, &dpdk_ovs(), &tunnels());
+    // off unless asked for
+    let d = dp("", &host(512));
+    assert_eq!(d.afxdp.rx_cpus, None);
     // auto on the lab node: PMD on CPU 1, the pods' receive work on CPU 0
-    let d = decide(&cfg(""), vec![], &host(512), &dpdk_ovs(), &tunnels());
+    let auto = "afxdp: {rxCpus: auto}\n";
+    let d = dp(auto, &host(512));
     assert_eq!(d.afxdp.rx_cpus.as_deref(), Some("0"));
     // 8 CPUs, 2 PMDs (6, 7), CPU 5 isolated
     let mut h = host(512);
     h.online_cpus = (0..8).collect();
     h.allowed_cpus = (0..8).collect();
     h.isolated_cpus = [5].into();
-    let d = decide(&cfg("pmdCount: 2\n"), vec![], &h, &dpdk_ovs(), &tunnels());
+    let d = dp(&format!("pmdCount: 2\n{auto}"), &h);
     assert_eq!(d.pmd_cpus, [6, 7].into(), "{d:?}");
     assert_eq!(d.afxdp.rx_cpus.as_deref(), Some("0-4"));
-    // off, a list, and bad values (reported, auto used)
-    let d = decide(
-        &cfg("afxdp: {rxCpus: \"off\"}\n"),
-        vec![],
-        &host(512),
-        &dpdk_ovs(),
-        &tunnels(),
-    );
+    // off, a list, and bad values (reported, not steering)
+    let d = dp("afxdp: {rxCpus: \"off\"}\n", &host(512));
     assert_eq!(d.afxdp.rx_cpus, None);
     assert!(d.errors.is_empty(), "{:?}", d.errors);
-    let d = decide(
-        &cfg("afxdp: {rxCpus: \"0-1\"}\n"),
-        vec![],
-        &host(512),
-        &dpdk_ovs(),
-        &tunnels(),
-    );
+    let d = dp("afxdp: {rxCpus: \"0-1\"}\n", &host(512));
     assert_eq!(d.afxdp.rx_cpus.as_deref(), Some("0-1"));
     for bad in ["5", "x", ""] {
-        let d = decide(
-            &cfg(&format!("afxdp: {{rxCpus: \"{bad}\"}}\n")),
-            vec![],
-            &host(512),
-            &dpdk_ovs(),
-            &tunnels(),
-        );
-        assert_eq!(d.afxdp.rx_cpus.as_deref(), Some("0"), "{bad}: auto");
+        let d = dp(&format!("afxdp: {{rxCpus: \"{bad}\"}}\n"), &host(512));
+        assert_eq!(d.afxdp.rx_cpus, None, "{bad}: not steering");
         assert!(
             d.errors.iter().any(|e| e.contains("afxdp.rxCpus")),
             "{bad}: {:?}",
@@ -447,12 +434,6 @@ fn pod_rx_steering_avoids_pmd_and_isolated_cpus() {
     let mut one = host(512);
     one.online_cpus = [0].into();
     one.allowed_cpus = [0].into();
-    let d = decide(
-        &cfg("allowCpu0: true\n"),
-        vec![],
-        &one,
-        &dpdk_ovs(),
-        &tunnels(),
-    );
+    let d = dp(&format!("allowCpu0: true\n{auto}"), &one);
     assert_eq!(d.afxdp.rx_cpus, None, "{d:?}");
 }
