@@ -27,11 +27,15 @@
 //! | [`unixctl`] | async client of the OVS unixctl socket (what `ovs-appctl` speaks) |
 //! | [`pmd_stats`] | parsers of `dpif-netdev/pmd-stats-show` and `pmd-rxq-show` |
 //! | [`datapath_metrics`] | PMD and per-port OVS counters collected on each scrape |
+//! | [`megaflow`] | datapath flow dumps parsed, and the overlap test of two megaflows |
+//! | [`megaflow_guard`] | purges the datapath flows when overlapping megaflows disagree (OVS 3.1 userspace revalidator fault) |
 
 pub mod agent;
 pub mod datapath;
 pub mod datapath_metrics;
 pub mod host_nat;
+pub mod megaflow;
+pub mod megaflow_guard;
 pub mod metrics;
 pub mod mgmt;
 pub mod mtu;

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub datapath_fallbacks: Family<Labels, Counter>,
     /// `zstack_ovn_datapath_info{datapath}`: 1 for the node's datapath.
     pub datapath_info: Family<Labels, prometheus_client::metrics::gauge::Gauge>,
+    /// `zstack_ovn_stale_megaflow_purges_total` (see [`crate::megaflow_guard`]).
+    pub stale_megaflow_purges: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -78,7 +80,15 @@ impl Metrics {
             "The node's datapath (1 for the one in use)",
             datapath_info.clone(),
         );
+        let stale_megaflow_purges = Counter::default();
+        registry.register(
+            "zstack_ovn_stale_megaflow_purges",
+            "Datapath flow purges after overlapping megaflows with different actions were found \
+             (stale verdicts of the userspace revalidator)",
+            stale_megaflow_purges.clone(),
+        );
         Metrics {
+            stale_megaflow_purges,
             datapath_fallbacks,
             datapath_info,
             registry,

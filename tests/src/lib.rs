@@ -114,6 +114,21 @@ fn nix_is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Runs a command to completion and returns its stdout; panics (naming the command and
+/// its stderr) when it cannot start or fails.
+pub fn sh(args: &[&str]) -> String {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Looks a program up in `PATH` (and the Debian sbin/libexec places OVS uses).
 pub fn find_in_path(bin: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();

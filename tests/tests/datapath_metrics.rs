@@ -30,6 +30,7 @@ use lab::{Dpdk, Lab, LabConfig, NodeState};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
+use tests::sh;
 
 /// Undoes what a test set up, also on panic: SIGCONT for stopped daemons, test
 /// namespaces, the lab (with its agent).
@@ -51,19 +52,6 @@ impl Drop for Cleanup {
             let _ = lab.down();
         }
     }
-}
-
-fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn vswitchd_pid(node: &NodeState) -> i32 {

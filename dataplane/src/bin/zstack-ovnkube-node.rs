@@ -217,7 +217,7 @@ async fn main() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("metrics address {addr}"))?;
         tracing::info!(addr = %bound, "metrics listening on http://{bound}/metrics");
-        tokio::spawn(dataplane::metrics::serve(l, metrics));
+        tokio::spawn(dataplane::metrics::serve(l, metrics.clone()));
     }
 
     let listener = dataplane::server::bind(&args.cni_socket)
@@ -244,6 +244,11 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(socket = %args.cni_socket.display(), node = %args.node_name, "CNI server ready");
 
     tokio::spawn(agent.clone().watch());
+    if let Some(ctl) = &args.vswitchd_ctl {
+        // stale verdicts of the userspace revalidator (see dataplane::megaflow_guard)
+        let ctl = dataplane::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(5));
+        tokio::spawn(dataplane::megaflow_guard::run(ctl, metrics.clone()));
+    }
     let server = tokio::spawn(dataplane::server::serve(listener, agent));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;

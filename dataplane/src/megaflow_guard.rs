@@ -1,0 +1,166 @@
+//! Keeps OVS 3.1's userspace datapath from serving a stale verdict after a flow-table
+//! change (a NetworkPolicy's old "allow" or "drop" kept for as long as traffic hits it).
+//!
+//! The fault (see [`crate::megaflow`]): a revalidator "modify" can land on an overlapping
+//! broader megaflow instead of the one it was meant for, which then keeps its old actions
+//! while OVS believes it revalidated it. Nothing in OVS ever looks at it again.
+//!
+//! The guard: whenever ovs-vswitchd's flow tables changed (its `rev_flow_table` coverage
+//! counter moved) and at least every [`FULL_CHECK`], wait for two revalidator rounds, dump
+//! the datapath flows and look for stale ones two ways:
+//! - two flows of one thread's table that overlap with different actions (the shape the
+//!   fault leaves while the broader flow lives);
+//! - flows, most used first and at most [`MAX_TRACES`], whose actions differ from what
+//!   `ofproto/trace` of their key gives now, recirculation ids aside (the broader flow may
+//!   be gone already).
+//!
+//! When either finds one, the datapath flows are purged (`revalidator/purge`, which also
+//! drops the revalidator's records of them): the next packets are translated from the
+//! current tables. Each purge is logged with the flows that caused it and counted in
+//! `zstack_ovn_stale_megaflow_purges_total`.
+
+use std::time::{Duration, Instant};
+
+use crate::megaflow::{Megaflow, conflicting_overlaps, parse_dump, same_actions, traced_actions};
+use crate::unixctl::{Unixctl, UnixctlError};
+
+/// How often the flow-table change counter is read.
+pub const POLL: Duration = Duration::from_millis(500);
+/// The longest time between two checks, changes or not.
+pub const FULL_CHECK: Duration = Duration::from_secs(30);
+/// The most flows traced in one check (each trace is one unixctl call, ~0.1–1 ms of
+/// ovs-vswitchd's main thread).
+pub const MAX_TRACES: usize = 256;
+/// The coverage counter ovs-vswitchd bumps when a flow-table change makes it revalidate.
+const COUNTER: &str = "rev_flow_table";
+
+/// What one check found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// Datapath flows dumped.
+    pub flows: usize,
+    /// Overlapping pairs with different actions: `(ufid, actions)` of each.
+    pub conflicts: Vec<((String, String), (String, String))>,
+    /// Flows whose actions differ from their trace now: `(ufid, actions, traced actions)`.
+    pub stale: Vec<(String, String, String)>,
+    /// Flows traced.
+    pub traced: usize,
+    /// Whether the datapath flows were purged (there were conflicts).
+    pub purged: bool,
+}
+
+/// The guard of one ovs-vswitchd.
+#[derive(Debug)]
+pub struct MegaflowGuard {
+    ctl: Unixctl,
+    seen: Option<u64>,
+    last_check: Option<Instant>,
+}
+
+impl MegaflowGuard {
+    /// A guard speaking to ovs-vswitchd's control socket (`ctl`'s timeout must cover two
+    /// revalidator rounds: 5 s is plenty).
+    pub fn new(ctl: Unixctl) -> MegaflowGuard {
+        MegaflowGuard {
+            ctl,
+            seen: None,
+            last_check: None,
+        }
+    }
+
+    /// Checks when the flow tables changed since the last check, or [`FULL_CHECK`] has
+    /// passed; `None` when there was nothing to check.
+    pub async fn pass(&mut self) -> Result<Option<Check>, UnixctlError> {
+        let reply = self.ctl.call("coverage/read-counter", &[COUNTER]).await?;
+        let n: Option<u64> = reply.trim().parse().ok();
+        let due = self.last_check.is_none_or(|t| t.elapsed() >= FULL_CHECK);
+        if !due && n.is_some() && n == self.seen {
+            return Ok(None);
+        }
+        self.seen = n;
+        self.check().await.map(Some)
+    }
+
+    /// Waits for the revalidators to finish with the current tables, then looks for
+    /// conflicting overlaps and purges when it finds any.
+    pub async fn check(&mut self) -> Result<Check, UnixctlError> {
+        self.last_check = Some(Instant::now());
+        // a round may have started before the change: wait for the next one too
+        self.ctl.call("revalidator/wait", &[]).await?;
+        self.ctl.call("revalidator/wait", &[]).await?;
+        let dump = self
+            .ctl
+            .call("dpctl/dump-flows", &["-m", "--no-names"])
+            .await?;
+        let flows = parse_dump(&dump);
+        let conflicts: Vec<_> = conflicting_overlaps(&flows)
+            .into_iter()
+            .map(|(i, j)| (brief(&flows[i]), brief(&flows[j])))
+            .collect();
+        let mut suspects: Vec<&Megaflow> = flows.iter().collect();
+        suspects.sort_by_key(|f| std::cmp::Reverse(f.packets));
+        suspects.truncate(MAX_TRACES);
+        let mut stale = Vec::new();
+        for f in &suspects {
+            // a flow that vanished meanwhile, or a key the tracer refuses, proves nothing
+            let Ok(trace) = self.ctl.call("ofproto/trace", &[&f.trace_key()]).await else {
+                continue;
+            };
+            if let Some(now) = traced_actions(&trace)
+                && !same_actions(&f.actions, now)
+            {
+                stale.push((f.ufid.clone(), f.actions.clone(), now.to_string()));
+            }
+        }
+        let purged = !conflicts.is_empty() || !stale.is_empty();
+        if purged {
+            self.ctl.call("revalidator/purge", &[]).await?;
+        }
+        Ok(Check {
+            flows: flows.len(),
+            conflicts,
+            stale,
+            traced: suspects.len(),
+            purged,
+        })
+    }
+}
+
+fn brief(f: &Megaflow) -> (String, String) {
+    (f.ufid.clone(), f.actions.clone())
+}
+
+/// Runs the guard forever: a purge is logged (with up to three of the conflicting pairs)
+/// and counted; an unreachable ovs-vswitchd is logged once per outage.
+pub async fn run(ctl: Unixctl, metrics: std::sync::Arc<crate::metrics::Metrics>) {
+    let mut guard = MegaflowGuard::new(ctl);
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        match guard.pass().await {
+            Ok(Some(c)) if c.purged => {
+                metrics.stale_megaflow_purges.inc();
+                tracing::warn!(
+                    flows = c.flows,
+                    conflicts = c.conflicts.len(),
+                    stale = c.stale.len(),
+                    overlapping = ?c.conflicts.iter().take(3).collect::<Vec<_>>(),
+                    traced_stale = ?c.stale.iter().take(3).collect::<Vec<_>>(),
+                    "datapath flows purged: stale datapath flows (overlapping megaflows with \
+                     different actions, or actions a fresh translation no longer gives; a fault \
+                     of OVS 3.1's userspace revalidator)"
+                );
+                failing = false;
+            }
+            Ok(_) => failing = false,
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "megaflow guard: check failed");
+                }
+                failing = true;
+            }
+        }
+    }
+}
