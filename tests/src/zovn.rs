@@ -260,3 +260,65 @@ impl Zovn {
         self.ok(&["apply", "-f", path.to_str().expect("utf-8")])
     }
 }
+
+/// `ovs_version`s whose userspace conntrack the node agent works around by reporting
+/// `ct_zero_snat=false` on br-int's Datapath row (`AFFECTED` in
+/// dataplane/src/ovs/ct_zero_snat.rs).
+const CT_ZERO_SNAT_AFFECTED: &[&str] = &["3.1.0"];
+
+/// Node `node`'s `ct_zero_snat` as its agent leaves it: `Some(what)` once the agent's pass
+/// is done (nothing to do on an OVS it does not correct, else every Datapath row reports
+/// `ct_zero_snat=false`), `None` while not (or while ovs-vswitchd does not answer).
+fn ct_zero_snat_settled(lab: &Lab, node: &lab::NodeState) -> Option<String> {
+    let ctl = lab
+        .dir()
+        .join(format!("node{}/run/ovs-vswitchd.ctl", node.index));
+    let version = lab::ctl::appctl(&ctl, &["version"]).ok()?;
+    let version = version
+        .lines()
+        .next()?
+        .split_whitespace()
+        .last()?
+        .to_string();
+    if !CT_ZERO_SNAT_AFFECTED.contains(&version.as_str()) {
+        return Some(format!("OVS {version}: left as reported"));
+    }
+    let caps = lab::ctl::vsctl(
+        &node.db_remote,
+        &["--bare", "--columns=capabilities", "list", "Datapath"],
+    )
+    .ok()?;
+    (caps.contains("ct_zero_snat=false") && !caps.contains("ct_zero_snat=true"))
+        .then(|| format!("OVS {version}: reported false"))
+}
+
+/// Waits (bounded) until the data plane of `lab` has caught up with the northbound
+/// database as it is now: every node agent's `ct_zero_snat` pass is done (ovn-controller
+/// recomputes all its flows when that capability changes, which the agent does when the
+/// first pods arrive on a fresh node), then `ovn-nbctl --wait=hv sync`: every chassis's
+/// ovn-controller has installed the flows of the current NB contents (its Chassis_Private
+/// `nb_cfg` caught up with NB_Global's). Call it after the NB holds what a test is about to
+/// probe, instead of probing while the flows are still being written. `timeout` bounds the
+/// wait for each agent; the sync is bounded at 30 s.
+pub fn wait_dataplane_synced(lab: &Lab, timeout: Duration) {
+    for node in lab.nodes() {
+        let mut state = None;
+        wait_until(
+            &format!("node {}'s agent's ct_zero_snat pass", node.index),
+            timeout,
+            || {
+                state = ct_zero_snat_settled(lab, node);
+                state.is_some()
+            },
+        );
+        eprintln!(
+            "node {}: ct_zero_snat {}",
+            node.index,
+            state.unwrap_or_default()
+        );
+    }
+    // `--wait=hv` bumps NB_Global nb_cfg and waits (bounded by ctl's --timeout=30) until
+    // northd's hv_cfg, the lowest Chassis_Private nb_cfg, has caught up with it
+    lab::ctl::nbctl(&lab.nb_remote(), &["--wait=hv", "sync"])
+        .unwrap_or_else(|e| panic!("the chassis did not catch up with the NB: {e}"));
+}

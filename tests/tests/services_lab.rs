@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tests::nbctl::nbctl;
-use tests::zovn::{Zovn, start_agents, start_lab};
+use tests::zovn::{Zovn, pod_ip, start_agents, start_lab, wait_dataplane_synced};
 
 /// One probe: Ok(who answered) or Err(why not).
 fn probe(z: &Zovn, from: &str, target: &str, udp: bool) -> Result<String, String> {
@@ -48,8 +48,8 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
 
 /// Which backends answer `n` probes from `from`. A probe that gets no answer is tried
 /// once more (the 2 vCPUs are shared with other labs, some busy-polling PMD threads); a
-/// second failure fails the test.
-fn backends(z: &Zovn, from: &str, target: &str, udp: bool, n: usize) -> BTreeSet<String> {
+/// second failure fails the test, with what OVN holds at that moment.
+fn backends(z: &Zovn, nb: &str, from: &str, target: &str, udp: bool, n: usize) -> BTreeSet<String> {
     (0..n)
         .map(|_| {
             probe(z, from, target, udp)
@@ -57,7 +57,54 @@ fn backends(z: &Zovn, from: &str, target: &str, udp: bool, n: usize) -> BTreeSet
                     eprintln!("retrying once: {e}");
                     probe(z, from, target, udp)
                 })
-                .unwrap_or_else(|e| panic!("{from} → {target} udp={udp}: {e}"))
+                .unwrap_or_else(|e| panic!("{from} → {target} udp={udp}: {e}\n{}", ovn_state(nb)))
+        })
+        .collect()
+}
+
+/// What a failed probe is judged against: our Service load balancers' VIPs in the NB and
+/// how far each chassis got (`nb_cfg`).
+fn ovn_state(nb: &str) -> String {
+    let run = |args: &[&str]| lab::ctl::nbctl(nb, args).unwrap_or_else(|e| e.to_string());
+    let lbs = run(&["--bare", "--columns=name,vips", "list", "Load_Balancer"]);
+    let cfg = run(&["--bare", "--columns=nb_cfg,hv_cfg", "list", "NB_Global"]);
+    format!("NB load balancers:\n{lbs}\nNB_Global nb_cfg, hv_cfg: {cfg}")
+}
+
+/// Our Service load balancers' VIPs in the NB: row name → VIP → backends.
+fn nb_vips(nb: &str) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let out = nbctl(
+        nb,
+        &[
+            "--format=json",
+            "--columns=name,vips",
+            "list",
+            "Load_Balancer",
+        ],
+    );
+    let v: Value = serde_json::from_str(&out).expect("ovn-nbctl --format=json");
+    v["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|row| {
+            let name = row[0].as_str().unwrap_or("").to_string();
+            let vips = row[1][1]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|kv| {
+                    let backends = kv[1]
+                        .as_str()
+                        .unwrap_or("")
+                        .split(',')
+                        .filter(|b| !b.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    (kv[0].as_str().unwrap_or("").to_string(), backends)
+                })
+                .collect();
+            (name, vips)
         })
         .collect()
 }
@@ -132,7 +179,41 @@ fn services_on_real_traffic() {
     let (web4, web6) = (web_ips[0].clone(), web_ips[1].clone());
     assert!(web6.contains(':'), "{web6}");
 
-    // wait until every pod answers directly, then through the cluster IP
+    // Probe only once OVN holds the Services with their endpoints and every chassis has
+    // installed the flows: no probing while the load balancers are still being filled, nor
+    // while an ovn-controller recomputes (a CI run had a probe refused then, see
+    // `wait_dataplane_synced`). The web pods' addresses in the NB: both ready endpoints.
+    let t0 = Instant::now();
+    let pods = z.wait_ready(&[w1, w2, c1, c2], Duration::from_secs(60));
+    let web_ep = |port: u16| -> BTreeSet<String> {
+        [w1, w2]
+            .iter()
+            .map(|k| format!("{}:{port}", pod_ip(&pods[*k])))
+            .collect()
+    };
+    let web_lb = "Service_svc/web_TCP";
+    wait_for(
+        "both web pods behind every Service",
+        Duration::from_secs(30),
+        || {
+            let lbs = nb_vips(&nb);
+            let web = lbs.get(web_lb)?;
+            let empty: Vec<&String> = lbs
+                .iter()
+                .filter(|(name, _)| name.starts_with("Service_svc/") && !name.contains("/nobody_"))
+                .flat_map(|(_, vips)| vips.iter().filter(|(_, b)| b.is_empty()).map(|(v, _)| v))
+                .collect();
+            (web.get(&vip(&web4, 80)) == Some(&web_ep(8080))
+                && web.get(&vip(&web6, 80)).is_some_and(|b| b.len() == 2)
+                && empty.is_empty())
+            .then_some(())
+        },
+    );
+    wait_dataplane_synced(&lab, Duration::from_secs(60));
+    eprintln!(
+        "endpoints in OVN and the chassis' flows after {:?}",
+        t0.elapsed()
+    );
     for from in [c1, c2] {
         reachable(&z, from, &vip(&web4, 80), false, &webs);
     }
@@ -140,13 +221,13 @@ fn services_on_real_traffic() {
 
     // ClusterIP v4, TCP and UDP, same-node and cross-node clients: both backends serve
     for from in [c1, c2] {
-        let tcp = backends(&z, from, &vip(&web4, 80), false, 16);
+        let tcp = backends(&z, &nb, from, &vip(&web4, 80), false, 16);
         assert_eq!(
             tcp,
             webs.iter().map(|s| s.to_string()).collect(),
             "{from} TCP"
         );
-        let udp = backends(&z, from, &vip(&web4, 53), true, 16);
+        let udp = backends(&z, &nb, from, &vip(&web4, 53), true, 16);
         assert_eq!(
             udp,
             webs.iter().map(|s| s.to_string()).collect(),
@@ -178,7 +259,7 @@ fn services_on_real_traffic() {
     for (n, local) in nodes.iter().zip(webs) {
         for from in [c1, c2] {
             reachable(&z, from, &vip(&n.encap_ip, 30081), false, &[local]);
-            let seen = backends(&z, from, &vip(&n.encap_ip, 30081), false, 6);
+            let seen = backends(&z, &nb, from, &vip(&n.encap_ip, 30081), false, 6);
             assert_eq!(
                 seen,
                 BTreeSet::from([local.to_string()]),
@@ -194,7 +275,7 @@ fn services_on_real_traffic() {
     let sticky = ips("web-sticky")[0].clone();
     for from in [c1, c2] {
         reachable(&z, from, &vip(&sticky, 80), false, &webs);
-        let seen = backends(&z, from, &vip(&sticky, 80), false, 12);
+        let seen = backends(&z, &nb, from, &vip(&sticky, 80), false, 12);
         assert_eq!(seen.len(), 1, "{from} stuck to one backend: {seen:?}");
     }
 
@@ -250,9 +331,16 @@ fn services_on_real_traffic() {
     )
     .expect("write");
     z.ok(&["delete", "-f", del.to_str().expect("utf-8")]);
-    wait_for("web-2 out of the Service", Duration::from_secs(30), || {
-        let seen = backends(&z, c2, &vip(&web4, 80), false, 8);
-        (seen == BTreeSet::from([w1.to_string()])).then_some(())
-    });
+    // first in the NB, then in every chassis's flows; only then must every probe succeed
+    // (a probe in between may still be sent to web-2, gone: a timeout, as with kube-proxy)
+    let only_web1 = BTreeSet::from([format!("{}:8080", pod_ip(&pods[w1]))]);
+    wait_for(
+        "web-2 out of the load balancer",
+        Duration::from_secs(30),
+        || (nb_vips(&nb).get(web_lb)?.get(&vip(&web4, 80)) == Some(&only_web1)).then_some(()),
+    );
+    wait_dataplane_synced(&lab, Duration::from_secs(60));
+    let seen = backends(&z, &nb, c2, &vip(&web4, 80), false, 8);
+    assert_eq!(seen, BTreeSet::from([w1.to_string()]), "web-2 deleted");
     tests::record_real_run("services_lab");
 }
