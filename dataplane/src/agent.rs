@@ -772,10 +772,14 @@ impl Agent {
         }
     }
 
-    /// Runs forever: reconciles OVS on every replica change (debounced) and the
-    /// management port every `refresh`.
+    /// Runs forever: reconciles OVS once at start and on every replica change (debounced),
+    /// and the management port every `refresh`.
     pub async fn watch(self: Arc<Self>) {
         let mut changes = self.ovs.replica().subscribe();
+        // one pass now, not at the first change after start: on a fresh node that change is
+        // the first pod's port, and the `ct_zero_snat` correction would make ovn-controller
+        // recompute its flows while the first pods and Services are wired
+        self.reconcile_ovs().await;
         let mut tick = tokio::time::interval(self.cfg.refresh);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
