@@ -24,6 +24,8 @@ pub struct Megaflow {
     pub fields: Vec<Field>,
     pub actions: String,
     pub packets: u64,
+    /// Time since a packet last hit it, in ms (`None`: never).
+    pub used_ms: Option<u64>,
     /// The match as printed (value/mask pairs).
     pub matched: String,
 }
@@ -127,8 +129,28 @@ fn parse_line(thread: &str, line: &str) -> Option<Megaflow> {
         fields,
         actions: actions.trim().to_string(),
         packets,
+        used_ms: used_ms(stats),
         matched: matches.to_string(),
     })
+}
+
+/// `used:0.012s` (or `used:never`) of a dump line's statistics, in ms.
+fn used_ms(stats: &str) -> Option<u64> {
+    let v = stats.split_once("used:")?.1.split(',').next()?.trim();
+    let secs: f64 = v.strip_suffix('s')?.parse().ok()?;
+    Some((secs * 1000.0) as u64)
+}
+
+/// The busiest flows first: the most recently hit, then the most hit.
+pub fn busiest_first(flows: &[Megaflow]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..flows.len()).collect();
+    order.sort_by_key(|&i| {
+        (
+            flows[i].used_ms.unwrap_or(u64::MAX),
+            std::cmp::Reverse(flows[i].packets),
+        )
+    });
+    order
 }
 
 /// Splits on commas outside parentheses and braces.
@@ -225,45 +247,123 @@ fn bytes(s: &str) -> Option<Vec<u8>> {
     Some(n.to_be_bytes().to_vec())
 }
 
-/// Whether some packet can match both leaves (same path).
-fn leaf_overlaps(a: &Field, b: &Field) -> bool {
-    let parsed = (|| {
-        let (va, vb) = (bytes(&a.value)?, bytes(&b.value)?);
-        let ones = |v: &Vec<u8>| vec![0xffu8; v.len()];
-        let ma = a.mask.as_deref().map_or_else(|| Some(ones(&va)), bytes)?;
-        let mb = b.mask.as_deref().map_or_else(|| Some(ones(&vb)), bytes)?;
-        if va.len() != vb.len() || ma.len() != va.len() || mb.len() != vb.len() {
-            return None;
+/// A leaf ready for the overlap test: value and mask as bytes, or text the parser does not
+/// know (`frag=no`, tunnel flags).
+#[derive(Debug, Clone)]
+enum Leaf {
+    Bytes { value: Vec<u8>, mask: Vec<u8> },
+    Text { field: Field, wildcard: bool },
+}
+
+impl Leaf {
+    fn of(f: &Field) -> Leaf {
+        let parsed = (|| {
+            let value = bytes(&f.value)?;
+            let mask = match &f.mask {
+                Some(m) => bytes(m)?,
+                None => vec![0xff; value.len()],
+            };
+            (mask.len() == value.len()).then_some(Leaf::Bytes { value, mask })
+        })();
+        parsed.unwrap_or_else(|| Leaf::Text {
+            field: f.clone(),
+            wildcard: f
+                .mask
+                .as_deref()
+                .and_then(bytes)
+                .is_some_and(|m| m.iter().all(|x| *x == 0)),
+        })
+    }
+
+    /// Whether some packet can match both leaves (same path).
+    fn overlaps(&self, other: &Leaf) -> bool {
+        match (self, other) {
+            (
+                Leaf::Bytes {
+                    value: va,
+                    mask: ma,
+                },
+                Leaf::Bytes {
+                    value: vb,
+                    mask: mb,
+                },
+            ) if va.len() == vb.len() => {
+                (0..va.len()).all(|i| (va[i] & ma[i] & mb[i]) == (vb[i] & ma[i] & mb[i]))
+            }
+            // a fully wildcarded field always overlaps; otherwise equal text does
+            (Leaf::Text { wildcard: true, .. }, _) | (_, Leaf::Text { wildcard: true, .. }) => true,
+            (Leaf::Text { field: a, .. }, Leaf::Text { field: b, .. }) => {
+                a.value == b.value && a.mask == b.mask
+            }
+            _ => false,
         }
-        Some((0..va.len()).all(|i| (va[i] & ma[i] & mb[i]) == (vb[i] & ma[i] & mb[i])))
-    })();
-    // text the parser does not know (`frag=no`, tunnel flags): equal text overlaps; a
-    // fully wildcarded field always does
-    parsed.unwrap_or_else(|| {
-        a.value == b.value && a.mask == b.mask
-            || [a, b].iter().any(|f| {
-                f.mask
-                    .as_deref()
-                    .is_some_and(|m| bytes(m).is_some_and(|m| m.iter().all(|x| *x == 0)))
-            })
-    })
+    }
+}
+
+/// A flow ready for the overlap test: its leaves sorted by path.
+struct Prepared {
+    thread: String,
+    leaves: Vec<(String, Leaf)>,
+}
+
+impl Prepared {
+    fn of(f: &Megaflow) -> Prepared {
+        let mut leaves: Vec<(String, Leaf)> = f
+            .fields
+            .iter()
+            .map(|x| (x.path.clone(), Leaf::of(x)))
+            .collect();
+        leaves.sort_by(|a, b| a.0.cmp(&b.0));
+        Prepared {
+            thread: f.thread.clone(),
+            leaves,
+        }
+    }
+
+    /// A merge of both sorted leaf lists: a path in one flow only is wildcarded in the
+    /// other.
+    fn overlaps(&self, other: &Prepared) -> bool {
+        if self.thread != other.thread {
+            return false;
+        }
+        let (mut i, mut j) = (0, 0);
+        while i < self.leaves.len() && j < other.leaves.len() {
+            let (pa, la) = &self.leaves[i];
+            let (pb, lb) = &other.leaves[j];
+            match pa.cmp(pb) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    if !la.overlaps(lb) {
+                        return false;
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        true
+    }
 }
 
 /// Whether some packet can match both flows (in one thread's table). A field present in
 /// one flow only is wildcarded in the other.
 pub fn overlaps(a: &Megaflow, b: &Megaflow) -> bool {
-    a.thread == b.thread
-        && a.fields.iter().all(|fa| {
-            b.fields
-                .iter()
-                .filter(|fb| fb.path == fa.path)
-                .all(|fb| leaf_overlaps(fa, fb))
-        })
+    Prepared::of(a).overlaps(&Prepared::of(b))
 }
 
+/// The most flows [`conflicting_overlaps`] looks at (the busiest, see [`busiest_first`]):
+/// the test is
+/// quadratic within a (thread, recirculation id, in_port) group.
+pub const MAX_OVERLAP_FLOWS: usize = 512;
+
 /// Pairs of flows (indices into `flows`) that overlap in one thread's table with
-/// different actions: one of each pair is stale.
+/// different actions: one of each pair is stale. Only the [`MAX_OVERLAP_FLOWS`] busiest
+/// flows are looked at.
 pub fn conflicting_overlaps(flows: &[Megaflow]) -> Vec<(usize, usize)> {
+    let mut order = busiest_first(flows);
+    order.truncate(MAX_OVERLAP_FLOWS);
+    order.sort_unstable();
     // the quadratic test runs within groups that must be equal to overlap anyway
     let key = |f: &Megaflow| {
         let get = |p: &str| {
@@ -275,14 +375,18 @@ pub fn conflicting_overlaps(flows: &[Megaflow]) -> Vec<(usize, usize)> {
         (f.thread.clone(), get("recirc_id"), get("in_port"))
     };
     let mut groups: std::collections::BTreeMap<_, Vec<usize>> = Default::default();
-    for (i, f) in flows.iter().enumerate() {
-        groups.entry(key(f)).or_default().push(i);
+    for &i in &order {
+        groups.entry(key(&flows[i])).or_default().push(i);
     }
+    let prepared: std::collections::HashMap<usize, Prepared> = order
+        .iter()
+        .map(|&i| (i, Prepared::of(&flows[i])))
+        .collect();
     let mut out = Vec::new();
     for idx in groups.values() {
         for (n, &i) in idx.iter().enumerate() {
             for &j in &idx[n + 1..] {
-                if flows[i].actions != flows[j].actions && overlaps(&flows[i], &flows[j]) {
+                if flows[i].actions != flows[j].actions && prepared[&i].overlaps(&prepared[&j]) {
                     out.push((i, j));
                 }
             }
@@ -317,6 +421,10 @@ ufid:b89b6462-d43a-47c1-b0d6-67c8194b8846, skb_priority(0/0),skb_mark(0/0),ct_st
         assert_eq!(f[2].ufid, "6c4e4c8b-90dd-4d8b-930e-ceb30faeac26");
         assert_eq!(f[2].actions, "ct(commit,zone=8,mark=0/0x1),6");
         assert_eq!(f[2].packets, 189);
+        assert_eq!(f[2].used_ms, Some(12));
+        assert_eq!(f[3].used_ms, Some(4328));
+        // the busiest: most recently hit first (S and its established twin at 12 ms)
+        assert_eq!(&busiest_first(&f)[..2], &[2, 5]);
         let get = |p: &str| f[2].fields.iter().find(|x| x.path == p).cloned();
         assert_eq!(
             get("ipv4.src"),
@@ -372,6 +480,7 @@ ufid:b89b6462-d43a-47c1-b0d6-67c8194b8846, skb_priority(0/0),skb_mark(0/0),ct_st
                 .collect(),
             actions: actions.into(),
             packets: 0,
+            used_ms: None,
             matched: String::new(),
         };
         let a = fl(&[("ipv4.dst", "10.0.0.1", None)], "1");

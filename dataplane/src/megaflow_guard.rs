@@ -10,7 +10,8 @@
 //! the datapath flows and look for stale ones two ways:
 //! - two flows of one thread's table that overlap with different actions (the shape the
 //!   fault leaves while the broader flow lives);
-//! - flows, most used first and at most [`MAX_TRACES`], whose actions differ from what
+//! - flows (those after a recirculation, then the most hit since the last check, first;
+//!   at most [`MAX_TRACES`]) whose actions differ from what
 //!   `ofproto/trace` of their key gives now, recirculation ids aside (the broader flow may
 //!   be gone already).
 //!
@@ -30,7 +31,9 @@ pub const POLL: Duration = Duration::from_millis(500);
 pub const FULL_CHECK: Duration = Duration::from_secs(30);
 /// The most flows traced in one check (each trace is one unixctl call, ~0.1–1 ms of
 /// ovs-vswitchd's main thread).
-pub const MAX_TRACES: usize = 256;
+pub const MAX_TRACES: usize = 1024;
+/// The shortest time between two checks (flow tables change often in a busy cluster).
+pub const MIN_INTERVAL: Duration = Duration::from_secs(2);
 /// The coverage counter ovs-vswitchd bumps when a flow-table change makes it revalidate.
 const COUNTER: &str = "rev_flow_table";
 
@@ -55,6 +58,8 @@ pub struct MegaflowGuard {
     ctl: Unixctl,
     seen: Option<u64>,
     last_check: Option<Instant>,
+    /// Each flow's packet count at the last check (by ufid).
+    packets: std::collections::HashMap<String, u64>,
 }
 
 impl MegaflowGuard {
@@ -65,6 +70,7 @@ impl MegaflowGuard {
             ctl,
             seen: None,
             last_check: None,
+            packets: Default::default(),
         }
     }
 
@@ -73,8 +79,10 @@ impl MegaflowGuard {
     pub async fn pass(&mut self) -> Result<Option<Check>, UnixctlError> {
         let reply = self.ctl.call("coverage/read-counter", &[COUNTER]).await?;
         let n: Option<u64> = reply.trim().parse().ok();
-        let due = self.last_check.is_none_or(|t| t.elapsed() >= FULL_CHECK);
-        if !due && n.is_some() && n == self.seen {
+        let since = self.last_check.map(|t| t.elapsed());
+        let due = since.is_none_or(|t| t >= FULL_CHECK);
+        let changed = n.is_none() || n != self.seen;
+        if !due && (!changed || since.is_some_and(|t| t < MIN_INTERVAL)) {
             return Ok(None);
         }
         self.seen = n;
@@ -97,9 +105,19 @@ impl MegaflowGuard {
             .into_iter()
             .map(|(i, j)| (brief(&flows[i]), brief(&flows[j])))
             .collect();
+        // the flows hit most since the last check first: a stale verdict does its harm by
+        // being hit (a client retrying what it should no longer reach, or the reverse)
+        let delta = |f: &Megaflow| {
+            f.packets
+                .saturating_sub(self.packets.get(&f.ufid).copied().unwrap_or(0))
+        };
+        // after a recirculation first: where conntrack verdicts, and so NetworkPolicy ACLs,
+        // are decided
+        let first_pass = |f: &Megaflow| f.recirc_id().is_none_or(|r| r == "0" || r == "0x0");
         let mut suspects: Vec<&Megaflow> = flows.iter().collect();
-        suspects.sort_by_key(|f| std::cmp::Reverse(f.packets));
+        suspects.sort_by_key(|f| (first_pass(f), std::cmp::Reverse(delta(f))));
         suspects.truncate(MAX_TRACES);
+        self.packets = flows.iter().map(|f| (f.ufid.clone(), f.packets)).collect();
         let mut stale = Vec::new();
         for f in &suspects {
             // a flow that vanished meanwhile, or a key the tracer refuses, proves nothing
