@@ -96,8 +96,9 @@ async fn services_from_core_endpoints_on_kube_1_20() {
 
     let name = "Service_default/web_TCP";
     let vip = format!("{cluster_ip}:80");
+    // the Service may be seen before its Endpoints (a vip with no backend first)
     let v = vips_until(&nb, name, "the Service's load balancer", |v| {
-        v.contains(&vip)
+        v.contains(&vip) && v.contains("10.2.0.5:8080")
     })
     .await;
     assert!(
