@@ -218,6 +218,8 @@ fn map_of(v: Option<&Value>) -> BTreeMap<String, String> {
 use ovsdb::FromValue;
 
 mod ct_zero_snat;
+/// Whether an `ovs_version` gets the agent's `ct_zero_snat` correction.
+pub use ct_zero_snat::affected as ct_zero_snat_affected;
 
 impl Ovs {
     /// Connects to `remote` (`unix:PATH`) and starts the monitor.

@@ -261,11 +261,6 @@ impl Zovn {
     }
 }
 
-/// `ovs_version`s whose userspace conntrack the node agent works around by reporting
-/// `ct_zero_snat=false` on br-int's Datapath row (`AFFECTED` in
-/// dataplane/src/ovs/ct_zero_snat.rs).
-const CT_ZERO_SNAT_AFFECTED: &[&str] = &["3.1.0"];
-
 /// Node `node`'s `ct_zero_snat` as its agent leaves it: `Some(what)` once the agent's pass
 /// is done (nothing to do on an OVS it does not correct, else every Datapath row reports
 /// `ct_zero_snat=false`), `None` while not (or while ovs-vswitchd does not answer).
@@ -280,7 +275,7 @@ fn ct_zero_snat_settled(lab: &Lab, node: &lab::NodeState) -> Option<String> {
         .split_whitespace()
         .last()?
         .to_string();
-    if !CT_ZERO_SNAT_AFFECTED.contains(&version.as_str()) {
+    if !dataplane::ovs::ct_zero_snat_affected(&version) {
         return Some(format!("OVS {version}: left as reported"));
     }
     let caps = lab::ctl::vsctl(

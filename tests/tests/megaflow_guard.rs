@@ -50,24 +50,10 @@ impl Ovs {
             &d("conf.db"),
             "/usr/share/openvswitch/vswitch.ovsschema",
         ]);
-        let env = [
-            ("OVS_RUNDIR", d("")),
-            ("OVS_DBDIR", d("")),
-            ("OVS_LOGDIR", d("")),
-            ("OVS_SYSCONFDIR", d("")),
-        ];
-        let run = |args: &[&str]| {
-            let out = Command::new(args[0])
-                .args(&args[1..])
-                .envs(env.clone())
-                .output()
-                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-            assert!(
-                out.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
+        let here = d("");
+        let env =
+            ["OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR"].map(|k| (k, here.as_str()));
+        let run = |args: &[&str]| tests::sh_env(args, &env);
         run(&[
             "ovsdb-server",
             &d("conf.db"),
