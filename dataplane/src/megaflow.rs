@@ -67,21 +67,42 @@ pub fn traced_actions(trace: &str) -> Option<&str> {
         .map(str::trim)
 }
 
-/// Whether a flow's actions and the traced ones say the same, recirculation ids aside: a
-/// trace may allocate its own id for the same continuation.
+/// Whether a flow's actions and the traced ones say the same, recirculation ids aside (a
+/// trace may allocate its own id for the same continuation: the frozen state holds the
+/// tunnel metadata of the traced packet) and a controller action's `dont_send` aside (a
+/// trace never sends to the controller, the datapath flow does).
 pub fn same_actions(flow: &str, traced: &str) -> bool {
     fn strip(a: &str) -> String {
         let mut out = String::with_capacity(a.len());
         let mut rest = a;
-        while let Some(i) = rest.find("recirc(") {
-            out.push_str(&rest[..i + 7]);
-            rest = &rest[i + 7..];
-            rest = rest.find(')').map_or("", |j| &rest[j..]);
+        loop {
+            let next = ["recirc(", "dont_send="]
+                .iter()
+                .filter_map(|k| rest.find(k).map(|i| (i, k.len())))
+                .min();
+            let Some((i, n)) = next else { break };
+            out.push_str(&rest[..i + n]);
+            rest = &rest[i + n..];
+            rest = rest.find([')', ',']).map_or("", |j| &rest[j..]);
         }
         out.push_str(rest);
         out
     }
     strip(flow) == strip(traced)
+}
+
+/// Whether a flow sends every packet to ovs-vswitchd (`slow_path`): it caches no verdict,
+/// so it cannot be stale (and its trace gives the actions userspace executes instead).
+pub fn is_slow_path(actions: &str) -> bool {
+    actions.contains("slow_path(")
+}
+
+/// The recirculation ids a flow's actions continue at (`recirc(0x1a)` → `0x1a`).
+pub fn recirc_targets(actions: &str) -> impl Iterator<Item = &str> {
+    actions.split("recirc(").skip(1).filter_map(|rest| {
+        let id = &rest[..rest.find(')')?];
+        (!id.is_empty()).then_some(id)
+    })
 }
 
 /// One matched (sub)field: its path (`ct_state`, `ipv4.dst`, `tunnel.geneve.1`), value and
@@ -526,6 +547,30 @@ ufid:b89b6462-d43a-47c1-b0d6-67c8194b8846, skb_priority(0/0),skb_mark(0/0),ct_st
         ));
         assert!(!same_actions("ct(commit,zone=8,mark=0/0x1),6", "drop"));
         assert!(!same_actions("10", "ct(commit,zone=11,mark=0x1/0x1)"));
+        // a controller action as installed and as traced (from a corpus run's purge log)
+        let ctl = |d| {
+            format!(
+                "userspace(pid=0,controller(reason=1,dont_send={d},continuation=0,\
+                 recirc_id=3911,rule_cookie=0xc8539339,controller_id=0,max_len=65535))"
+            )
+        };
+        assert!(same_actions(&ctl(0), &ctl(1)));
+        assert!(!same_actions(&ctl(0), "drop"));
+        assert!(!same_actions(
+            "ct(zone=1),recirc(0x1),2",
+            "ct(zone=1),recirc(0x2),3"
+        ));
+    }
+
+    #[test]
+    fn slow_path_and_recirculation_targets() {
+        assert!(is_slow_path("userspace(pid=0,slow_path(action))"));
+        assert!(!is_slow_path("ct(zone=12,nat),recirc(0x133)"));
+        let ids: Vec<_> =
+            recirc_targets("ct(zone=12,nat),recirc(0x133),ct(zone=3),recirc(0x9)").collect();
+        assert_eq!(ids, ["0x133", "0x9"]);
+        assert_eq!(recirc_targets("drop").count(), 0);
+        assert_eq!(recirc_targets("recirc(").count(), 0);
     }
 
     #[test]

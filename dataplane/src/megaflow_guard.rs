@@ -13,7 +13,13 @@
 //! - flows (those after a recirculation, then the most hit since the last check, first;
 //!   at most [`MAX_TRACES`]) whose actions differ from what
 //!   `ofproto/trace` of their key gives now, recirculation ids aside (the broader flow may
-//!   be gone already).
+//!   be gone already);
+//! - flows whose actions continue at a recirculation id ovs-vswitchd no longer knows
+//!   (`ofproto/trace recirc_id(N)` answers "no recirculation data"): every packet they
+//!   pass on misses, and its upcall drops it for want of the frozen state. A modify that
+//!   landed on the wrong flow leaves these too (a corpus run lost all traffic between two
+//!   pods for 42 s on such a flow, both ways). The counter of failed upcalls,
+//!   `datapath_drop_upcall_error`, which those drops move, also starts a check.
 //!
 //! When either finds one, the datapath flows are purged (`revalidator/purge`, which also
 //! drops the revalidator's records of them): the next packets are translated from the
@@ -22,10 +28,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::megaflow::{Megaflow, conflicting_overlaps, parse_dump, same_actions, traced_actions};
+use crate::megaflow::{
+    Megaflow, conflicting_overlaps, is_slow_path, parse_dump, recirc_targets, same_actions,
+    traced_actions,
+};
 use crate::unixctl::{Unixctl, UnixctlError};
 
-/// How often the flow-table change counter is read.
+/// How often the [`COUNTERS`] are read.
 pub const POLL: Duration = Duration::from_millis(500);
 /// The longest time between two checks, changes or not.
 pub const FULL_CHECK: Duration = Duration::from_secs(30);
@@ -34,8 +43,10 @@ pub const FULL_CHECK: Duration = Duration::from_secs(30);
 pub const MAX_TRACES: usize = 1024;
 /// The shortest time between two checks (flow tables change often in a busy cluster).
 pub const MIN_INTERVAL: Duration = Duration::from_secs(2);
-/// The coverage counter ovs-vswitchd bumps when a flow-table change makes it revalidate.
-const COUNTER: &str = "rev_flow_table";
+/// The coverage counters that start a check when they move: a flow-table change that makes
+/// ovs-vswitchd revalidate, and a packet dropped because its upcall failed (as it does for
+/// an unknown recirculation id).
+const COUNTERS: [&str; 2] = ["rev_flow_table", "datapath_drop_upcall_error"];
 
 /// What one check found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +57,9 @@ pub struct Check {
     pub conflicts: Vec<((String, String), (String, String))>,
     /// Flows whose actions differ from their trace now: `(ufid, actions, traced actions)`.
     pub stale: Vec<(String, String, String)>,
+    /// Flows whose actions continue at a recirculation id ovs-vswitchd no longer knows:
+    /// `(ufid, actions, id)`.
+    pub dangling: Vec<(String, String, String)>,
     /// Flows traced.
     pub traced: usize,
     /// Whether the datapath flows were purged (there were conflicts).
@@ -56,7 +70,7 @@ pub struct Check {
 #[derive(Debug)]
 pub struct MegaflowGuard {
     ctl: Unixctl,
-    seen: Option<u64>,
+    seen: [Option<u64>; 2],
     last_check: Option<Instant>,
     /// Each flow's packet count at the last check (by ufid).
     packets: std::collections::HashMap<String, u64>,
@@ -68,7 +82,7 @@ impl MegaflowGuard {
     pub fn new(ctl: Unixctl) -> MegaflowGuard {
         MegaflowGuard {
             ctl,
-            seen: None,
+            seen: [None; 2],
             last_check: None,
             packets: Default::default(),
         }
@@ -77,11 +91,19 @@ impl MegaflowGuard {
     /// Checks when the flow tables changed since the last check, or [`FULL_CHECK`] has
     /// passed; `None` when there was nothing to check.
     pub async fn pass(&mut self) -> Result<Option<Check>, UnixctlError> {
-        let reply = self.ctl.call("coverage/read-counter", &[COUNTER]).await?;
-        let n: Option<u64> = reply.trim().parse().ok();
+        let mut n = [None; 2];
+        for (v, c) in n.iter_mut().zip(COUNTERS) {
+            *v = self
+                .ctl
+                .call("coverage/read-counter", &[c])
+                .await?
+                .trim()
+                .parse()
+                .ok();
+        }
         let since = self.last_check.map(|t| t.elapsed());
         let due = since.is_none_or(|t| t >= FULL_CHECK);
-        let changed = n.is_none() || n != self.seen;
+        let changed = n.contains(&None) || n != self.seen;
         if !due && (!changed || since.is_some_and(|t| t < MIN_INTERVAL)) {
             return Ok(None);
         }
@@ -114,7 +136,8 @@ impl MegaflowGuard {
         // after a recirculation first: where conntrack verdicts, and so NetworkPolicy ACLs,
         // are decided
         let first_pass = |f: &Megaflow| f.recirc_id().is_none_or(|r| r == "0" || r == "0x0");
-        let mut suspects: Vec<&Megaflow> = flows.iter().collect();
+        let mut suspects: Vec<&Megaflow> =
+            flows.iter().filter(|f| !is_slow_path(&f.actions)).collect();
         suspects.sort_by_key(|f| (first_pass(f), std::cmp::Reverse(delta(f))));
         suspects.truncate(MAX_TRACES);
         self.packets = flows.iter().map(|f| (f.ufid.clone(), f.packets)).collect();
@@ -130,7 +153,8 @@ impl MegaflowGuard {
                 stale.push((f.ufid.clone(), f.actions.clone(), now.to_string()));
             }
         }
-        let purged = !conflicts.is_empty() || !stale.is_empty();
+        let dangling = self.dangling(&flows).await?;
+        let purged = !conflicts.is_empty() || !stale.is_empty() || !dangling.is_empty();
         if purged {
             self.ctl.call("revalidator/purge", &[]).await?;
         }
@@ -138,9 +162,56 @@ impl MegaflowGuard {
             flows: flows.len(),
             conflicts,
             stale,
+            dangling,
             traced: suspects.len(),
             purged,
         })
+    }
+
+    /// The flows whose actions continue at a recirculation id ovs-vswitchd does not know
+    /// (each distinct id traced once, at most [`MAX_TRACES`]). An id can be freed
+    /// legitimately once its flow is deleted, so a second dump after the traces confirms:
+    /// only a flow that still holds an unknown id counts.
+    async fn dangling(
+        &self,
+        flows: &[Megaflow],
+    ) -> Result<Vec<(String, String, String)>, UnixctlError> {
+        let ids: std::collections::BTreeSet<&str> = flows
+            .iter()
+            .flat_map(|f| recirc_targets(&f.actions))
+            .collect();
+        let mut unknown = std::collections::BTreeSet::new();
+        for id in ids.into_iter().take(MAX_TRACES) {
+            match self
+                .ctl
+                .call("ofproto/trace", &[&format!("recirc_id({id})")])
+                .await
+            {
+                Err(UnixctlError::Command { message, .. })
+                    if message
+                        .to_ascii_lowercase()
+                        .contains("no recirculation data") =>
+                {
+                    unknown.insert(id.to_string());
+                }
+                _ => {}
+            }
+        }
+        if unknown.is_empty() {
+            return Ok(Vec::new());
+        }
+        let dump = self
+            .ctl
+            .call("dpctl/dump-flows", &["-m", "--no-names"])
+            .await?;
+        Ok(parse_dump(&dump)
+            .into_iter()
+            .filter_map(|f| {
+                let id = recirc_targets(&f.actions).find(|id| unknown.contains(*id))?;
+                let id = id.to_string();
+                Some((f.ufid, f.actions, id))
+            })
+            .collect())
     }
 }
 
@@ -164,11 +235,14 @@ pub async fn run(ctl: Unixctl, metrics: std::sync::Arc<crate::metrics::Metrics>)
                     flows = c.flows,
                     conflicts = c.conflicts.len(),
                     stale = c.stale.len(),
+                    dangling = c.dangling.len(),
                     overlapping = ?c.conflicts.iter().take(3).collect::<Vec<_>>(),
                     traced_stale = ?c.stale.iter().take(3).collect::<Vec<_>>(),
+                    unknown_recirculation = ?c.dangling.iter().take(3).collect::<Vec<_>>(),
                     "datapath flows purged: stale datapath flows (overlapping megaflows with \
-                     different actions, or actions a fresh translation no longer gives; a fault \
-                     of OVS 3.1's userspace revalidator)"
+                     different actions, actions a fresh translation no longer gives, or a \
+                     recirculation id ovs-vswitchd no longer knows; a fault of OVS 3.1's \
+                     userspace revalidator)"
                 );
                 failing = false;
             }
