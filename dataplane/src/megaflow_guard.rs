@@ -7,7 +7,7 @@
 //!
 //! The guard: whenever ovs-vswitchd's flow tables changed (its `rev_flow_table` coverage
 //! counter moved) and at least every [`FULL_CHECK`], wait for two revalidator rounds, dump
-//! the datapath flows and look for stale ones two ways:
+//! the datapath flows and look for stale ones three ways:
 //! - two flows of one thread's table that overlap with different actions (the shape the
 //!   fault leaves while the broader flow lives);
 //! - flows (those after a recirculation, then the most hit since the last check, first;
@@ -16,16 +16,21 @@
 //!   be gone already);
 //! - flows whose actions continue at a recirculation id ovs-vswitchd no longer knows
 //!   (`ofproto/trace recirc_id(N)` answers "no recirculation data"): every packet they
-//!   pass on misses, and its upcall drops it for want of the frozen state. A modify that
-//!   landed on the wrong flow leaves these too (a corpus run lost all traffic between two
-//!   pods for 42 s on such a flow, both ways). The counter of failed upcalls,
+//!   pass on misses, and its upcall drops it for want of the frozen state. Corpus runs find
+//!   such flows after policy changes (the likely cause of one run losing all traffic
+//!   between two pods, both ways, for 42 s). The counter of failed upcalls,
 //!   `datapath_drop_upcall_error`, which those drops move, also starts a check.
 //!
-//! When either finds one, the datapath flows are purged (`revalidator/purge`, which also
+//! What the first look finds is looked at again after two more revalidator rounds (the
+//! tables may have changed again meanwhile, and a flow the revalidators had not reached
+//! yet is fixed by then); only a flow still there, unchanged and still wrong counts.
+//!
+//! When one does, the datapath flows are purged (`revalidator/purge`, which also
 //! drops the revalidator's records of them): the next packets are translated from the
 //! current tables. Each purge is logged with the flows that caused it and counted in
 //! `zstack_ovn_stale_megaflow_purges_total`.
 
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::megaflow::{
@@ -62,7 +67,10 @@ pub struct Check {
     pub dangling: Vec<(String, String, String)>,
     /// Flows traced.
     pub traced: usize,
-    /// Whether the datapath flows were purged (there were conflicts).
+    /// What the first look found that the second did not confirm (fixed by the
+    /// revalidators meanwhile, or gone).
+    pub unconfirmed: usize,
+    /// Whether the datapath flows were purged (the second look confirmed something).
     pub purged: bool,
 }
 
@@ -111,38 +119,112 @@ impl MegaflowGuard {
         self.check().await.map(Some)
     }
 
-    /// Waits for the revalidators to finish with the current tables, then looks for
-    /// conflicting overlaps and purges when it finds any.
+    /// Waits for the revalidators to finish with the current tables, looks for stale
+    /// flows, and purges when a second look after two more revalidator rounds confirms
+    /// any (the flow tables may have changed again meanwhile: a flow the revalidators
+    /// simply had not reached yet is fixed by then).
     pub async fn check(&mut self) -> Result<Check, UnixctlError> {
         self.last_check = Some(Instant::now());
-        // a round may have started before the change: wait for the next one too
+        let flows = self.settled_dump().await?;
+        let suspects = self.suspects(&flows);
+        self.packets = flows.iter().map(|f| (f.ufid.clone(), f.packets)).collect();
+        let traced = suspects.len();
+        let first = Findings {
+            conflicts: conflicting_overlaps(&flows)
+                .into_iter()
+                .map(|(i, j)| (brief(&flows[i]), brief(&flows[j])))
+                .collect(),
+            stale: self.stale(suspects).await,
+            unknown_ids: self.unknown_recirc_ids(&flows).await,
+        };
+        let found =
+            |c: &Check| !c.conflicts.is_empty() || !c.stale.is_empty() || !c.dangling.is_empty();
+        let mut check = Check {
+            flows: flows.len(),
+            conflicts: Vec::new(),
+            stale: Vec::new(),
+            dangling: Vec::new(),
+            traced,
+            unconfirmed: 0,
+            purged: false,
+        };
+        if first.is_empty() {
+            return Ok(check);
+        }
+        // the second look: only what is still there, unchanged, and still wrong
+        let again = self.settled_dump().await?;
+        let now: HashMap<&str, &Megaflow> = again.iter().map(|f| (f.ufid.as_str(), f)).collect();
+        let kept = |(ufid, actions): &(String, String)| {
+            now.get(ufid.as_str())
+                .is_some_and(|f| &f.actions == actions)
+        };
+        check.conflicts = first
+            .conflicts
+            .iter()
+            .filter(|(a, b)| kept(a) && kept(b))
+            .cloned()
+            .collect();
+        let still: Vec<&Megaflow> = first
+            .stale
+            .iter()
+            .filter_map(|(ufid, actions, _)| {
+                now.get(ufid.as_str())
+                    .filter(|f| &f.actions == actions)
+                    .copied()
+            })
+            .collect();
+        check.stale = self.stale(still).await;
+        check.dangling = again
+            .iter()
+            .filter_map(|f| {
+                let id = recirc_targets(&f.actions).find(|id| first.unknown_ids.contains(*id))?;
+                Some((f.ufid.clone(), f.actions.clone(), id.to_string()))
+            })
+            .collect();
+        check.unconfirmed = (first.conflicts.len() + first.stale.len() + first.unknown_ids.len())
+            .saturating_sub(check.conflicts.len() + check.stale.len() + check.dangling.len());
+        check.purged = found(&check);
+        if check.purged {
+            self.ctl.call("revalidator/purge", &[]).await?;
+        }
+        Ok(check)
+    }
+
+    /// The datapath flows once the revalidators have been through the current tables (a
+    /// round may have started before a change: the next one too).
+    async fn settled_dump(&self) -> Result<Vec<Megaflow>, UnixctlError> {
         self.ctl.call("revalidator/wait", &[]).await?;
         self.ctl.call("revalidator/wait", &[]).await?;
         let dump = self
             .ctl
             .call("dpctl/dump-flows", &["-m", "--no-names"])
             .await?;
-        let flows = parse_dump(&dump);
-        let conflicts: Vec<_> = conflicting_overlaps(&flows)
-            .into_iter()
-            .map(|(i, j)| (brief(&flows[i]), brief(&flows[j])))
-            .collect();
-        // the flows hit most since the last check first: a stale verdict does its harm by
-        // being hit (a client retrying what it should no longer reach, or the reverse)
+        Ok(parse_dump(&dump))
+    }
+
+    /// The flows to trace, at most [`MAX_TRACES`]: those after a recirculation first
+    /// (where conntrack verdicts, and so NetworkPolicy ACLs, are decided), then the most
+    /// hit since the last check (a stale verdict does its harm by being hit: a client
+    /// retrying what it should no longer reach, or the reverse). A `slow_path` flow
+    /// caches nothing.
+    fn suspects<'a>(&self, flows: &'a [Megaflow]) -> Vec<&'a Megaflow> {
         let delta = |f: &Megaflow| {
             f.packets
                 .saturating_sub(self.packets.get(&f.ufid).copied().unwrap_or(0))
         };
-        // after a recirculation first: where conntrack verdicts, and so NetworkPolicy ACLs,
-        // are decided
         let first_pass = |f: &Megaflow| f.recirc_id().is_none_or(|r| r == "0" || r == "0x0");
         let mut suspects: Vec<&Megaflow> =
             flows.iter().filter(|f| !is_slow_path(&f.actions)).collect();
         suspects.sort_by_key(|f| (first_pass(f), std::cmp::Reverse(delta(f))));
         suspects.truncate(MAX_TRACES);
-        self.packets = flows.iter().map(|f| (f.ufid.clone(), f.packets)).collect();
+        suspects
+    }
+
+    /// Those of `flows` whose actions differ from `ofproto/trace` of their key now:
+    /// `(ufid, actions, traced actions)`.
+    async fn stale(&self, flows: Vec<&Megaflow>) -> Vec<(String, String, String)> {
         let mut stale = Vec::new();
-        for f in &suspects {
+        for f in flows {
             // a flow that vanished meanwhile, or a key the tracer refuses, proves nothing
             let Ok(trace) = self.ctl.call("ofproto/trace", &[&f.trace_key()]).await else {
                 continue;
@@ -153,34 +235,19 @@ impl MegaflowGuard {
                 stale.push((f.ufid.clone(), f.actions.clone(), now.to_string()));
             }
         }
-        let dangling = self.dangling(&flows).await?;
-        let purged = !conflicts.is_empty() || !stale.is_empty() || !dangling.is_empty();
-        if purged {
-            self.ctl.call("revalidator/purge", &[]).await?;
-        }
-        Ok(Check {
-            flows: flows.len(),
-            conflicts,
-            stale,
-            dangling,
-            traced: suspects.len(),
-            purged,
-        })
+        stale
     }
 
-    /// The flows whose actions continue at a recirculation id ovs-vswitchd does not know
-    /// (each distinct id traced once, at most [`MAX_TRACES`]). An id can be freed
-    /// legitimately once its flow is deleted, so a second dump after the traces confirms:
-    /// only a flow that still holds an unknown id counts.
-    async fn dangling(
-        &self,
-        flows: &[Megaflow],
-    ) -> Result<Vec<(String, String, String)>, UnixctlError> {
-        let ids: std::collections::BTreeSet<&str> = flows
+    /// The recirculation ids the flows' actions continue at that ovs-vswitchd does not
+    /// know (`ofproto/trace recirc_id(N)` answers "no recirculation data"); each distinct
+    /// id traced once, at most [`MAX_TRACES`]. An id is freed legitimately once its flows
+    /// are deleted, so only a flow that still holds one at the second look counts.
+    async fn unknown_recirc_ids(&self, flows: &[Megaflow]) -> BTreeSet<String> {
+        let ids: BTreeSet<&str> = flows
             .iter()
             .flat_map(|f| recirc_targets(&f.actions))
             .collect();
-        let mut unknown = std::collections::BTreeSet::new();
+        let mut unknown = BTreeSet::new();
         for id in ids.into_iter().take(MAX_TRACES) {
             match self
                 .ctl
@@ -197,21 +264,20 @@ impl MegaflowGuard {
                 _ => {}
             }
         }
-        if unknown.is_empty() {
-            return Ok(Vec::new());
-        }
-        let dump = self
-            .ctl
-            .call("dpctl/dump-flows", &["-m", "--no-names"])
-            .await?;
-        Ok(parse_dump(&dump)
-            .into_iter()
-            .filter_map(|f| {
-                let id = recirc_targets(&f.actions).find(|id| unknown.contains(*id))?;
-                let id = id.to_string();
-                Some((f.ufid, f.actions, id))
-            })
-            .collect())
+        unknown
+    }
+}
+
+/// What a first look found, before the second.
+struct Findings {
+    conflicts: Vec<((String, String), (String, String))>,
+    stale: Vec<(String, String, String)>,
+    unknown_ids: BTreeSet<String>,
+}
+
+impl Findings {
+    fn is_empty(&self) -> bool {
+        self.conflicts.is_empty() && self.stale.is_empty() && self.unknown_ids.is_empty()
     }
 }
 
@@ -236,6 +302,7 @@ pub async fn run(ctl: Unixctl, metrics: std::sync::Arc<crate::metrics::Metrics>)
                     conflicts = c.conflicts.len(),
                     stale = c.stale.len(),
                     dangling = c.dangling.len(),
+                    unconfirmed = c.unconfirmed,
                     overlapping = ?c.conflicts.iter().take(3).collect::<Vec<_>>(),
                     traced_stale = ?c.stale.iter().take(3).collect::<Vec<_>>(),
                     unknown_recirculation = ?c.dangling.iter().take(3).collect::<Vec<_>>(),
@@ -246,7 +313,17 @@ pub async fn run(ctl: Unixctl, metrics: std::sync::Arc<crate::metrics::Metrics>)
                 );
                 failing = false;
             }
-            Ok(_) => failing = false,
+            Ok(Some(c)) => {
+                if c.unconfirmed > 0 {
+                    tracing::debug!(
+                        flows = c.flows,
+                        unconfirmed = c.unconfirmed,
+                        "megaflow guard: suspects the revalidators fixed by the second look"
+                    );
+                }
+                failing = false;
+            }
+            Ok(None) => failing = false,
             Err(e) => {
                 if !failing {
                     tracing::warn!(error = %e, "megaflow guard: check failed");

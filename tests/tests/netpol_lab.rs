@@ -606,9 +606,24 @@ fn netpol_corpus_on_real_traffic() {
                 .collect::<Vec<_>>()
         })
         .collect();
+    // by cause: a purge line holds `conflicts=N stale=N dangling=N`
+    let by = |key: &str| {
+        purges
+            .iter()
+            .filter(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix(key))
+                    .is_some_and(|n| n != "0")
+            })
+            .count()
+    };
     eprintln!(
-        "the agents' megaflow guard purged the datapath flows {} times{}",
+        "the agents' megaflow guard purged the datapath flows {} times (for overlaps {}, \
+         stale actions {}, unknown recirculation ids {}){}",
         purges.len(),
+        by("conflicts="),
+        by("stale="),
+        by("dangling="),
         purges
             .iter()
             .map(|l| format!("\n  {l}"))

@@ -126,7 +126,11 @@ async fn main() -> Result<()> {
             .with_env_filter(filter)
             .init();
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            // colours only on a terminal: a log file or collector gets plain text
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init();
     }
     let cfg = cluster_config(&args)?;
     if args.cluster_id.is_empty() {
