@@ -32,8 +32,9 @@ pub struct AgentConfig {
     pub mtu: u32,
     /// ovn-controller settings to write (`--sb`); `None` leaves OVS as it is.
     pub ovn: Option<OvnConfig>,
-    /// How often the management port routes are refreshed from the Subnets (and the
-    /// datapath decision re-checked).
+    /// How often the management port routes are refreshed from the Subnets, the datapath
+    /// decision re-checked, and the Services re-read for the host NAT when the source
+    /// cannot watch them.
     pub refresh: Duration,
     /// Datapath configuration and how to restart ovs-vswitchd (see [`crate::datapath`]).
     pub datapath: crate::datapath::manager::ManagerConfig,
@@ -773,7 +774,9 @@ impl Agent {
     }
 
     /// Runs forever: reconciles OVS once at start and on every replica change (debounced),
-    /// and the management port every `refresh`.
+    /// and the management port every `refresh`; the host's Service NAT on every Service
+    /// change when the source watches them (and every [`SERVICE_RESYNC`] in any case),
+    /// else every `refresh`.
     pub async fn watch(self: Arc<Self>) {
         let mut changes = self.ovs.replica().subscribe();
         // one pass now, not at the first change after start: on a fresh node that change is
@@ -782,8 +785,32 @@ impl Agent {
         self.reconcile_ovs().await;
         let mut tick = tokio::time::interval(self.cfg.refresh);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Services: watched when the source can (then re-read only every SERVICE_RESYNC),
+        // else re-read on every tick
+        let mut services = self.pods.service_changes();
+        let mut watching = services.is_some();
+        let mut nat_at: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
+                change = next_change(&mut services) => {
+                    if change.is_none() {
+                        tracing::warn!("Service watch ended: Services re-read on the refresh");
+                        services = None;
+                        watching = false;
+                        continue;
+                    }
+                    // a burst (many objects applied at once, a watch's initial list) is
+                    // one pass
+                    tokio::time::sleep(SERVICE_DEBOUNCE).await;
+                    while let Some(s) = services.as_mut() {
+                        match futures::FutureExt::now_or_never(futures::StreamExt::next(s)) {
+                            Some(Some(())) => continue,
+                            _ => break,
+                        }
+                    }
+                    self.host_nat_pass().await;
+                    nat_at = Some(tokio::time::Instant::now());
+                }
                 r = changes.changed() => {
                     if r.is_err() {
                         tracing::error!("OVS monitor closed");
@@ -803,10 +830,27 @@ impl Agent {
                     if let Err(e) = self.ensure_mgmt().await {
                         tracing::warn!(error = %e, "management port not configured");
                     }
-                    self.host_nat_pass().await;
+                    if !watching || nat_at.is_none_or(|t| t.elapsed() >= SERVICE_RESYNC) {
+                        self.host_nat_pass().await;
+                        nat_at = Some(tokio::time::Instant::now());
+                    }
                     self.datapath_pass().await;
                 }
             }
         }
+    }
+}
+
+/// How long a Service change waits for the rest of its burst before the host NAT pass.
+const SERVICE_DEBOUNCE: Duration = Duration::from_millis(100);
+/// How often the Services are re-read while they are watched (a level-triggered pass
+/// that repairs whatever a missed event or a foreign change left).
+pub const SERVICE_RESYNC: Duration = Duration::from_secs(60);
+
+/// The next Service change of a watch; never, without one.
+async fn next_change(s: &mut Option<futures::stream::BoxStream<'static, ()>>) -> Option<()> {
+    match s {
+        Some(s) => futures::StreamExt::next(s).await,
+        None => std::future::pending().await,
     }
 }

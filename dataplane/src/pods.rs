@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use ipnet::IpNet;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -69,6 +71,13 @@ pub trait PodSource: Send + Sync {
     /// none (a source that cannot list Services gets no host rules).
     fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Yields whenever a Service was added, changed or deleted (and once when a watch
+    /// (re)starts), so the host's Service NAT follows at once; `None`: this source cannot
+    /// watch, and the agent re-reads the Services on its refresh.
+    fn service_changes(&self) -> Option<BoxStream<'static, ()>> {
+        None
     }
 
     /// Merges `annotations` into the Node's annotations.
@@ -450,6 +459,28 @@ impl PodSource for KubeSource {
                 .map(control::services::convert::service_info)
                 .collect())
         })
+    }
+
+    /// A watch of every Service (with kube-runtime's backoff after errors, which are
+    /// logged).
+    fn service_changes(&self) -> Option<BoxStream<'static, ()>> {
+        use kube::runtime::WatchStreamExt;
+        use kube::runtime::watcher::{self, Event};
+        let api: kube::Api<k8s_openapi::api::core::v1::Service> =
+            kube::Api::all(self.client.clone());
+        let stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .filter_map(|ev| async move {
+                match ev {
+                    Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => Some(()),
+                    Ok(Event::Init | Event::InitApply(_)) => None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "Service watch: retrying with backoff");
+                        None
+                    }
+                }
+            });
+        Some(stream.boxed())
     }
 
     /// Watches the one pod (`await_condition`), bounded by `timeout`.

@@ -6,7 +6,9 @@
 //! real shim's ADD returns the address of the pod's `k8s.ovn.org/pod-networks`
 //! annotation, the pods ping each other, the management port carries the Node's
 //! `network.zstack.io/mgmt-port` address and reaches a pod; DEL removes the OVS port; an
-//! ADD for a Pod the API does not have fails with code 100 within the timeout.
+//! ADD for a Pod the API does not have fails with code 100 within the timeout; the agents
+//! watch Services (a NodePort Service created or deleted is in or out of both nodes'
+//! host NAT table well before their 60 s Service resync).
 //!
 //! The API server listens on 127.0.0.1 of the host netns; the agents run in the node
 //! netns, so each node netns gets a small forwarder on its own 127.0.0.1 at the same
@@ -439,6 +441,72 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
         ping(&nodes[1].netns, &ip_a, Duration::from_secs(20)),
         "node2 -> ka via ovn-k8s-mp0"
     );
+
+    // the agents watch Services: a new NodePort Service is in each node's host NAT table
+    // well before the agents' Service resync (60 s; their refresh no longer re-reads
+    // Services while the watch runs), and a deleted one leaves it as fast
+    let svc_api: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), "default");
+    let svc: k8s_openapi::api::core::v1::Service = create(
+        &svc_api,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "watched", "namespace": "default"},
+            "spec": {"type": "NodePort", "selector": {"app": "watched"},
+                     "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+        }),
+    )
+    .await;
+    let node_port = svc
+        .spec
+        .and_then(|s| s.ports?.first()?.node_port)
+        .expect("the apiserver allocated a nodePort");
+    let nat = |ns: &str| {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "nft",
+                "list",
+                "table",
+                "inet",
+                "zstack-ovn",
+            ])
+            .output()
+            .expect("nft");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let wanted = format!(" dport {node_port} ");
+    let bound = dataplane::agent::SERVICE_RESYNC / 3;
+    for present in [true, false] {
+        if !present {
+            svc_api
+                .delete("watched", &Default::default())
+                .await
+                .expect("delete the Service");
+        }
+        let t = Instant::now();
+        for n in &nodes {
+            while nat(&n.netns).contains(&wanted) != present {
+                assert!(
+                    t.elapsed() < bound,
+                    "{}: nodePort {node_port} {} the host NAT after {:?}:\n{}\n{}",
+                    n.name,
+                    if present { "not in" } else { "still in" },
+                    t.elapsed(),
+                    nat(&n.netns),
+                    logs(&nodes, &ctl_log)
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        eprintln!(
+            "Service {}: host NAT of both nodes in {:?}",
+            if present { "created" } else { "deleted" },
+            t.elapsed()
+        );
+    }
 
     // a Pod the API does not have: 100 within the short timeout
     let t = Instant::now();
