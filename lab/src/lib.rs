@@ -11,6 +11,8 @@
 //! - [`state`]: state-dir layout and the `lab.json` manifest.
 //! - [`process`]: commands with clear errors; daemons started/stopped by pid.
 //! - [`netns`], [`names`], [`hugepages`], [`cluster`], [`wait`].
+//! - [`bare_ovs`]: a bare ovsdb-server + ovs-vswitchd (no OVN) with a bridge joining two
+//!   namespaces, for the megaflow guard's test and benchmark.
 //! - [`ctl`]: the OVS/OVN command-line tools used (to be swapped for the ovsdb client).
 //! - [`apiserver`]: the lab's object store daemon (Namespaces, Subnets, Pods, Nodes) with
 //!   the real controller on it, and the client behind `zovn lab apply/delete/get`.
@@ -47,6 +49,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod bare_ovs;
 pub mod central;
 pub mod cluster;
 pub mod config;

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{LabError, Result};
 use crate::names::check_ifname;
 use crate::process::{cmd, run, run_args};
 
@@ -112,6 +112,24 @@ pub fn exec(ns: &str, args: &[&str]) -> Result<String> {
     let mut c = cmd("ip", ["netns", "exec", ns]);
     c.args(args);
     run(&mut c)
+}
+
+/// Runs `f` on a thread of its own inside `ns` (the caller's threads stay where they
+/// are): sockets it opens belong to `ns`.
+pub fn run_in<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T> {
+    use std::os::fd::AsFd;
+    let path = Path::new("/run/netns").join(ns);
+    let file = std::fs::File::open(&path).map_err(|e| LabError::io("open", &path, e))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
+                LabError::io("setns", &path, std::io::Error::from_raw_os_error(e as i32))
+            })?;
+            Ok(f())
+        })
+        .join()
+        .map_err(|_| LabError::Invalid(format!("a thread in netns {ns} panicked")))?
+    })
 }
 
 fn ip_n(ns: &str, args: &[&str]) -> Result<String> {

@@ -743,7 +743,8 @@ impl Bench {
 }
 
 /// Median of a figure over rounds (NaN when there is none).
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median (NaN for no value; NaNs ignored).
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.retain(|x| !x.is_nan());
     if v.is_empty() {
         return f64::NAN;

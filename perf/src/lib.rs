@@ -15,6 +15,8 @@
 //!   the agent log.
 //! - [`datapath_bench`]: pod-to-pod iperf3/qperf on one node through AF_XDP ports, kernel
 //!   fallback ports and a direct veth pair (the ceiling), with the target ratios.
+//! - [`guard_bench`]: the megaflow guard's check time and ovs-vswitchd main-thread stall
+//!   on a bare ovs-vswitchd with thousands of datapath flows, against an idle probe.
 //! - [`netpol_bench`]: NetworkPolicy create → enforced on a 2-node lab with 100 pods
 //!   (p50/p99, first probe with the new verdict) and NB rows as pods/policies grow.
 //! - [`service_lb`]: Service endpoint change → Load_Balancer updated in a real NB (p50/p99,
@@ -28,6 +30,7 @@ pub mod alloc;
 pub mod cni_add;
 pub mod control_sync;
 pub mod datapath_bench;
+pub mod guard_bench;
 pub mod host;
 pub mod netpol_bench;
 pub mod ovsdb_insert;

@@ -16,9 +16,7 @@
 //!   find nothing.
 
 use std::net::UdpSocket;
-use std::os::fd::AsFd;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -26,100 +24,7 @@ use std::time::{Duration, Instant};
 use dataplane::megaflow::{parse_dump, recirc_targets};
 use dataplane::megaflow_guard::MegaflowGuard;
 use dataplane::unixctl::Unixctl;
-use tests::sh;
-
-/// A standalone ovsdb-server + ovs-vswitchd (no OVN: nothing else changes its flows) in a
-/// namespace of the test; stopped by pidfile and the namespaces deleted, also on panic.
-struct Ovs {
-    dir: std::path::PathBuf,
-    netns: Vec<String>,
-}
-
-impl Ovs {
-    fn start(dir: &Path, ns: &str) -> Ovs {
-        std::fs::create_dir_all(dir).expect("ovs dir");
-        sh(&["ip", "netns", "add", ns]);
-        let ovs = Ovs {
-            dir: dir.to_path_buf(),
-            netns: vec![ns.to_string()],
-        };
-        let d = |f: &str| dir.join(f).to_string_lossy().into_owned();
-        sh(&[
-            "ovsdb-tool",
-            "create",
-            &d("conf.db"),
-            "/usr/share/openvswitch/vswitch.ovsschema",
-        ]);
-        let here = d("");
-        let env =
-            ["OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR"].map(|k| (k, here.as_str()));
-        let run = |args: &[&str]| tests::sh_env(args, &env);
-        run(&[
-            "ovsdb-server",
-            &d("conf.db"),
-            &format!("--remote=punix:{}", d("db.sock")),
-            &format!("--pidfile={}", d("ovsdb-server.pid")),
-            &format!("--unixctl={}", d("ovsdb-server.ctl")),
-            &format!("--log-file={}", d("ovsdb-server.log")),
-            "--detach",
-            "-vconsole:off",
-        ]);
-        sh(&[
-            "ovs-vsctl",
-            &format!("--db=unix:{}", d("db.sock")),
-            "--no-wait",
-            "init",
-        ]);
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "/usr/lib/openvswitch-switch/ovs-vswitchd",
-            &format!("unix:{}", d("db.sock")),
-            &format!("--pidfile={}", d("ovs-vswitchd.pid")),
-            &format!("--unixctl={}", d("ovs-vswitchd.ctl")),
-            &format!("--log-file={}", d("ovs-vswitchd.log")),
-            "--detach",
-            "-vconsole:off",
-        ]);
-        ovs
-    }
-
-    fn db(&self) -> String {
-        format!("--db=unix:{}", self.dir.join("db.sock").display())
-    }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        for pidfile in ["ovs-vswitchd.pid", "ovsdb-server.pid"] {
-            let pid = std::fs::read_to_string(self.dir.join(pidfile)).unwrap_or_default();
-            if let Ok(pid) = pid.trim().parse::<i32>() {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-            }
-        }
-        for n in &self.netns {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
-/// Runs `f` on a thread inside netns `ns`.
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    let file = std::fs::File::open(Path::new("/run/netns").join(ns)).expect("netns");
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-            f()
-        })
-        .join()
-        .expect("netns thread")
-    })
-}
+use lab::bare_ovs::{BareOvs, send_udp};
 
 /// A UDP receiver on port 81 in a namespace, counting datagrams until dropped.
 struct Receiver {
@@ -130,7 +35,9 @@ struct Receiver {
 
 impl Receiver {
     fn start(ns: &str) -> Receiver {
-        let sock = in_netns(ns, || UdpSocket::bind("0.0.0.0:81").expect("bind :81"));
+        let sock = lab::netns::run_in(ns, || UdpSocket::bind("0.0.0.0:81"))
+            .and_then(|r| r.map_err(|e| lab::LabError::io("bind :81 in", ns, e)))
+            .unwrap_or_else(|e| panic!("{e}"));
         sock.set_read_timeout(Some(Duration::from_millis(100)))
             .expect("timeout");
         let (count, stop) = (
@@ -168,21 +75,14 @@ impl Drop for Receiver {
 
 /// Sends `n` datagrams from namespace `ns` to 10.97.0.2:`port`, 2 ms apart.
 fn send(ns: &str, port: u16, n: usize) {
-    in_netns(ns, || {
-        let s = UdpSocket::bind("0.0.0.0:0").expect("bind");
-        for _ in 0..n {
-            s.send_to(b"x", ("10.97.0.2", port)).expect("send");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    })
+    send_udp(ns, [port], n, Duration::from_millis(2)).unwrap_or_else(|e| panic!("{e}"));
 }
 
 struct Bench {
     /// S's actions under v1 (the output to b's port, in datapath port numbers).
     v1_output: String,
     ctl: Unixctl,
-    of: String,
-    dir: std::path::PathBuf,
+    ovs: BareOvs,
     na: String,
 }
 
@@ -195,16 +95,9 @@ impl Bench {
     }
 
     fn rules(&self, name: &str, text: &str) {
-        let f = self.dir.join(name);
-        std::fs::write(&f, text).expect("rules file");
-        sh(&[
-            "ovs-ofctl",
-            "-O",
-            "OpenFlow13",
-            "replace-flows",
-            &self.of,
-            &f.to_string_lossy(),
-        ]);
+        self.ovs
+            .rules(name, text)
+            .unwrap_or_else(|e| panic!("rules {name}: {e}"));
     }
 
     /// The datapath flows of the udp traffic: (ufid, udp dst as printed, actions, packets).
@@ -270,101 +163,16 @@ impl Bench {
     }
 }
 
-/// The bench: a standalone OVS with a `fail_mode=secure` netdev bridge joining
-/// namespaces `<p>a` (10.97.0.1, port 1) and `<p>b` (10.97.0.2, port 2); the caller
-/// installs the rules.
-fn setup(p: &str, dir: &Path) -> (Ovs, Bench) {
-    let sw = format!("{p}sw");
-    let mut ovs = Ovs::start(&dir.join("ovs"), &sw);
-    let (na, nb) = (format!("{p}a"), format!("{p}b"));
-    for (ns, host, ip) in [
-        (&na, format!("{p}ha"), "10.97.0.1/24"),
-        (&nb, format!("{p}hb"), "10.97.0.2/24"),
-    ] {
-        sh(&["ip", "netns", "add", ns]);
-        ovs.netns.push(ns.clone());
-        sh(&[
-            "ip", "-n", &sw, "link", "add", &host, "type", "veth", "peer", "name", "eth0", "netns",
-            ns,
-        ]);
-        sh(&["ip", "-n", ns, "addr", "add", ip, "dev", "eth0"]);
-        sh(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
-        sh(&["ip", "-n", &sw, "link", "set", &host, "up"]);
-        // the AF_PACKET port hands packets on as they are: no partial checksums
-        sh(&[
-            "ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off",
-        ]);
+/// The bench: a bare OVS (`lab::bare_ovs`) with namespaces `<p>a` (10.97.0.1, port 1)
+/// and `<p>b` (10.97.0.2, port 2) on its bridge; the caller installs the rules.
+fn setup(p: &str, dir: &Path) -> Bench {
+    let ovs = BareOvs::start(&dir.join("ovs"), p).unwrap_or_else(|e| panic!("bare OVS: {e}"));
+    Bench {
+        v1_output: ovs.b_dp_port.clone(),
+        ctl: Unixctl::new(ovs.ctl()).with_timeout(Duration::from_secs(5)),
+        na: ovs.na.clone(),
+        ovs,
     }
-    let mac_b = sh(&["ip", "-n", &nb, "-br", "link", "show", "eth0"]);
-    let mac_b = mac_b.split_whitespace().nth(2).expect("mac").to_string();
-    sh(&[
-        "ip",
-        "-n",
-        &na,
-        "neigh",
-        "add",
-        "10.97.0.2",
-        "lladdr",
-        &mac_b,
-        "dev",
-        "eth0",
-    ]);
-    let br = format!("{p}br");
-    let db = ovs.db();
-    sh(&[
-        "ovs-vsctl",
-        &db,
-        "add-br",
-        &br,
-        "--",
-        "set",
-        "bridge",
-        &br,
-        "datapath_type=netdev",
-        "fail_mode=secure",
-        "external_ids:zstack.io/owner=zstack-ovn-test",
-        "--",
-        "add-port",
-        &br,
-        &format!("{p}ha"),
-        "--",
-        "set",
-        "interface",
-        &format!("{p}ha"),
-        "ofport_request=1",
-        "--",
-        "add-port",
-        &br,
-        &format!("{p}hb"),
-        "--",
-        "set",
-        "interface",
-        &format!("{p}hb"),
-        "ofport_request=2",
-    ]);
-    // b's port in datapath numbers (`port 3: <name>` in `dpctl/show`)
-    let show = sh(&[
-        "ovs-appctl",
-        "-t",
-        &ovs.dir.join("ovs-vswitchd.ctl").to_string_lossy(),
-        "dpctl/show",
-    ]);
-    let hb = format!("{p}hb");
-    let v1_output = show
-        .lines()
-        .find_map(|l| {
-            let (n, name) = l.trim().strip_prefix("port ")?.split_once(": ")?;
-            (name.split_whitespace().next()? == hb).then(|| n.to_string())
-        })
-        .unwrap_or_else(|| panic!("{hb} not in dpctl/show: {show}"));
-    let bench = Bench {
-        v1_output,
-        ctl: Unixctl::new(ovs.dir.join("ovs-vswitchd.ctl")).with_timeout(Duration::from_secs(5)),
-        of: format!("unix:{}", ovs.dir.join(format!("{br}.mgmt")).display()),
-        dir: dir.to_path_buf(),
-        na: na.clone(),
-    };
-    (ovs, bench)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -377,8 +185,8 @@ async fn stale_megaflow_leaks_then_the_guard_purges_it() {
     }
     let _lock = tests::heavy_lock();
     let scratch = tests::scratch("mfg");
-    let (ovs, bench) = setup(&scratch.prefix, scratch.dir.path());
-    let (na, nb) = (bench.na.clone(), format!("{}b", scratch.prefix));
+    let bench = setup(&scratch.prefix, scratch.dir.path());
+    let (na, nb) = (bench.na.clone(), bench.ovs.nb.clone());
     let rx = Receiver::start(&nb);
 
     // 1. the fault: S keeps forwarding after the revalidators' rounds. It takes B's
@@ -438,9 +246,8 @@ async fn stale_megaflow_leaks_then_the_guard_purges_it() {
     assert_eq!(leaked, 50, "the stale flow should forward: {flows:?}");
 
     // 2. the guard: S's actions differ from its trace; purged, and udp/81 is dropped
-    let mut guard = MegaflowGuard::new(
-        Unixctl::new(ovs.dir.join("ovs-vswitchd.ctl")).with_timeout(Duration::from_secs(5)),
-    );
+    let mut guard =
+        MegaflowGuard::new(Unixctl::new(bench.ovs.ctl()).with_timeout(Duration::from_secs(5)));
     let check = guard.check().await.expect("guard check");
     eprintln!("guard: {check:?}");
     assert!(check.purged, "stale S not found: {check:?}");
@@ -484,7 +291,7 @@ async fn stale_megaflow_leaks_then_the_guard_purges_it() {
     );
     tests::record_real_run("megaflow_guard::stale_megaflow_leaks_then_the_guard_purges_it");
     drop(rx);
-    drop(ovs);
+    drop(bench);
 }
 
 /// Sends 50 udp/81 datagrams and waits (≤ 5 s) until they are all counted; the number
@@ -511,8 +318,8 @@ async fn unknown_recirculation_blackholes_then_the_guard_purges_it() {
     }
     let _lock = tests::heavy_lock();
     let scratch = tests::scratch("mfr");
-    let (ovs, bench) = setup(&scratch.prefix, scratch.dir.path());
-    let (na, nb) = (bench.na.clone(), format!("{}b", scratch.prefix));
+    let bench = setup(&scratch.prefix, scratch.dir.path());
+    let (na, nb) = (bench.na.clone(), bench.ovs.nb.clone());
     let rx = Receiver::start(&nb);
     // udp/81 through conntrack, as OVN's ACL stages do: a first pass that recirculates,
     // and a second one that forwards
@@ -582,9 +389,8 @@ async fn unknown_recirculation_blackholes_then_the_guard_purges_it() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    let mut guard = MegaflowGuard::new(
-        Unixctl::new(ovs.dir.join("ovs-vswitchd.ctl")).with_timeout(Duration::from_secs(5)),
-    );
+    let mut guard =
+        MegaflowGuard::new(Unixctl::new(bench.ovs.ctl()).with_timeout(Duration::from_secs(5)));
     let check = guard.check().await.expect("guard check");
     eprintln!("guard: {check:?}");
     assert!(
@@ -611,5 +417,5 @@ async fn unknown_recirculation_blackholes_then_the_guard_purges_it() {
         "{again:?}"
     );
     drop(rx);
-    drop(ovs);
+    drop(bench);
 }

@@ -17,6 +17,11 @@
 //! NetworkPolicy create → enforced on a 2-node lab (p50/p99) and the NB rows the policy
 //! translator produces as pods and policies grow.
 //!
+//! `zovn-perf megaflow-guard [--ports 250,1000,4000] [--json FILE]` measures the node
+//! agent's megaflow guard on a bare ovs-vswitchd with 2N datapath flows: one check's time,
+//! and how long ovs-vswitchd's main thread takes to answer while checks run against the
+//! same probe with none.
+//!
 //! `zovn-perf vhost [--seconds 5] [--rounds 3] [--json FILE]` measures the 64 B packet
 //! rate through the OVS-DPDK PMD between two vhost-user ports made by the node agent and
 //! between two made by hand, with testpmd as the guest.
@@ -50,6 +55,15 @@ enum Cmd {
         #[arg(long, default_value_t = 1_000)]
         nbctl_loop_ports: usize,
         /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The megaflow guard's cost: check time and ovs-vswitchd main-thread stall on a bare
+    /// ovs-vswitchd with 2N datapath flows.
+    MegaflowGuard {
+        /// Port counts N (comma separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [250usize, 1000, 4000])]
+        ports: Vec<usize>,
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -211,6 +225,19 @@ async fn main() -> Result<()> {
             let report = tokio::task::spawn_blocking(move || perf::netpol_bench::run(cfg))
                 .await
                 .context("netpol benchmark task")?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::MegaflowGuard { ports, json } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::guard_bench::Config {
+                dir: dir.clone(),
+                prefix: format!("mg{}", std::process::id() % 10_000),
+                ports,
+            };
+            let report = perf::guard_bench::run(cfg).await;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
