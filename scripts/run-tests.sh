@@ -23,8 +23,22 @@ echo "== build (every binary: tests run the real zovn, zstack-ovnkube-controller
 cargo build --workspace --bins || status=1
 
 echo "== tests"
+# the machine's 2 MiB hugepage reservation: the tests must leave it as they found it
+NR_HP=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+hp_before=$(cat "$NR_HP" 2>/dev/null || echo 0)
+export ZOVN_HUGEPAGES_LOG=$PWD/target/hugepages-leaks.log
+rm -f "$ZOVN_HUGEPAGES_LOG"
 ZOVN_REQUIRE_REAL=1 cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+if [ -s "$ZOVN_HUGEPAGES_LOG" ]; then
+  echo "run-tests: heavy tests that left more 2 MiB hugepages reserved than they found:" >&2
+  cat "$ZOVN_HUGEPAGES_LOG" >&2
+fi
+hp_after=$(cat "$NR_HP" 2>/dev/null || echo 0)
+if [ "$hp_after" != "$hp_before" ]; then
+  echo "run-tests: nr_hugepages was $hp_before before the tests and is $hp_after: put back" >&2
+  echo "$hp_before" > "$NR_HP" || true
+fi
 
 # Every real-component test records itself in $ZOVN_REAL_LOG when its gate lets it run
 # (under ZOVN_REQUIRE_REAL=1 a missing prerequisite fails the test instead of skipping).

@@ -144,8 +144,32 @@ pub fn find_in_path(bin: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Holds the heavy-test lock until dropped.
-pub struct HeavyLock(#[allow(dead_code)] File);
+/// Holds the heavy-test lock until dropped. On drop it also checks the machine's 2 MiB
+/// hugepage reservation: a test that leaves more reserved than it found is appended to
+/// the file named by `ZOVN_HUGEPAGES_LOG` (set by `scripts/run-tests.sh`, which reports
+/// it and puts the count back).
+pub struct HeavyLock {
+    _file: File,
+    hugepages: Option<u64>,
+}
+
+impl Drop for HeavyLock {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let now = lab::hugepages::nr_pages_2m().ok();
+        if let (Some(before), Some(now)) = (self.hugepages, now)
+            && now > before
+            && let Ok(path) = std::env::var("ZOVN_HUGEPAGES_LOG")
+            && let Ok(mut f) = File::options().create(true).append(true).open(path)
+        {
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("a test")
+                .to_string();
+            let _ = f.write_all(format!("{test}: nr_hugepages {before} -> {now}\n").as_bytes());
+        }
+    }
+}
 
 /// Serialises heavy tests across test binaries (an advisory `flock` on a file in the
 /// system temp dir). Blocks until the lock is free.
@@ -159,7 +183,10 @@ pub fn heavy_lock() -> HeavyLock {
         .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     f.lock()
         .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
-    HeavyLock(f)
+    HeavyLock {
+        _file: f,
+        hugepages: lab::hugepages::nr_pages_2m().ok(),
+    }
 }
 
 /// A private scratch area for one test: a temp dir (removed on drop) and a short unique
