@@ -68,7 +68,8 @@ pub struct Check {
     /// Flows traced.
     pub traced: usize,
     /// What the first look found that the second did not confirm (fixed by the
-    /// revalidators meanwhile, or gone).
+    /// revalidators meanwhile, or gone): overlapping pairs, stale flows and unknown
+    /// recirculation ids.
     pub unconfirmed: usize,
     /// Whether the datapath flows were purged (the second look confirmed something).
     pub purged: bool,
@@ -181,8 +182,9 @@ impl MegaflowGuard {
                 Some((f.ufid.clone(), f.actions.clone(), id.to_string()))
             })
             .collect();
+        let confirmed_ids: BTreeSet<&str> = check.dangling.iter().map(|d| d.2.as_str()).collect();
         check.unconfirmed = (first.conflicts.len() + first.stale.len() + first.unknown_ids.len())
-            .saturating_sub(check.conflicts.len() + check.stale.len() + check.dangling.len());
+            .saturating_sub(check.conflicts.len() + check.stale.len() + confirmed_ids.len());
         check.purged = found(&check);
         if check.purged {
             self.ctl.call("revalidator/purge", &[]).await?;

@@ -117,14 +117,8 @@ fn nix_is_root() -> bool {
 /// Runs a command to completion and returns its stdout; panics (naming the command and
 /// its stderr) when it cannot start or fails.
 pub fn sh(args: &[&str]) -> String {
-    sh_env(args, &[])
-}
-
-/// [`sh`] with extra environment variables.
-pub fn sh_env(args: &[&str], env: &[(&str, &str)]) -> String {
     let out = std::process::Command::new(args[0])
         .args(&args[1..])
-        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     assert!(

@@ -78,6 +78,18 @@ fn send(ns: &str, port: u16, n: usize) {
     send_udp(ns, [port], n, Duration::from_millis(2)).unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Sends 50 udp/81 datagrams from `na` and waits (≤ 5 s) until all are counted; the
+/// number delivered.
+fn deliver_50(na: &str, rx: &Receiver) -> usize {
+    let before = rx.count();
+    send(na, 81, 50);
+    let t = Instant::now();
+    while rx.count() < before + 50 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rx.count() - before
+}
+
 struct Bench {
     /// S's actions under v1 (the output to b's port, in datapath port numbers).
     v1_output: String,
@@ -125,17 +137,8 @@ impl Bench {
             "v1",
             "priority=10,udp,in_port=1,tp_dst=81,actions=output:2\npriority=1,actions=drop\n",
         );
-        let before = rx.count();
-        send(&self.na, 81, 50);
-        let t = Instant::now();
-        while rx.count() < before + 50 {
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "v1: udp/81 not delivered ({} of 50)",
-                rx.count() - before
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let delivered = deliver_50(&self.na, rx);
+        assert_eq!(delivered, 50, "v1: udp/81 not delivered");
         // the revalidators have seen S (its record is operational) before they pause
         self.appctl("revalidator/wait", &[]).await;
         self.appctl("revalidator/pause", &[]).await;
@@ -235,13 +238,7 @@ async fn stale_megaflow_leaks_then_the_guard_purges_it() {
         }
     );
     let flows = bench.udp_flows().await;
-    let before = rx.count();
-    send(&na, 81, 50);
-    let t = Instant::now();
-    while rx.count() < before + 50 && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let leaked = rx.count() - before;
+    let leaked = deliver_50(&na, &rx);
     eprintln!("stale S delivered {leaked} of 50 udp/81 datagrams under drop-all rules");
     assert_eq!(leaked, 50, "the stale flow should forward: {flows:?}");
 
@@ -289,23 +286,8 @@ async fn stale_megaflow_leaks_then_the_guard_purges_it() {
         !again.purged && again.conflicts.is_empty() && again.stale.is_empty(),
         "{again:?}"
     );
-    tests::record_real_run("megaflow_guard::stale_megaflow_leaks_then_the_guard_purges_it");
     drop(rx);
     drop(bench);
-}
-
-/// Sends 50 udp/81 datagrams and waits (≤ 5 s) until they are all counted; the number
-/// delivered.
-fn deliver_50(na: &str, rx: &Receiver) -> usize {
-    let before = rx.count();
-    send(na, 81, 50);
-    let t = Instant::now();
-    while rx.count() < before + 50 && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // late stragglers of a blackholed run would arrive by now if they ever do
-    std::thread::sleep(Duration::from_millis(100));
-    rx.count() - before
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
