@@ -207,6 +207,7 @@ impl AgentLab {
 
 impl Drop for AgentLab {
     fn drop(&mut self) {
+        crate::lab_logs::on_down(&self.dir);
         for pid in self.stopped.drain(..) {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 pub mod agent;
 pub mod kube;
 pub mod kube_objects;
+pub mod lab_logs;
 pub mod nbctl;
 pub mod vhost_lab;
 pub mod zovn;

@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 use lab::Lab;
 use serde_json::Value;
 
-/// Takes the lab in the directory down when dropped (also when the test panics).
+/// Takes the lab in the directory down when dropped (also when the test panics, after
+/// printing and keeping its logs: [`crate::lab_logs`]).
 pub struct DownOnDrop(pub PathBuf);
 
 impl Drop for DownOnDrop {
     fn drop(&mut self) {
+        crate::lab_logs::on_down(&self.0);
         if let Ok(lab) = Lab::open(&self.0) {
             let _ = lab.down();
         }

@@ -4,8 +4,9 @@
 //!   plugin (a shell script answering like the shim: code 11 first, then a result) in
 //!   the nodes' CNI dirs — checks what a container runtime must do: the netns, the
 //!   `CNI_*` environment and stdin, retry on 11, the result recorded (READY, DATAPATH),
-//!   the responder (TCP + UDP), `zovn lab exec/probe`, DEL + netns removal on delete, and
-//!   a `down` that leaves nothing.
+//!   the responder (TCP + UDP), `zovn lab exec/probe`, DEL + netns removal on delete (a
+//!   failing DEL retried until it succeeds, the netns kept until then), and a `down` that
+//!   leaves nothing.
 //! - `pods_reach_each_other`: the real thing — agents (`zstack-ovnkube-node`) and the
 //!   real shim, `examples/lab/`, every pod Ready, a TCP/UDP reachability matrix within a
 //!   node and across nodes, ping, delete, down.
@@ -21,6 +22,7 @@ use tests::zovn::{Zovn, assert_down_clean, netns_of, pod_ip, start_agents, start
 
 const STUB: &str = r#"#!/bin/sh
 # stand-in for zstack-ovn-cni: logs the call, answers 11 to the first ADD of a container
+# and fails the first two DELs after an ADD succeeded
 log="$(dirname "$0")/../calls.log"
 stdin=$(cat)
 echo "$CNI_COMMAND|$CNI_CONTAINERID|$CNI_NETNS|$CNI_IFNAME|$CNI_ARGS|$CNI_PATH|$ZSTACK_OVN_CNI_SOCKET|$stdin" >> "$log"
@@ -32,7 +34,19 @@ ADD)
     echo '{"cniVersion":"1.0.0","code":11,"msg":"the node agent is not up yet"}'
     exit 1
   fi
+  touch "$(dirname "$0")/../added-$CNI_CONTAINERID"
   echo "{\"cniVersion\":\"1.0.0\",\"interfaces\":[{\"name\":\"eth0\",\"mac\":\"0a:58:0a:63:00:05\",\"sandbox\":\"$CNI_NETNS\"}],\"ips\":[{\"address\":\"10.99.0.5/24\",\"interface\":0}]}"
+  ;;
+DEL)
+  # after a successful ADD: the first DEL answers 11, the second fails, the third succeeds
+  [ -e "$(dirname "$0")/../added-$CNI_CONTAINERID" ] || exit 0
+  dels="$(dirname "$0")/../dels-$CNI_CONTAINERID"
+  echo x >> "$dels"
+  [ -e "$CNI_NETNS" ] && echo "DEL-NETNS|$CNI_CONTAINERID|present" >> "$log"
+  case "$(wc -l < "$dels")" in
+  1) echo '{"cniVersion":"1.0.0","code":11,"msg":"stub: the agent is busy"}'; exit 1 ;;
+  2) echo '{"cniVersion":"1.0.0","code":999,"msg":"stub: DEL failed"}'; exit 1 ;;
+  esac
   ;;
 esac
 exit 0
@@ -195,6 +209,23 @@ fn runtime_with_a_stub_plugin() {
     )
     .expect("write");
     z.ok(&["delete", "-f", del.to_str().expect("utf-8")]);
+    // a failing DEL is retried (kubelet keeps the sandbox until DEL succeeds), and the
+    // record says why the pod is still there
+    let mut seen = None;
+    wait_until(
+        "web's failed DEL on its record",
+        Duration::from_secs(15),
+        || {
+            seen = lab
+                .runtime_pods()
+                .ok()
+                .and_then(|f| f.pods.get("demo/web").and_then(|r| r.message.clone()))
+                .filter(|m| m.contains("CNI DEL failed (attempt 2"));
+            seen.is_some()
+        },
+    );
+    let seen = seen.expect("message");
+    assert!(seen.contains("stub: DEL failed"), "{seen}");
     wait_until("web torn down", Duration::from_secs(15), || {
         !lab::netns::exists(&ns) && !responder.is_alive()
     });
@@ -211,6 +242,21 @@ fn runtime_with_a_stub_plugin() {
         last_del.contains("prevResult"),
         "DEL without prevResult: {last_del}"
     );
+    let web_cid = rt.pods["demo/web"].container_id.clone();
+    let dels = calls
+        .lines()
+        .filter(|l| l.starts_with(&format!("DEL|{web_cid}|")) && l.contains("prevResult"))
+        .count();
+    assert_eq!(
+        dels, 3,
+        "after the delete (DELs with the ADD result): two failed DELs, then one that \
+         succeeded: {calls}"
+    );
+    let netns_present = calls
+        .lines()
+        .filter(|l| *l == format!("DEL-NETNS|{web_cid}|present"))
+        .count();
+    assert_eq!(netns_present, 3, "the netns stays until DEL succeeds");
 
     // down: the remaining pod's netns goes too
     let mut pids = vec![i64::from(responder.pid)];

@@ -410,9 +410,11 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let vm_file = examples.join("20-vmi-vm1.yaml");
     z.ok(&["delete", "-f", vm_file.to_str().expect("utf-8")]);
     let sock_dir = Path::new(&vm_sock).parent().expect("dir").to_path_buf();
+    let t_del = Instant::now();
     wait_until("vm1's port removed", Duration::from_secs(30), || {
         !vhost_ifaces(&db1).contains_key(&vm_port)
     });
+    eprintln!("vm1's port removed {:?} after its delete", t_del.elapsed());
     wait_until("vm1's socket dir removed", Duration::from_secs(10), || {
         !sock_dir.exists()
     });

@@ -6,7 +6,8 @@
 //! with backoff; `11`/`100` mean "not yet" and retry fast, other errors are cleaned up
 //! with `DEL` and retried slower), start the pod's responder, and report the pod ready.
 //! When the pod leaves the store (or comes back with another uid) the task stops the
-//! responder, calls `DEL` (with the ADD result as `prevResult`) and deletes the netns.
+//! responder, calls `DEL` (with the ADD result as `prevResult`; retried with backoff until
+//! it succeeds, as kubelet does) and then deletes the netns.
 //!
 //! Everything is recorded in `pods.json` before it is created. When the daemon restarts,
 //! the records are adopted: a ready pod whose netns still exists is not set up again
@@ -303,7 +304,7 @@ impl PodRuntime {
         if !adopted {
             if rec.attempts > 1 {
                 // clean up what a failed or interrupted attempt may have left
-                self.del_secondaries(d, node, &base, &rec).await;
+                let _ = self.del_secondaries(d, node, &base, &rec, true).await;
                 let _ = self
                     .call(d, node, &net, &rec, "DEL", rec.result.as_ref(), IFNAME)
                     .await;
@@ -411,28 +412,38 @@ impl PodRuntime {
         Ok(())
     }
 
-    /// CNI DEL of every recorded secondary network of the pod, last first; forgets them.
+    /// CNI DEL of every recorded secondary network of the pod, last first. A network is
+    /// forgotten once its DEL succeeded, and also after a failed one when `forget_failed`
+    /// (the cleanup before a new ADD attempt); the first failure is returned.
     async fn del_secondaries(
         &self,
         d: &DesiredPod,
         node: &CniNode,
         base: &NetworkConfig,
         rec: &PodRecord,
-    ) {
+        forget_failed: bool,
+    ) -> std::result::Result<(), CniFailure> {
         use super::networks;
+        let mut first = None;
         for a in networks::load(&self.layout, &rec.netns).iter().rev() {
             let net = crate::apiserver::nad::delegate_config(base, &a.config)
                 .unwrap_or_else(|_| base.clone());
-            if let Err(e) = self
+            let r = self
                 .call(d, node, &net, rec, "DEL", a.result.as_ref(), &a.ifname)
-                .await
-            {
+                .await;
+            if let Err(e) = &r {
                 warn!(pod = %d.key, network = %a.nad, ifname = %a.ifname, error = %e, "CNI DEL of a secondary network failed");
             }
-            if let Err(e) = networks::forget(&self.layout, &rec.netns, &a.ifname) {
+            if (r.is_ok() || forget_failed)
+                && let Err(e) = networks::forget(&self.layout, &rec.netns, &a.ifname)
+            {
                 warn!(pod = %d.key, error = %e, "forgetting a secondary network failed");
             }
+            if let Err(e) = r {
+                first.get_or_insert(e);
+            }
         }
+        first.map_or(Ok(()), Err)
     }
 
     /// The pod's vhost-user interfaces (an ADD result with a `socketPath`, the default
@@ -528,7 +539,46 @@ impl PodRuntime {
         .await
     }
 
-    /// Undoes everything for pod `d`: responder, CNI DEL, netns, record.
+    /// CNI DEL of every network of pod `d` (Multus: the secondary networks first, last
+    /// first), retried with backoff until the plugin succeeds, as kubelet keeps a sandbox
+    /// until its DEL succeeds: giving up would leave the pod's OVS port, LSP and socket
+    /// directory behind. Each failure is logged and shown in the pod's record.
+    async fn del_until_done(&self, d: &DesiredPod, node: &CniNode, rec: &PodRecord) {
+        let mut delay = Duration::ZERO;
+        for attempt in 1u32.. {
+            let r = match network_config(node, &d.key) {
+                Err(e) => Err((e.transient, e.message)),
+                Ok(base) => {
+                    let net = match &d.network {
+                        Some(Ok(c)) => crate::apiserver::nad::delegate_config(&base, c)
+                            .unwrap_or_else(|_| base.clone()),
+                        _ => base.clone(),
+                    };
+                    match self.del_secondaries(d, node, &base, rec, false).await {
+                        Err(e) => Err((e.transient(), e.to_string())),
+                        Ok(()) => self
+                            .call(d, node, &net, rec, "DEL", rec.result.as_ref(), IFNAME)
+                            .await
+                            .map(drop)
+                            .map_err(|e| (e.transient(), e.to_string())),
+                    }
+                }
+            };
+            let Err((transient, message)) = r else {
+                return;
+            };
+            delay = next_delay(delay, transient);
+            warn!(pod = %d.key, attempt, retry_in = ?delay, error = %message, "CNI DEL failed");
+            self.update(&d.key, |r| {
+                r.message = Some(format!(
+                    "CNI DEL failed (attempt {attempt}, next in {delay:?}): {message}"
+                ));
+            });
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Undoes everything for pod `d`: responder, CNI DEL (until it succeeds), netns, record.
     async fn teardown(&self, d: &DesiredPod) {
         let Some(rec) = self.record(&d.key) else {
             return;
@@ -550,23 +600,8 @@ impl PodRuntime {
         if let Err(e) = blocking(move || super::vhost_pod::stop(&layout, &ns)).await {
             warn!(pod = %d.key, error = %e, "stopping the vhost-user testpmd failed");
         }
-        if let Some(node) = self.node(&rec.node)
-            && let Ok(net) = network_config(node, &d.key)
-        {
-            // Multus: the secondary networks first, last first
-            self.del_secondaries(d, node, &net, &rec).await;
-            for attempt in 1..=3 {
-                match self
-                    .call(d, node, &net, &rec, "DEL", rec.result.as_ref(), IFNAME)
-                    .await
-                {
-                    Ok(_) => break,
-                    Err(e) => {
-                        warn!(pod = %d.key, attempt, error = %e, "CNI DEL failed");
-                        tokio::time::sleep(Duration::from_millis(500 * attempt)).await;
-                    }
-                }
-            }
+        if let Some(node) = self.node(&rec.node) {
+            self.del_until_done(d, node, &rec).await;
         }
         let ns = rec.netns.clone();
         if let Err(e) = blocking(move || netns::delete(&ns)).await {
