@@ -162,6 +162,15 @@ pub fn start(
         ident: Some(state.to_string_lossy().into_owned()),
         env: node_env(&node.dir),
     };
+    // a socket left by an agent that was killed (no agent runs for this node: the caller
+    // checked): gone first, so the wait below sees the new agent's socket, which it binds
+    // once it has restored its sandboxes
+    match std::fs::remove_file(&socket) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(LabError::io("remove stale socket", &socket, e));
+        }
+        _ => {}
+    }
     let rec = spawn_detached(&spec)?;
     // the pidfile is informative (the record is what `down` uses)
     let _ = std::fs::write(&rec.pidfile, format!("{}\n", rec.pid));

@@ -321,8 +321,8 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
         !alive(i64::from(agent1.pid))
     });
     ping(&z, vm, &web2); // the datapath does not need the agent
+    // (returns once the new agent serves its CNI socket, which it binds after restoring)
     lab.start_agents(&agent, Some(&shim)).expect("agents again");
-    std::thread::sleep(Duration::from_secs(2)); // let the restarted agent restore
     let after = vhost_ifaces(&db1);
     assert_eq!(after[&vm_port].0, vm_uuid, "the same Interface row");
     assert_eq!(after[&vm_port].1, vm_sock, "same socket path");
