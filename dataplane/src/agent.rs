@@ -261,7 +261,9 @@ impl Agent {
         }
     }
 
-    fn sandbox_lock(&self, container_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    /// The lock every request and reconcile of `container_id`'s sandbox holds while it
+    /// changes that sandbox's ports and records.
+    pub fn sandbox_lock(&self, container_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut m = self.locks.lock().unwrap_or_else(|e| e.into_inner());
         m.retain(|_, l| Arc::strong_count(l) > 1);
         m.entry(container_id.to_string()).or_default().clone()

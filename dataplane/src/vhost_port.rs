@@ -627,6 +627,12 @@ pub async fn gc(agent: &Agent, valid: &BTreeSet<(String, String)>) -> Result<(),
     for rec in agent.vhost.all() {
         let id = (rec.sandbox.container_id.clone(), rec.sandbox.ifname.clone());
         if !valid.contains(&id) {
+            let lock = agent.sandbox_lock(&rec.sandbox.container_id);
+            let _g = lock.lock().await;
+            // a DEL may have removed it while this waited
+            let Some(rec) = agent.vhost.get(&id.0, &id.1) else {
+                continue;
+            };
             tracing::info!(sandbox = %rec.key(), "GC: removing stale vhost-user interface");
             remove_record(agent, &rec, false).await?;
         }
@@ -684,11 +690,24 @@ pub async fn reconcile(agent: &Agent) {
             continue;
         }
         let Ok(layout) = rec.layout() else { continue };
-        // a request in flight for this sandbox does the job itself
+        // a request in flight for this sandbox holds its lock and does the job itself: a
+        // DEL has removed the port before it removes the record, and re-adding the port in
+        // between would leave it behind for good
+        let lock = agent.sandbox_lock(&rec.sandbox.container_id);
+        let Ok(_g) = lock.try_lock() else {
+            continue;
+        };
+        // re-read under the lock: a request that finished meanwhile removed the record or
+        // added the port
         if agent
             .vhost
             .get(&rec.sandbox.container_id, &rec.sandbox.ifname)
             .is_none()
+            || agent
+                .ovs
+                .owned_ports()
+                .iter()
+                .any(|p| p.name == rec.sandbox.host_ifname)
         {
             continue;
         }
