@@ -4,8 +4,9 @@
 //! The reconcile re-adds a recorded vhost-user port missing from OVS. A CNI DEL removes the
 //! port first and the record last, holding the sandbox's lock: a reconcile that ran in
 //! between (the port's removal is itself a change that starts one) re-added the port for
-//! good, and the pod's vhost-user port outlived the pod (CI: "vm1's port removed" timed
-//! out). The DEL in flight is played by holding the sandbox lock the way a request does.
+//! good, and the pod's vhost-user port outlived the pod — the likely cause of a CI run
+//! where vhost_pod's "vm1's port removed" timed out (not caught live). The DEL in flight
+//! is played by holding the sandbox lock the way a request does.
 
 mod common;
 
