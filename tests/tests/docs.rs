@@ -1,12 +1,15 @@
 //! The documentation stays true to the repository: README.md fits on a screen (at most 250
 //! lines), every relative link in README.md and docs/**/*.md points to an existing file
 //! (and, with `#anchor`, to a heading of it), every workspace crate is in the README's
-//! crate table, and every annotation key the Rust sources name is on
-//! docs/reference/annotations.md. No root, no daemons: it reads files.
+//! crate table, every annotation key the Rust sources name is on
+//! docs/reference/annotations.md, and every flag and subcommand the binaries' `--help`
+//! shows is on docs/reference/flags.md (the binaries must be built: `cargo build
+//! --workspace --bins`, as `make test` does). No root, no daemons.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Longest README.md allowed: the front door, the rest lives under docs/.
 const README_MAX_LINES: usize = 250;
@@ -292,6 +295,110 @@ fn every_annotation_key_in_the_sources_is_documented() {
     );
 }
 
+/// The part of a markdown page under the heading `title` (any level), up to the next
+/// `##` or `###` heading.
+fn section<'a>(page: &'a str, title: &str) -> &'a str {
+    let start = page
+        .lines()
+        .scan(0, |at, line| {
+            let here = *at;
+            *at += line.len() + 1;
+            Some((here, line))
+        })
+        .find(|(_, line)| line.starts_with('#') && line.trim_start_matches('#').trim() == title)
+        .map(|(at, _)| at)
+        .unwrap_or_else(|| panic!("docs/reference/flags.md has no heading {title:?}"));
+    let body = &page[start..];
+    let first_line = body.find('\n').map_or(body.len(), |n| n + 1);
+    let end = body[first_line..]
+        .find("\n## ")
+        .into_iter()
+        .chain(body[first_line..].find("\n### "))
+        .min()
+        .map_or(body.len(), |n| first_line + n);
+    &body[..end]
+}
+
+/// `--long` flags named in a `--help` text.
+fn long_flags(help: &str) -> BTreeSet<String> {
+    help.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | ',' | '(' | ')' | '`'))
+        .filter_map(|w| {
+            let name = w.strip_prefix("--")?;
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            (!name.is_empty()).then(|| format!("--{name}"))
+        })
+        .collect()
+}
+
+/// Subcommands listed under `Commands:` in a `--help` text (`help` excluded).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+fn help_of(bin: &Path, args: &[&str]) -> String {
+    let out = Command::new(bin)
+        .args(args)
+        .arg("--help")
+        .output()
+        .unwrap_or_else(|e| panic!("run {} {args:?} --help: {e}", bin.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} --help failed",
+        bin.display()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn every_flag_and_subcommand_of_the_binaries_is_in_flags_md() {
+    let page = read(&repo_root().join("docs/reference/flags.md"));
+    // (section title, binary, subcommand path)
+    let mut wanted: Vec<(String, PathBuf, Vec<String>)> = Vec::new();
+    for bin in ["zstack-ovnkube-controller", "zstack-ovnkube-node"] {
+        wanted.push((bin.into(), tests::workspace_bin(bin), Vec::new()));
+    }
+    let zovn = tests::workspace_bin("zovn");
+    for sub in subcommands(&help_of(&zovn, &["lab"])) {
+        wanted.push((
+            format!("zovn lab {sub}"),
+            zovn.clone(),
+            vec!["lab".into(), sub],
+        ));
+    }
+    let perf = tests::workspace_bin("zovn-perf");
+    for sub in subcommands(&help_of(&perf, &[])) {
+        wanted.push((format!("zovn-perf {sub}"), perf.clone(), vec![sub]));
+    }
+    assert!(wanted.len() > 10, "subcommands found: {}", wanted.len());
+    let mut missing = Vec::new();
+    for (title, bin, args) in &wanted {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let text = section(&page, title);
+        for flag in long_flags(&help_of(bin, &args)) {
+            if flag != "--help" && flag != "--version" && !text.contains(&flag) {
+                missing.push(format!("{title}: {flag}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "flags the binaries have but docs/reference/flags.md does not show (regenerate the \
+         section from `<binary> [subcommand] --help`):\n{}",
+        missing.join("\n")
+    );
+}
+
 #[test]
 fn the_helpers_find_what_they_should() {
     assert_eq!(
@@ -308,6 +415,20 @@ fn the_helpers_find_what_they_should() {
     assert_eq!(
         keys.into_iter().collect::<Vec<_>>(),
         ["k8s.ovn.org/pod-networks", "kubevirt.io/domain"]
+    );
+    let page = "# t\n## a\nx --one\n### a b\n--two\n## c\n--three\n";
+    assert_eq!(section(page, "a"), "## a\nx --one");
+    assert_eq!(section(page, "a b"), "### a b\n--two");
+    assert_eq!(section(page, "c"), "## c\n--three\n");
+    assert_eq!(
+        long_flags("  --dir <DIR>  x [env: X] (`--datapath dpdk`), --nb-ca")
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["--datapath", "--dir", "--nb-ca"]
+    );
+    assert_eq!(
+        subcommands("Usage\n\nCommands:\n  up    Start\n        more\n  help  x\n\nOptions:\n  -h"),
+        ["up"]
     );
     let prose = prose_lines("a `[x](nope)` b\n```\n[y](nope)\n```\n[z](yes)");
     let targets: Vec<_> = prose.iter().flat_map(|(_, l)| link_targets(l)).collect();
