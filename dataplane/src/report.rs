@@ -2,9 +2,11 @@
 //! configuration errors), and how they reach each pod source: the lab's object store gets
 //! a `v1` Event as JSON ([`AgentEvent::to_kube_json`]); a Kubernetes API gets an
 //! `events.k8s.io/v1` Event through kube-runtime's [`Recorder`] ([`KubeEvents`]), which
-//! turns a repeat into a count on the first event rather than a new object.
+//! turns a repeat into a count on the first event rather than a new object (a Node's
+//! events fall back to `v1` Events where the server refuses the former).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -106,6 +108,12 @@ const MAX_RECORDERS: usize = 1024;
 /// Events through kube-runtime's [`Recorder`] (`events.k8s.io/v1`, reporting controller
 /// [`COMPONENT`], reporting instance the node).
 ///
+/// The recorder files an event about a cluster-scoped object (a Node) in `default`, which
+/// kube-apiserver 1.20 refuses for `events.k8s.io` Events (422: it wants them in
+/// `kube-system`); newer servers take it. Where the server refuses, a Node's events are
+/// written as `v1` Events in `default` instead, as kubelet writes its own
+/// ([`AgentEvent::to_kube_json`]), from then on.
+///
 /// The recorder counts a repeat of the same (object, type, reason) in the first event's
 /// `series` and keeps that event's note; so that a new message (another configuration
 /// error, a changed fallback) is not hidden behind an old one, each (subject, reason)
@@ -116,6 +124,8 @@ pub struct KubeEvents {
     client: kube::Client,
     #[allow(clippy::type_complexity)]
     recorders: Arc<Mutex<HashMap<(Subject, String), (String, Recorder)>>>,
+    /// The server refused a Node's `events.k8s.io` Event: Node events go as `v1` Events.
+    legacy_node_events: Arc<AtomicBool>,
 }
 
 impl KubeEvents {
@@ -123,6 +133,7 @@ impl KubeEvents {
         KubeEvents {
             client,
             recorders: Arc::default(),
+            legacy_node_events: Arc::default(),
         }
     }
 
@@ -160,10 +171,40 @@ impl KubeEvents {
             action: ev.reason.clone(),
             secondary: None,
         };
-        self.recorder(ev)
-            .publish(&event, &ev.object_ref())
+        let node = matches!(ev.subject, Subject::Node(_));
+        if node && self.legacy_node_events.load(Ordering::Relaxed) {
+            return self.create_v1(ev).await;
+        }
+        match self.recorder(ev).publish(&event, &ev.object_ref()).await {
+            Ok(()) => Ok(()),
+            Err(kube::Error::Api(s)) if node && s.code == 422 => {
+                tracing::info!(reason = %s.message,
+                    "the API server refuses events.k8s.io Events about a Node in default: writing v1 Events");
+                self.legacy_node_events.store(true, Ordering::Relaxed);
+                self.create_v1(ev).await
+            }
+            Err(e) => Err(SourceError::Kube(format!(
+                "publish event {}: {e}",
+                ev.reason
+            ))),
+        }
+    }
+
+    /// Creates `ev` as a `v1` Event ([`AgentEvent::to_kube_json`]).
+    async fn create_v1(&self, ev: &AgentEvent) -> Result<(), SourceError> {
+        let v = ev.to_kube_json();
+        let ns = v["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let obj: k8s_openapi::api::core::v1::Event = serde_json::from_value(v)
+            .map_err(|e| SourceError::Kube(format!("build event: {e}")))?;
+        let api: kube::Api<k8s_openapi::api::core::v1::Event> =
+            kube::Api::namespaced(self.client.clone(), &ns);
+        api.create(&Default::default(), &obj)
             .await
-            .map_err(|e| SourceError::Kube(format!("publish event {}: {e}", ev.reason)))
+            .map(|_| ())
+            .map_err(|e| SourceError::Kube(format!("create event {}: {e}", ev.reason)))
     }
 }
 

@@ -387,7 +387,8 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    // the datapath report through the API: Node annotation and a v1 Event per node
+    // the datapath report through the API: Node annotation and an Event per node (written
+    // as events.k8s.io/v1 by the Recorder, listed here through core v1)
     for n in &nodes {
         let status = eventually(
             "the Node's datapath-status annotation",
