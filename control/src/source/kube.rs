@@ -1,5 +1,5 @@
-//! The production source: kube-runtime watchers on Subnets, Pods and Nodes, and patches
-//! through the Kubernetes API.
+//! The production source: kube-runtime watchers on Subnets, Pods and Nodes, patches
+//! through the Kubernetes API, and Warning events through kube-runtime's `Recorder`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
