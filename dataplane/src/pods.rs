@@ -1,5 +1,7 @@
 //! Where the agent reads pods, its Node and the Subnets: the lab's object store
-//! (`lab:SOCKET`, JSON lines) or a Kubernetes API (`kube`).
+//! (`lab:SOCKET`, JSON lines) or a Kubernetes API (`kube`), read through reflector stores
+//! (this node's pods, its Node, the Subnets, the Services) kept by one watch each, so an
+//! ADD or a periodic pass reads memory, not the API server.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,6 +12,10 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -132,10 +138,12 @@ pub trait PodSource: Send + Sync {
     }
 }
 
-/// Parses `--pods`: `lab:SOCKET` or `kube`.
+/// Parses `--pods`: `lab:SOCKET` or `kube` (whose stores hold the pods and the Node of
+/// `node`).
 pub async fn from_spec(
     spec: &str,
     kubeconfig: Option<PathBuf>,
+    node: &str,
 ) -> Result<Box<dyn PodSource>, SourceError> {
     if let Some(sock) = spec.strip_prefix("lab:") {
         if sock.is_empty() {
@@ -144,7 +152,7 @@ pub async fn from_spec(
         return Ok(Box::new(LabSource::new(sock)));
     }
     if spec == "kube" {
-        return Ok(Box::new(KubeSource::new(kubeconfig).await?));
+        return Ok(Box::new(KubeSource::new(kubeconfig, node).await?));
     }
     Err(SourceError::Spec(spec.into()))
 }
@@ -345,15 +353,105 @@ impl PodSource for LabSource {
     }
 }
 
-/// A Kubernetes API server (kube-rs).
+/// How long a read waits for a store's first list before it fails.
+pub const STORE_READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A reflector store, the version its watch task bumps after every change it applied
+/// (an `Apply`, a `Delete`, a (re)list's end), and what it holds (for errors).
+struct Reflected<K: kube::Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store: Store<K>,
+    changed: tokio::sync::watch::Receiver<u64>,
+    what: &'static str,
+}
+
+impl<K> Reflected<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    /// Starts the watch (kube-runtime's backoff after errors, which are logged) that keeps
+    /// the store; the task ends with its [`Watches`] guard.
+    fn start(
+        api: kube::Api<K>,
+        config: watcher::Config,
+        what: &'static str,
+        tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+    ) -> Reflected<K> {
+        let (store, writer) = reflector::store();
+        let (tx, changed) = tokio::sync::watch::channel(0u64);
+        let stream = reflector::reflector(writer, watcher::watcher(api, config)).default_backoff();
+        tasks.push(tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(
+                        watcher::Event::Apply(_)
+                        | watcher::Event::Delete(_)
+                        | watcher::Event::InitDone,
+                    ) => tx.send_modify(|v| *v = v.wrapping_add(1)),
+                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                    Err(e) => tracing::warn!(what, error = %e, "watch: retrying with backoff"),
+                }
+            }
+        }));
+        Reflected {
+            store,
+            changed,
+            what,
+        }
+    }
+
+    /// The store once its first list is in (at most [`STORE_READY_TIMEOUT`]).
+    async fn ready(&self) -> Result<&Store<K>, SourceError> {
+        match tokio::time::timeout(STORE_READY_TIMEOUT, self.store.wait_until_ready()).await {
+            Ok(Ok(())) => Ok(&self.store),
+            Ok(Err(e)) => Err(SourceError::Kube(format!("{}: {e}", self.what))),
+            Err(_) => Err(SourceError::Kube(format!(
+                "{}: not listed within {STORE_READY_TIMEOUT:?}",
+                self.what
+            ))),
+        }
+    }
+}
+
+/// Aborts the watch tasks when the last [`KubeSource`] clone goes.
+struct Watches(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// A Kubernetes API server (kube-rs): reads from reflector stores, writes (the Node's
+/// annotations, events) through the API.
 #[derive(Clone)]
 pub struct KubeSource {
     client: kube::Client,
+    node: String,
+    pods: Arc<Reflected<Pod>>,
+    nodes: Arc<Reflected<Node>>,
+    subnets: Arc<Reflected<control::crd::Subnet>>,
+    services: Arc<Reflected<Service>>,
+    events: crate::report::KubeEvents,
+    _watches: Arc<Watches>,
 }
 
 impl KubeSource {
-    /// From `kubeconfig`, or the in-cluster / default configuration.
-    pub async fn new(kubeconfig: Option<PathBuf>) -> Result<KubeSource, SourceError> {
+    /// From `kubeconfig`, or the in-cluster / default configuration; starts the watches of
+    /// `node`'s pods (field selector `spec.nodeName`), the Node itself (`metadata.name`),
+    /// every Subnet and every Service.
+    pub async fn new(kubeconfig: Option<PathBuf>, node: &str) -> Result<KubeSource, SourceError> {
         let e = |e: &dyn std::fmt::Display| SourceError::Kube(e.to_string());
         let config = match kubeconfig {
             Some(path) => {
@@ -366,16 +464,56 @@ impl KubeSource {
             None => kube::Config::infer().await.map_err(|x| e(&x))?,
         };
         let client = kube::Client::try_from(config).map_err(|x| e(&x))?;
-        Ok(KubeSource { client })
+        let mut tasks = Vec::new();
+        let by_node = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+        let by_name = watcher::Config::default().fields(&format!("metadata.name={node}"));
+        let pods = Reflected::start(kube::Api::all(client.clone()), by_node, "pods", &mut tasks);
+        let nodes = Reflected::start(kube::Api::all(client.clone()), by_name, "node", &mut tasks);
+        let all = watcher::Config::default;
+        let subnets =
+            Reflected::start(kube::Api::all(client.clone()), all(), "Subnets", &mut tasks);
+        let services = Reflected::start(
+            kube::Api::all(client.clone()),
+            all(),
+            "Services",
+            &mut tasks,
+        );
+        Ok(KubeSource {
+            events: crate::report::KubeEvents::new(client.clone()),
+            client,
+            node: node.to_string(),
+            pods: Arc::new(pods),
+            nodes: Arc::new(nodes),
+            subnets: Arc::new(subnets),
+            services: Arc::new(services),
+            _watches: Arc::new(Watches(tasks)),
+        })
     }
 
-    fn pod_info(p: &k8s_openapi::api::core::v1::Pod) -> PodInfo {
+    fn pod_info(p: &Pod) -> PodInfo {
         PodInfo {
             namespace: p.metadata.namespace.clone().unwrap_or_default(),
             name: p.metadata.name.clone().unwrap_or_default(),
             node_name: p.spec.as_ref().and_then(|s| s.node_name.clone()),
             annotations: p.metadata.annotations.clone().unwrap_or_default(),
         }
+    }
+
+    /// The pod from this node's store.
+    fn stored_pod(&self, namespace: &str, name: &str) -> Option<PodInfo> {
+        let key = ObjectRef::<Pod>::new(name).within(namespace);
+        self.pods.store.get(&key).map(|p| Self::pod_info(&p))
+    }
+
+    /// The pod from the API (a pod the store does not hold: of another node, or not yet
+    /// seen).
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<PodInfo>, SourceError> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
+        let p = api
+            .get_opt(name)
+            .await
+            .map_err(|e| SourceError::Kube(format!("get pod {namespace}/{name}: {e}")))?;
+        Ok(p.as_ref().map(Self::pod_info))
     }
 }
 
@@ -396,22 +534,21 @@ impl PodSource for KubeSource {
         &'a self,
         ev: &'a crate::report::AgentEvent,
     ) -> BoxFuture<'a, Result<(), SourceError>> {
-        Box::pin(crate::report::kube_event(&self.client, ev))
+        Box::pin(self.events.publish(ev))
     }
 
+    /// From this node's store; a pod it does not hold is asked of the API.
     fn pod<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<PodInfo>, SourceError>> {
         Box::pin(async move {
-            let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
-                kube::Api::namespaced(self.client.clone(), namespace);
-            let p = api
-                .get_opt(name)
-                .await
-                .map_err(|e| SourceError::Kube(format!("get pod {namespace}/{name}: {e}")))?;
-            Ok(p.as_ref().map(Self::pod_info))
+            self.pods.ready().await?;
+            match self.stored_pod(namespace, name) {
+                Some(p) => Ok(Some(p)),
+                None => self.get_pod(namespace, name).await,
+            }
         })
     }
 
@@ -420,25 +557,26 @@ impl PodSource for KubeSource {
         node: &'a str,
     ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, SourceError>> {
         Box::pin(async move {
-            let api: kube::Api<k8s_openapi::api::core::v1::Node> =
-                kube::Api::all(self.client.clone());
-            let n = api
-                .get_opt(node)
-                .await
-                .map_err(|e| SourceError::Kube(format!("get node {node}: {e}")))?;
-            Ok(n.map(|n| n.metadata.annotations.unwrap_or_default()))
+            if node != self.node {
+                let api: kube::Api<Node> = kube::Api::all(self.client.clone());
+                let n = api
+                    .get_opt(node)
+                    .await
+                    .map_err(|e| SourceError::Kube(format!("get node {node}: {e}")))?;
+                return Ok(n.map(|n| n.metadata.annotations.unwrap_or_default()));
+            }
+            let store = self.nodes.ready().await?;
+            Ok(store
+                .get(&ObjectRef::new(node))
+                .map(|n| n.metadata.annotations.clone().unwrap_or_default()))
         })
     }
 
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
         Box::pin(async move {
-            let api: kube::Api<control::crd::Subnet> = kube::Api::all(self.client.clone());
-            let list = api
-                .list(&Default::default())
-                .await
-                .map_err(|e| SourceError::Kube(format!("list Subnets: {e}")))?;
-            Ok(list
-                .items
+            let store = self.subnets.ready().await?;
+            Ok(store
+                .state()
                 .iter()
                 .flat_map(|s| parse_cidrs(&s.spec.cidr))
                 .collect())
@@ -447,43 +585,29 @@ impl PodSource for KubeSource {
 
     fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
-            let api: kube::Api<k8s_openapi::api::core::v1::Service> =
-                kube::Api::all(self.client.clone());
-            let list = api
-                .list(&Default::default())
-                .await
-                .map_err(|e| SourceError::Kube(format!("list Services: {e}")))?;
-            Ok(list
-                .items
+            let store = self.services.ready().await?;
+            Ok(store
+                .state()
                 .iter()
-                .map(control::services::convert::service_info)
+                .map(|s| control::services::convert::service_info(s))
                 .collect())
         })
     }
 
-    /// A watch of every Service (with kube-runtime's backoff after errors, which are
-    /// logged).
+    /// Yields once at once, then after every change the Service store applied.
     fn service_changes(&self) -> Option<BoxStream<'static, ()>> {
-        use kube::runtime::WatchStreamExt;
-        use kube::runtime::watcher::{self, Event};
-        let api: kube::Api<k8s_openapi::api::core::v1::Service> =
-            kube::Api::all(self.client.clone());
-        let stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .filter_map(|ev| async move {
-                match ev {
-                    Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => Some(()),
-                    Ok(Event::Init | Event::InitApply(_)) => None,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "Service watch: retrying with backoff");
-                        None
-                    }
-                }
-            });
+        let mut rx = self.services.changed.clone();
+        rx.mark_changed();
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        });
         Some(stream.boxed())
     }
 
-    /// Watches the one pod (`await_condition`), bounded by `timeout`.
+    /// Waits on this node's pod store, woken by its updates; at the deadline, a pod the
+    /// store never held is asked of the API once (so a pod of another node or none at all
+    /// is told apart from one not annotated in time).
     fn wait_pod<'a>(
         &'a self,
         namespace: &'a str,
@@ -492,27 +616,37 @@ impl PodSource for KubeSource {
         ready: &'a (dyn Fn(&PodInfo) -> bool + Send + Sync),
     ) -> BoxFuture<'a, Result<(Option<PodInfo>, bool), SourceError>> {
         Box::pin(async move {
-            let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
-                kube::Api::namespaced(self.client.clone(), namespace);
-            let cond = move |p: Option<&k8s_openapi::api::core::v1::Pod>| {
-                p.is_some_and(|p| ready(&Self::pod_info(p)))
-            };
-            let waited = tokio::time::timeout(
-                timeout,
-                kube::runtime::wait::await_condition(api, name, cond),
-            )
-            .await;
-            match waited {
-                Ok(Ok(Some(p))) => {
-                    let info = Self::pod_info(&p);
-                    let ok = ready(&info);
-                    Ok((Some(info), ok))
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut changed = self.pods.changed.clone();
+            let mut last = None;
+            let listed = tokio::time::timeout_at(deadline, self.pods.store.wait_until_ready());
+            if matches!(listed.await, Ok(Ok(()))) {
+                loop {
+                    changed.borrow_and_update();
+                    if let Some(p) = self.stored_pod(namespace, name) {
+                        if ready(&p) {
+                            return Ok((Some(p), true));
+                        }
+                        last = Some(p);
+                    }
+                    match tokio::time::timeout_at(deadline, changed.changed()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => {
+                            return Err(SourceError::Kube("the pod watch ended".into()));
+                        }
+                        Err(_) => break,
+                    }
                 }
-                Ok(Ok(None)) => Ok((None, false)),
-                Ok(Err(e)) => Err(SourceError::Kube(format!(
-                    "watch pod {namespace}/{name}: {e}"
-                ))),
-                Err(_) => Ok((self.pod(namespace, name).await.ok().flatten(), false)),
+            }
+            if last.is_some() {
+                return Ok((last, false));
+            }
+            match self.get_pod(namespace, name).await? {
+                Some(p) => {
+                    let ok = ready(&p);
+                    Ok((Some(p), ok))
+                }
+                None => Ok((None, false)),
             }
         })
     }

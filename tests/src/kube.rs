@@ -601,3 +601,99 @@ fn log_tail(path: &Path) -> String {
         Err(e) => format!("(cannot read {}: {e})", path.display()),
     }
 }
+
+/// `apiserver_request_total` from the API server's `/metrics`, summed by
+/// `VERB resource[/subresource][.group]` (requests to non-resource paths such as
+/// `/metrics` itself are left out). A watch is counted when it ends (1.20 records a
+/// request's metrics when its handler returns).
+pub async fn request_counts(
+    client: &::kube::Client,
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .context("build the /metrics request")?;
+    let text = client
+        .request_text(req)
+        .await
+        .context("GET /metrics from kube-apiserver")?;
+    Ok(parse_request_counts(&text))
+}
+
+/// The `apiserver_request_total` lines of a Prometheus text page, summed as
+/// [`request_counts`] does.
+pub fn parse_request_counts(text: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split("\",")
+                .filter_map(|kv| kv.split_once("=\""))
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let resource = label("resource");
+        if resource.is_empty() {
+            continue;
+        }
+        let mut key = format!("{} {resource}", label("verb"));
+        let sub = label("subresource");
+        if !sub.is_empty() {
+            key = format!("{key}/{sub}");
+        }
+        let group = label("group");
+        if !group.is_empty() {
+            key = format!("{key}.{group}");
+        }
+        *out.entry(key).or_insert(0.0) += value;
+    }
+    out
+}
+
+/// `after - before` per key, zero differences left out.
+pub fn count_delta(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+) -> std::collections::BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d != 0.0)
+        .collect()
+}
+
+#[cfg(test)]
+mod request_count_tests {
+    use super::*;
+
+    #[test]
+    fn request_counts_by_verb_and_resource() {
+        let page = r#"# HELP apiserver_request_total x
+apiserver_request_total{code="200",component="apiserver",contentType="application/json",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="GET",version="v1"} 3
+apiserver_request_total{code="404",component="apiserver",contentType="application/json",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="GET",version="v1"} 2
+apiserver_request_total{code="201",component="apiserver",contentType="application/json",dry_run="",group="events.k8s.io",resource="events",scope="namespace",subresource="",verb="POST",version="v1"} 1
+apiserver_request_total{code="200",component="apiserver",contentType="application/json",dry_run="",group="network.zstack.io",resource="subnets",scope="cluster",subresource="status",verb="PATCH",version="v1"} 4
+apiserver_request_total{code="200",component="",contentType="text/plain",dry_run="",group="",resource="",scope="",subresource="/metrics",verb="GET",version=""} 9
+"#;
+        let c = parse_request_counts(page);
+        assert_eq!(c.get("GET pods"), Some(&5.0));
+        assert_eq!(c.get("POST events.events.k8s.io"), Some(&1.0));
+        assert_eq!(c.get("PATCH subnets/status.network.zstack.io"), Some(&4.0));
+        assert_eq!(c.len(), 3, "{c:?}");
+        let mut after = c.clone();
+        *after.get_mut("GET pods").unwrap() += 2.0;
+        assert_eq!(
+            count_delta(&c, &after),
+            std::collections::BTreeMap::from([("GET pods".to_string(), 2.0)])
+        );
+    }
+}

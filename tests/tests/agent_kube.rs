@@ -387,7 +387,8 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    // the datapath report through the API: Node annotation and a v1 Event per node
+    // the datapath report through the API: Node annotation and an Event per node (written
+    // as events.k8s.io/v1 by the Recorder, listed here through core v1)
     for n in &nodes {
         let status = eventually(
             "the Node's datapath-status annotation",
@@ -585,4 +586,264 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
         .filter(|n| n.starts_with(&s.prefix))
         .collect();
     assert!(left.is_empty(), "netns left: {left:?}");
+}
+
+/// How many API requests one pod ADD costs the node agent in `--pods kube` mode, on the
+/// real kube-apiserver 1.20: a 1-node lab, the controller, a Subnet, N pods
+/// (`ZOVN_KUBE_ADDS`, default 10). Phase 1: the pods are annotated before the count
+/// starts, then N ADDs one after another through the real shim. Phase 2: N more pods, each
+/// created and at once ADDed (the ADD waits for the controller's annotation, as a kubelet's
+/// does; the test's POST and the controller's PATCH are in this window too).
+/// `apiserver_request_total` is read around each phase, then over an idle window (at least
+/// 10 s: what the agent and the controller ask anyway, e.g. periodic re-lists), scaled to
+/// the phase's length and subtracted (kube-apiserver's own `kubernetes` Service
+/// reconciler asks GET namespaces, services, endpoints and POST endpoints every 10 s: that
+/// noise comes out near 0). Prints the requests per ADD by verb and resource. A
+/// measurement, so ignored by default: `ZOVN_REQUIRE_REAL=1 cargo test -p tests --test
+/// agent_kube -- --ignored --nocapture requests_per_pod_add` (`ZOVN_KUBE_REQUESTS_OUT`:
+/// also write the tables to that file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: prints the apiserver requests per pod ADD"]
+async fn requests_per_pod_add() {
+    let mut bins = vec!["etcd"];
+    bins.extend_from_slice(tests::LAB_BINS);
+    if !tests::require_real("agent_kube_requests_per_pod_add", &bins) {
+        return;
+    }
+    let n_adds: usize = std::env::var("ZOVN_KUBE_ADDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(10);
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("kreq");
+    let base = s.dir.path().to_path_buf();
+    let kube_api = tests::kube::KubeApi::start(&base.join("kube"))
+        .await
+        .expect("etcd + kube-apiserver");
+    let client = kube_api.client().await.expect("kube client");
+    let port: u16 = kube_api
+        .server_url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("API server port");
+    let lab_dir = base.join("lab");
+    let mut cleanup = Cleanup {
+        procs: Vec::new(),
+        netns: Vec::new(),
+        lab_dir: Some(lab_dir.clone()),
+    };
+    let mut lab = Lab::up(LabConfig {
+        dir: lab_dir.clone(),
+        prefix: s.prefix.clone(),
+        nodes: 1,
+        raft: false,
+        dpdk: Dpdk::Off,
+        datapath: Vec::new(),
+        encap: Encap::Geneve,
+    })
+    .expect("lab up");
+    lab.keep_running();
+    let (nb, sb) = (lab.nb_remote(), lab.sb_remote());
+    let st = &lab.nodes()[0];
+    let node = agent::Node {
+        name: st.system_id.clone(),
+        netns: st.netns.clone(),
+        db: st.db_remote.clone(),
+        socket: base.join("agent/run/cni.sock"),
+        state: base.join("agent/state"),
+        log: base.join("agent.log"),
+        ovn_controller: None,
+    };
+    let nodes = [node.clone()];
+    let ctl_log = base.join("controller.log");
+    tests::kube_objects::install_subnet_crd(&client).await;
+    cleanup.procs.push(
+        Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
+            .args(["--nb", &nb, "--sb", &sb, "--kubeconfig"])
+            .arg(kube_api.kubeconfig_path())
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&ctl_log).unwrap())
+            .spawn()
+            .expect("start zstack-ovnkube-controller"),
+    );
+    let node_api: Api<Node> = Api::all(client.clone());
+    create(
+        &node_api,
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name}}),
+    )
+    .await;
+    let subnets: Api<Subnet> = Api::all(client.clone());
+    create(
+        &subnets,
+        json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
+        "metadata": {"name": "main"},
+        "spec": {"cidr": "10.41.0.0/24", "gateway": "10.41.0.1", "default": true}}),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let names: Vec<String> = (0..n_adds).map(|i| format!("m{i}")).collect();
+    for name in &names {
+        create(
+            &pods,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"nodeName": node.name,
+                            "containers": [{"name": "c", "image": "busybox"}]}}),
+        )
+        .await;
+    }
+    forward_into_netns(&node.netns, port);
+    cleanup
+        .procs
+        .push(start_kube_agent(&node, kube_api.kubeconfig_path()));
+    // settled: every pod annotated, the agent's datapath report written
+    for name in &names {
+        eventually("the pod's annotation", Duration::from_secs(30), || {
+            let api = pods.clone();
+            let name = name.clone();
+            async move {
+                api.get(&name)
+                    .await
+                    .ok()?
+                    .metadata
+                    .annotations?
+                    .contains_key(POD_NETWORKS)
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+    eventually(
+        "the datapath-status annotation",
+        Duration::from_secs(30),
+        || {
+            let api = node_api.clone();
+            let name = node.name.clone();
+            async move {
+                api.get(&name)
+                    .await
+                    .ok()?
+                    .metadata
+                    .annotations?
+                    .contains_key("network.zstack.io/datapath-status")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    let mut netns = Vec::new();
+    for i in 0..n_adds {
+        let ns = format!("{}m{i}", s.prefix);
+        assert!(
+            Command::new("ip")
+                .args(["netns", "add", &ns])
+                .status()
+                .expect("ip netns add")
+                .success()
+        );
+        cleanup.netns.push(ns.clone());
+        netns.push(ns);
+    }
+    // the start-up writes (events, annotations) have landed
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let counts = || async {
+        tests::kube::request_counts(&client)
+            .await
+            .expect("/metrics")
+    };
+    let c0 = counts().await;
+    assert!(
+        c0.keys().any(|k| k.ends_with(" pods")),
+        "no pod request counted so far: /metrics unreadable? {c0:?}"
+    );
+    let t = Instant::now();
+    for (i, name) in names.iter().enumerate() {
+        let cid = format!("{:0<64}", format!("m{i}x"));
+        let (ok, r) = shim("ADD", &node, &cid, &netns[i], name, 30.0);
+        assert!(ok, "ADD {name}: {r}\n{}", logs(&nodes, &ctl_log));
+        assert!(result_ip(&r).starts_with("10.41.0."), "{r}");
+    }
+    let took1 = t.elapsed();
+    let c1 = counts().await;
+    let t = Instant::now();
+    for i in 0..n_adds {
+        let name = format!("w{i}");
+        create(
+            &pods,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"nodeName": node.name,
+                            "containers": [{"name": "c", "image": "busybox"}]}}),
+        )
+        .await;
+        let ns = format!("{}w{i}", s.prefix);
+        assert!(
+            Command::new("ip")
+                .args(["netns", "add", &ns])
+                .status()
+                .expect("ip netns add")
+                .success()
+        );
+        cleanup.netns.push(ns.clone());
+        let cid = format!("{:0<64}", format!("w{i}x"));
+        let (ok, r) = shim("ADD", &node, &cid, &ns, &name, 30.0);
+        assert!(ok, "ADD {name}: {r}\n{}", logs(&nodes, &ctl_log));
+    }
+    let took2 = t.elapsed();
+    let c2 = counts().await;
+    let idle_len = took1.max(took2).max(Duration::from_secs(10));
+    tokio::time::sleep(idle_len).await;
+    let c3 = counts().await;
+    let idle = tests::kube::count_delta(&c2, &c3);
+    let mut out = String::new();
+    for (phase, took, adds) in [
+        (
+            "phase 1, pods annotated before the ADD",
+            took1,
+            tests::kube::count_delta(&c0, &c1),
+        ),
+        (
+            "phase 2, ADD right after the pod's creation",
+            took2,
+            tests::kube::count_delta(&c1, &c2),
+        ),
+    ] {
+        let scale = took.as_secs_f64() / idle_len.as_secs_f64();
+        let keys: std::collections::BTreeSet<&String> = adds.keys().chain(idle.keys()).collect();
+        out.push_str(&format!(
+            "apiserver requests per pod ADD, {phase}: N={n_adds} sequential ADDs in {took:.1?}; \
+             idle window {idle_len:.1?}, scaled by {scale:.2}\n{:<40} {:>8} {:>8} {:>8}\n",
+            "verb resource", "window", "idle", "per ADD"
+        ));
+        let mut total = 0.0;
+        for k in keys {
+            let a = adds.get(k).copied().unwrap_or(0.0);
+            let i = idle.get(k).copied().unwrap_or(0.0);
+            let per = (a - i * scale) / n_adds as f64;
+            total += per;
+            out.push_str(&format!("{k:<40} {a:>8} {i:>8} {per:>8.2}\n"));
+        }
+        out.push_str(&format!(
+            "{:<40} {:>8} {:>8} {total:>8.2}\n\n",
+            "total", "", ""
+        ));
+    }
+    eprintln!("{out}");
+    if let Ok(path) = std::env::var("ZOVN_KUBE_REQUESTS_OUT") {
+        std::fs::write(&path, &out).expect("write ZOVN_KUBE_REQUESTS_OUT");
+    }
+    // the ADDs of annotated pods read this node's pod store: no pod request at all
+    let pod_requests: Vec<_> = tests::kube::count_delta(&c0, &c1)
+        .into_iter()
+        .filter(|(k, _)| k.ends_with(" pods"))
+        .collect();
+    assert!(
+        pod_requests.is_empty(),
+        "pod requests during ADDs of annotated pods: {pod_requests:?}\n{out}"
+    );
 }

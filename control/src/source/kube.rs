@@ -1,13 +1,15 @@
-//! The production source: kube-runtime watchers on Subnets, Pods and Nodes, and patches
-//! through the Kubernetes API.
+//! The production source: kube-runtime watchers on Subnets, Pods and Nodes, patches
+//! through the Kubernetes API, and Warning events through kube-runtime's `Recorder`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::events::{Event as RecorderEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -137,57 +139,92 @@ where
     watcher::watcher(api, watcher::Config::default())
 }
 
-/// Patches through the Kubernetes API.
+/// Patches through the Kubernetes API; Warning events through kube-runtime's
+/// [`Recorder`].
 #[derive(Clone)]
 pub struct KubeWriter {
     client: Client,
+    events: Events,
 }
 
 impl KubeWriter {
     pub fn new(client: Client) -> Self {
-        KubeWriter { client }
+        KubeWriter {
+            events: Events::new(client.clone()),
+            client,
+        }
     }
 }
 
-/// Creates a Warning event on `(apiVersion, kind, namespace, name)` from our component.
-pub(super) async fn warning_event(
-    client: &Client,
-    (api_version, kind, namespace, name): (&str, &str, &str, &str),
-    reason: &str,
-    message: &str,
-) -> Result<(), kube::Error> {
-    use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let ev = KubeEvent {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{name}.")),
-            namespace: Some(namespace.to_string()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
+/// How many (object, reason) pairs [`Events`] remembers before it starts afresh.
+const MAX_RECORDERS: usize = 1024;
+
+/// `(apiVersion, kind, namespace, name)` of the object an event is about.
+type Regarding<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// Warning events from our component (`events.k8s.io/v1`, reporting controller
+/// [`FIELD_MANAGER`], reporting instance the host name).
+///
+/// kube-runtime's [`Recorder`] counts a repeat of the same (object, reason) in the first
+/// event's `series` and keeps that event's note; so that a new problem is not hidden
+/// behind an old message, each (object, reason) keeps its last message and gets a fresh
+/// recorder, hence a new Event object, when the message changes.
+#[derive(Clone)]
+pub(super) struct Events {
+    client: Client,
+    #[allow(clippy::type_complexity)]
+    recorders: Arc<Mutex<HashMap<(String, String), (String, Recorder)>>>,
+}
+
+impl Events {
+    pub(super) fn new(client: Client) -> Events {
+        Events {
+            client,
+            recorders: Arc::default(),
+        }
+    }
+
+    /// Publishes a Warning about `regarding` (the reason is also the event's `action`).
+    pub(super) async fn warning(
+        &self,
+        (api_version, kind, namespace, name): Regarding<'_>,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        let recorder = {
+            let mut map = self.recorders.lock().unwrap_or_else(|e| e.into_inner());
+            let key = (
+                format!("{api_version}/{kind}/{namespace}/{name}"),
+                reason.to_string(),
+            );
+            match map.get(&key) {
+                Some((last, r)) if last == message => r.clone(),
+                _ => {
+                    if map.len() >= MAX_RECORDERS {
+                        map.clear();
+                    }
+                    let r = Recorder::new(self.client.clone(), Reporter::from(FIELD_MANAGER));
+                    map.insert(key, (message.to_string(), r.clone()));
+                    r
+                }
+            }
+        };
+        let regarding = ObjectReference {
             api_version: Some(api_version.into()),
             kind: Some(kind.into()),
             namespace: Some(namespace.to_string()),
             name: Some(name.to_string()),
             ..Default::default()
-        },
-        reason: Some(reason.into()),
-        message: Some(message.to_string()),
-        type_: Some("Warning".into()),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
-        source: Some(EventSource {
-            component: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let api: Api<KubeEvent> = Api::namespaced(client.clone(), namespace);
-    api.create(&kube::api::PostParams::default(), &ev)
-        .await
-        .map(|_| ())
+        };
+        let ev = RecorderEvent {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(message.to_string()),
+            action: reason.into(),
+            secondary: None,
+        };
+        recorder.publish(&ev, &regarding).await
+    }
 }
 
 fn write_error(object: String, e: kube::Error) -> WriteError {
@@ -209,7 +246,8 @@ impl Writer for KubeWriter {
     ) -> Result<(), WriteError> {
         let object = ("v1", "Service", namespace, name);
         let reason = crate::services::SERVICE_PROBLEM;
-        warning_event(&self.client, object, reason, message)
+        self.events
+            .warning(object, reason, message)
             .await
             .map_err(|e| write_error(format!("event on service {namespace}/{name}"), e))
     }
@@ -220,7 +258,7 @@ impl Writer for KubeWriter {
         name: &str,
         message: &str,
     ) -> Result<(), WriteError> {
-        super::netpol::create_event(&self.client, namespace, name, message)
+        super::netpol::create_event(&self.events, namespace, name, message)
             .await
             .map_err(|e| write_error(format!("event on networkpolicy {namespace}/{name}"), e))
     }

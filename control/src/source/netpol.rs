@@ -63,13 +63,13 @@ impl MemoryStore {
 }
 
 /// Creates a Warning event on NetworkPolicy `namespace/name`.
-pub async fn create_event(
-    client: &Client,
+pub(super) async fn create_event(
+    events: &super::kube::Events,
     namespace: &str,
     name: &str,
     message: &str,
 ) -> Result<(), kube::Error> {
     let object = ("networking.k8s.io/v1", "NetworkPolicy", namespace, name);
     let reason = crate::netpol::report::EVENT_REASON;
-    super::kube::warning_event(client, object, reason, message).await
+    events.warning(object, reason, message).await
 }

@@ -151,7 +151,7 @@ async fn main() -> anyhow::Result<()> {
         Some(m) => m,
         None => derive_mtu(&args, &ovs),
     };
-    let pods = dataplane::pods::from_spec(&args.pods, args.kubeconfig.clone())
+    let pods = dataplane::pods::from_spec(&args.pods, args.kubeconfig.clone(), &args.node_name)
         .await
         .context("pod source")?;
     let state = StateStore::open(Some(&args.state_dir))
