@@ -69,7 +69,7 @@ pub trait PodSource: Send + Sync {
 
     /// Every Service (for the host's Service NAT, [`crate::host_nat`]). The default has
     /// none (a source that cannot list Services gets no host rules).
-    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -320,12 +320,12 @@ impl PodSource for LabSource {
         })
     }
 
-    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
             let mut out = Vec::new();
             for v in self.get("Service").await? {
                 match serde_json::from_value::<k8s_openapi::api::core::v1::Service>(v) {
-                    Ok(svc) => out.push(control::services::convert::service_info(&svc)),
+                    Ok(svc) => out.push(api::services::convert::service_info(&svc)),
                     Err(e) => tracing::warn!(error = %e, "unreadable Service from the lab store"),
                 }
             }
@@ -432,7 +432,7 @@ impl PodSource for KubeSource {
 
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
         Box::pin(async move {
-            let api: kube::Api<control::crd::Subnet> = kube::Api::all(self.client.clone());
+            let api: kube::Api<api::subnet::Subnet> = kube::Api::all(self.client.clone());
             let list = api
                 .list(&Default::default())
                 .await
@@ -445,7 +445,7 @@ impl PodSource for KubeSource {
         })
     }
 
-    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
             let api: kube::Api<k8s_openapi::api::core::v1::Service> =
                 kube::Api::all(self.client.clone());
@@ -456,7 +456,7 @@ impl PodSource for KubeSource {
             Ok(list
                 .items
                 .iter()
-                .map(control::services::convert::service_info)
+                .map(api::services::convert::service_info)
                 .collect())
         })
     }

@@ -46,7 +46,7 @@ impl SandboxRecord {
 
     /// `namespace_name`, the OVN logical port name.
     pub fn iface_id(&self) -> String {
-        format!("{}_{}", self.pod_namespace, self.pod_name)
+        api::names::pod_port(&self.pod_namespace, &self.pod_name)
     }
 
     /// The pod interface spec (MAC must parse).
