@@ -116,9 +116,9 @@ impl PodInfo {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
-    /// The Logical_Switch_Port name: `<namespace>_<name>`.
+    /// The Logical_Switch_Port name: `<namespace>_<name>` ([`api::names::pod_port`]).
     pub fn lsp_name(&self) -> String {
-        format!("{}_{}", self.namespace, self.name)
+        api::names::pod_port(&self.namespace, &self.name)
     }
 }
 

@@ -29,10 +29,10 @@ use crate::pods::cni_exec::NetworkConfig;
 pub const NAD_V1: &str = "k8s.cni.cncf.io/v1";
 /// `apiVersion` of VirtualMachineInstances.
 pub const KUBEVIRT_V1: &str = "kubevirt.io/v1";
-/// Multus: the NAD that replaces the cluster default network for a pod.
-pub const DEFAULT_NETWORK_ANNOTATION: &str = "v1.multus-cni.io/default-network";
 /// KubeVirt: the VMI a virt-launcher pod runs.
 pub use api::keys::KUBEVIRT_DOMAIN as DOMAIN_KEY;
+/// Multus: the NAD that replaces the cluster default network for a pod.
+pub use api::keys::MULTUS_DEFAULT_NETWORK as DEFAULT_NETWORK_ANNOTATION;
 /// The vhost-user request annotation.
 pub use api::keys::VHOST_USER as VHOST_ANNOTATION;
 /// KubeVirt's name generator alphabet (no vowels, no ambiguous digits).
