@@ -79,6 +79,8 @@ pub enum AnnotationError {
     Shape { annotation: String, detail: String },
     #[error("annotation {annotation} has no {network:?} network")]
     NoNetwork { annotation: String, network: String },
+    #[error("annotation {annotation}: the entry lists no IP address")]
+    NoAddress { annotation: String },
     #[error("annotation {annotation}: {value:?} is not a {what}")]
     Value {
         annotation: String,
@@ -116,7 +118,9 @@ impl PodNetwork {
             .map(|s| s.parse::<IpNet>().map_err(|_| bad(s, "CIDR address")))
             .collect::<Result<Vec<_>, _>>()?;
         if ips.is_empty() {
-            return Err(bad("", "list of addresses (it is empty)"));
+            return Err(AnnotationError::NoAddress {
+                annotation: POD_NETWORKS.into(),
+            });
         }
         let gateways = self
             .gateway_ips
@@ -304,7 +308,7 @@ mod tests {
                 .contains("\"zz\" is not a MAC")
         );
         pn.ip_addresses.clear();
-        assert!(pn.typed().is_err(), "no address");
+        assert!(matches!(pn.typed(), Err(AnnotationError::NoAddress { .. })));
         let m = PodNetwork::decode(NODE_MGMT_PORT, "[]")
             .unwrap_err()
             .to_string();
