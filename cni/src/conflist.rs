@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 pub const CONFLIST_NAME: &str = "10-zstack-ovn.conflist";
 /// File name of the shim in the CNI binary directory (e.g. `/opt/cni/bin`); also the
 /// plugin `type`.
-pub const BINARY_NAME: &str = "zstack-ovn-cni";
+pub const BINARY_NAME: &str = api::multus::PLUGIN_TYPE;
 /// Default network name.
 pub const NETWORK_NAME: &str = "zstack-ovn";
 

@@ -9,8 +9,7 @@ use ovsdb::sb::{Chassis, ChassisPrivate};
 use ovsdb::typed::Table;
 use ovsdb::{Client, Condition, Operation, Value};
 
-/// Node annotation: the node's OVN chassis name (`external_ids:system-id`).
-pub const CHASSIS_ID: &str = "network.zstack.io/chassis-id";
+pub use api::keys::CHASSIS_ID;
 
 /// The SB database name.
 pub const SB: &str = "OVN_Southbound";

@@ -6,22 +6,26 @@
 //! batched transactions touching only rows it owns. Ships the `zstack-ovnkube-controller`
 //! binary and `crdgen` (writes `deploy/crds/subnet.yaml` from the Rust types).
 //!
+//! What the controller shares with the node agent (annotation keys and codecs, the Subnet
+//! CRD types, the Service model, persistent names and their hash) lives in the contract
+//! crate [`api`]; the modules below re-export those items where older paths use them.
+//!
 //! | module | holds |
 //! |---|---|
-//! | [`model`] | the plain cluster model (pods, nodes, validated subnets, addresses) |
-//! | [`crd`] | the Subnet custom resource (`network.zstack.io/v1`) and its YAML |
+//! | [`model`] | the plain cluster model (pods, nodes, validated subnets; [`api::Mac`], [`api::pod_networks::PodAddresses`] re-exported) |
+//! | [`crd`] | the Subnet custom resource's YAML (types: [`api::subnet`], re-exported) |
 //! | [`validate`] | Subnet spec → [`model::ValidSubnet`] or reasons a person understands |
 //! | [`ipam`] | per-Subnet address and MAC allocation, pod annotation requests |
-//! | [`names`] | row names and the `external_ids` ownership marks |
+//! | [`names`] | row names and the `external_ids` ownership marks (persistent ones from [`api::names`]) |
 //! | [`translate`] | pure translators: model → [`desired::DesiredNb`] |
 //! | [`controller`] | the level-triggered pass: validate, IPAM, translate, reconcile, write back |
 //! | [`chassis`] | SB chassis cleanup when a node is deleted |
-//! | [`annotation`] | the `k8s.ovn.org/pod-networks` annotation and friends |
+//! | [`annotation`] | re-export of [`api::pod_networks`] (the `k8s.ovn.org/pod-networks` codec) |
 //! | [`source`] | object sources (kube-rs watchers, in-process store) and writers |
 //! | [`reconcile`] | diff desired rows against the NB replica → batched transactions |
 //! | [`netpol`] | NetworkPolicy → Port_Groups, Address_Sets, stateful ACLs (pure) |
-//! | [`services`] | Services and their endpoints (model, conversion, backend selection) |
-//! | [`multus`] | Multus secondary networks: network selections, our NADs and their Subnet |
+//! | [`services`] | Services and their endpoints: backend selection (model and conversion from [`api::services`]) |
+//! | [`multus`] | IPAM owner keys of secondary networks; selections and NADs from [`api::multus`] |
 
 pub mod annotation;
 pub mod chassis;

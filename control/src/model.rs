@@ -10,6 +10,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+pub use api::mac::{BadMac, Mac};
+pub use api::pod_networks::PodAddresses;
+
 /// An inclusive range of addresses of one family (`excludeIPs` entries, platform ranges).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct IpRange {
@@ -60,48 +63,6 @@ pub struct ValidSubnet {
     pub namespaces: Vec<String>,
     /// The cluster default Subnet (pods of namespaces no Subnet names).
     pub default: bool,
-}
-
-/// A MAC address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Mac(pub [u8; 6]);
-
-impl std::fmt::Display for Mac {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let b = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
-    }
-}
-
-/// Why a string is not a usable MAC address.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("invalid MAC address {0:?}: expected six hex bytes like 0a:58:0a:00:00:05, unicast")]
-pub struct BadMac(pub String);
-
-impl std::str::FromStr for Mac {
-    type Err = BadMac;
-    fn from_str(s: &str) -> Result<Self, BadMac> {
-        let parts: Vec<&str> = s.split([':', '-']).collect();
-        if parts.len() != 6 {
-            return Err(BadMac(s.to_string()));
-        }
-        let mut b = [0u8; 6];
-        for (i, p) in parts.iter().enumerate() {
-            if p.len() != 2 {
-                return Err(BadMac(s.to_string()));
-            }
-            b[i] = u8::from_str_radix(p, 16).map_err(|_| BadMac(s.to_string()))?;
-        }
-        // multicast bit set: not usable as a port address
-        if b[0] & 1 == 1 {
-            return Err(BadMac(s.to_string()));
-        }
-        Ok(Mac(b))
-    }
 }
 
 /// What a pod asks of IPAM, from its annotations (kube-ovn's names, see [`crate::ipam`]).
@@ -155,9 +116,9 @@ impl PodInfo {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
-    /// The Logical_Switch_Port name: `<namespace>_<name>`.
+    /// The Logical_Switch_Port name: `<namespace>_<name>` ([`api::names::pod_port`]).
     pub fn lsp_name(&self) -> String {
-        format!("{}_{}", self.namespace, self.name)
+        api::names::pod_port(&self.namespace, &self.name)
     }
 }
 
@@ -169,14 +130,4 @@ pub struct NodeInfo {
     pub addresses: Vec<IpAddr>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
-}
-
-/// The addresses IPAM gave a pod: what goes into the LSP and the pod annotation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodAddresses {
-    pub subnet: String,
-    /// One per family, with the Subnet's prefix length.
-    pub ips: Vec<IpNet>,
-    pub mac: Mac,
-    pub gateways: Vec<IpAddr>,
 }

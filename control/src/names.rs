@@ -35,11 +35,7 @@ pub fn switch_router_port(switch: &str) -> String {
     format!("{switch}-{CLUSTER_ROUTER}")
 }
 
-/// A pod's logical switch port on its secondary network `nad_key` (`<nad-ns>/<nad-name>`,
-/// see [`crate::multus`]): `<pod port>_<nad-ns>.<nad-name>` (pod names never hold `_`).
-pub fn network_port(pod_port: &str, nad_key: &str) -> String {
-    format!("{pod_port}_{}", nad_key.replacen('/', ".", 1))
-}
+pub use api::names::{network_port, node_port};
 
 /// `external_ids` key on a secondary network's switch port: the NAD (`<ns>/<name>`).
 pub const NETWORK: &str = "zstack.io/network";
@@ -47,11 +43,6 @@ pub const NETWORK: &str = "zstack.io/network";
 /// The localnet port of an underlay (VLAN) Subnet switch.
 pub fn localnet_port(switch: &str) -> String {
     format!("{switch}-localnet")
-}
-
-/// Node `name`'s management port on the join switch.
-pub fn node_port(node: &str) -> String {
-    format!("node-{node}")
 }
 
 /// The Load_Balancer of Service `namespace/name` for one protocol (`TCP`, `UDP`, `SCTP`):
@@ -75,19 +66,10 @@ pub fn owned(cluster_id: &str, kind: &str, object: &str) -> BTreeMap<String, Str
     ])
 }
 
-/// A deterministic locally administered unicast MAC for a router port, from its name.
+/// A deterministic locally administered unicast MAC for a router port, from its name
+/// ([`api::names::router_mac`]).
 pub fn router_mac(port: &str) -> String {
-    // FNV-1a: stable across releases (unlike std's hasher), good enough to spread names.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in port.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    let b = h.to_be_bytes();
-    format!(
-        "0a:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        b[3], b[4], b[5], b[6], b[7]
-    )
+    api::names::router_mac(port).to_string()
 }
 
 #[cfg(test)]

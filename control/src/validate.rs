@@ -34,7 +34,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::crd::subnet::{CONDITION_READY, REASON_ACTIVE, REASON_INVALID_SPEC, condition_now};
+use crate::crd::{CONDITION_READY, REASON_ACTIVE, REASON_INVALID_SPEC, condition_now};
 use crate::crd::{SubnetPhase, SubnetSpec, SubnetStatus};
 use crate::model::{IpRange, Protocol, ValidSubnet};
 

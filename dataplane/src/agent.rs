@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use api::keys::{CHASSIS_ID, IPAM_ERROR};
+use api::pod_networks::{POD_NETWORKS, PodNetwork, decode_pod_networks};
 use cni::error::code;
 use cni::{CniError, CniResult, Command, Interface, IpConfig, Request, Response, Route};
-use control::annotation::{POD_NETWORKS, decode_pod_networks};
-use control::controller::IPAM_ERROR;
 use ipnet::IpNet;
 
 use crate::metrics::Metrics;
@@ -18,7 +18,7 @@ use crate::node_datapath::{PORT_DATAPATH_KEY, PORT_REASON_KEY};
 use crate::ovs::{IFNAME_KEY, OvnConfig, Ovs, POD_KEY, PortSpec, SANDBOX_KEY};
 use crate::pod_iface::{self, PodInterfaceSpec, host_ifname_for};
 use crate::pods::{PodInfo, PodSource};
-use crate::state::{SandboxRecord, StateStore, parse_mac};
+use crate::state::{SandboxRecord, StateStore};
 
 /// How long an ADD keeps waiting when the pod carries an IPAM error, in case the error
 /// was transient (the controller saw the pod before its Subnet) and addresses follow.
@@ -67,13 +67,6 @@ pub struct Agent {
     service_routes: Mutex<Vec<IpNet>>,
 }
 
-fn fmt_mac(m: &[u8]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 fn refused(msg: impl Into<String>) -> CniError {
     CniError::new(code::AGENT_REFUSED, msg)
 }
@@ -97,45 +90,15 @@ pub fn pod_addrs(pod: &PodInfo) -> Result<PodAddrs, CniError> {
     network_addrs(&key, &pn)
 }
 
-/// The addresses of one entry of `k8s.ovn.org/pod-networks` (of pod `key`).
-pub fn network_addrs(
-    key: &str,
-    pn: &control::annotation::PodNetwork,
-) -> Result<PodAddrs, CniError> {
-    let bad = |what: &str, v: &str| refused(format!("pod {key}: {POD_NETWORKS}: bad {what} {v:?}"));
-    let addresses = pn
-        .ip_addresses
-        .iter()
-        .map(|a| a.parse::<IpNet>().map_err(|_| bad("address", a)))
-        .collect::<Result<Vec<_>, _>>()?;
-    if addresses.is_empty() {
-        return Err(refused(format!("pod {key}: {POD_NETWORKS} has no address")));
-    }
-    let gateways = pn
-        .gateway_ips
-        .iter()
-        .map(|g| g.parse::<IpAddr>().map_err(|_| bad("gateway", g)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut routes = Vec::new();
-    for r in &pn.routes {
-        let dest = r.dest.parse::<IpNet>().map_err(|_| bad("route", &r.dest))?;
-        let via = if r.next_hop.is_empty() {
-            None
-        } else {
-            Some(
-                r.next_hop
-                    .parse::<IpAddr>()
-                    .map_err(|_| bad("next hop", &r.next_hop))?,
-            )
-        };
-        routes.push((dest, via));
-    }
-    let mac = parse_mac(&pn.mac_address).ok_or_else(|| bad("MAC", &pn.mac_address))?;
+/// The addresses of one entry of `k8s.ovn.org/pod-networks` (of pod `key`), typed by the
+/// contract's codec ([`PodNetwork::typed`]).
+pub fn network_addrs(key: &str, pn: &PodNetwork) -> Result<PodAddrs, CniError> {
+    let t = pn.typed().map_err(|e| refused(format!("pod {key}: {e}")))?;
     Ok(PodAddrs {
-        mac,
-        addresses,
-        gateways,
-        routes,
+        mac: t.mac.octets(),
+        addresses: t.ips,
+        gateways: t.gateways,
+        routes: t.routes,
     })
 }
 
@@ -287,12 +250,9 @@ impl Agent {
             .ok_or_else(|| format!("Node {} does not exist", self.cfg.node_name))?;
         // the chassis name, for the controller's per-chassis rows (template variables)
         if let Some(ovn) = &self.cfg.ovn
-            && ann.get(control::chassis::CHASSIS_ID) != Some(&ovn.system_id)
+            && ann.get(CHASSIS_ID) != Some(&ovn.system_id)
         {
-            let a = BTreeMap::from([(
-                control::chassis::CHASSIS_ID.to_string(),
-                ovn.system_id.clone(),
-            )]);
+            let a = BTreeMap::from([(CHASSIS_ID.to_string(), ovn.system_id.clone())]);
             if let Err(e) = self.pods.annotate_node(&self.cfg.node_name, &a).await {
                 tracing::warn!(error = %e, "could not write the chassis-id annotation");
             }
@@ -472,7 +432,7 @@ impl Agent {
             pod_name: name.clone(),
             netns: PathBuf::from(&req.netns),
             host_ifname: host_ifname_for(&req.container_id),
-            mac: fmt_mac(&addrs.mac),
+            mac: api::mac::format_bytes(&addrs.mac),
             addresses: addrs.addresses,
             gateways: addrs.gateways,
             routes: addrs.routes,

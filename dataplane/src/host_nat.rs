@@ -29,7 +29,7 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::process::{Command, Stdio};
 
-use control::services::{Proto, ServiceInfo};
+use api::services::{Proto, ServiceInfo};
 
 /// The table's family and name.
 pub const TABLE: &str = "inet zstack-ovn";
@@ -230,7 +230,7 @@ impl HostNat {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use control::services::{ServicePort, TargetPort};
+    use api::services::{ServicePort, TargetPort};
 
     fn svc(node_port: Option<u16>) -> ServiceInfo {
         ServiceInfo {

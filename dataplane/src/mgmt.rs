@@ -13,6 +13,9 @@ use netlink_packet_route::link::{LinkAttribute, LinkFlags};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteProtocol};
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 
+use api::Mac;
+use api::pod_networks::{NODE_MGMT_PORT, PodNetwork};
+
 use crate::ovs::{Ovs, OvsError, PortSpec};
 use crate::pod_iface::{self, PlumbError, netns};
 
@@ -48,13 +51,6 @@ pub enum MgmtError {
     Plumb(#[from] PlumbError),
 }
 
-fn fmt_mac(m: &[u8]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 impl MgmtConfig {
     /// From the node's annotations (`network.zstack.io/mgmt-port`, a PodNetwork entry).
     pub fn from_annotations(
@@ -65,15 +61,15 @@ impl MgmtConfig {
     ) -> Result<MgmtConfig, MgmtError> {
         let bad = |detail: String| MgmtError::Annotation {
             node: node.to_string(),
-            annotation: control::annotation::NODE_MGMT_PORT,
+            annotation: NODE_MGMT_PORT,
             detail,
         };
         let raw = annotations
-            .get(control::annotation::NODE_MGMT_PORT)
+            .get(NODE_MGMT_PORT)
             .filter(|v| !v.is_empty())
             .ok_or_else(|| bad("not set (yet)".into()))?;
-        let pn: control::annotation::PodNetwork =
-            serde_json::from_str(raw).map_err(|e| bad(format!("not a pod network entry: {e}")))?;
+        let pn = PodNetwork::decode(NODE_MGMT_PORT, raw)
+            .map_err(|e| bad(format!("not a pod network entry: {e}")))?;
         let address = pn
             .ip_addresses
             .iter()
@@ -84,8 +80,11 @@ impl MgmtConfig {
             .iter()
             .find_map(|g| g.parse::<IpAddr>().ok())
             .ok_or_else(|| bad(format!("no usable gateway in {:?}", pn.gateway_ips)))?;
-        let mac = crate::state::parse_mac(&pn.mac_address)
-            .ok_or_else(|| bad(format!("bad MAC {:?}", pn.mac_address)))?;
+        let mac = pn
+            .mac_address
+            .parse::<Mac>()
+            .map_err(|e| bad(e.to_string()))?
+            .octets();
         // the Subnets, and the annotation's routes (the Service CIDRs)
         let mut subnets: Vec<IpNet> = subnets
             .into_iter()
@@ -113,10 +112,10 @@ impl MgmtConfig {
         PortSpec {
             name: MGMT_PORT.into(),
             iface_type: "internal".into(),
-            mac: Some(fmt_mac(&self.mac)),
+            mac: Some(Mac(self.mac).to_string()),
             iface_external_ids: BTreeMap::from([(
                 "iface-id".to_string(),
-                control::names::node_port(&self.node),
+                api::names::node_port(&self.node),
             )]),
             ..PortSpec::new(MGMT_PORT)
         }
@@ -318,7 +317,7 @@ mod tests {
     #[test]
     fn config_from_annotation() {
         let ann = BTreeMap::from([(
-            control::annotation::NODE_MGMT_PORT.to_string(),
+            NODE_MGMT_PORT.to_string(),
             r#"{"ip_addresses":["100.64.0.3/16"],"mac_address":"0a:58:64:40:00:03","gateway_ips":["100.64.0.1"],"routes":[]}"#.to_string(),
         )]);
         let c = MgmtConfig::from_annotations(

@@ -75,7 +75,7 @@ pub trait PodSource: Send + Sync {
 
     /// Every Service (for the host's Service NAT, [`crate::host_nat`]). The default has
     /// none (a source that cannot list Services gets no host rules).
-    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -328,12 +328,12 @@ impl PodSource for LabSource {
         })
     }
 
-    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
             let mut out = Vec::new();
             for v in self.get("Service").await? {
                 match serde_json::from_value::<k8s_openapi::api::core::v1::Service>(v) {
-                    Ok(svc) => out.push(control::services::convert::service_info(&svc)),
+                    Ok(svc) => out.push(api::services::convert::service_info(&svc)),
                     Err(e) => tracing::warn!(error = %e, "unreadable Service from the lab store"),
                 }
             }
@@ -441,7 +441,7 @@ pub struct KubeSource {
     node: String,
     pods: Arc<Reflected<Pod>>,
     nodes: Arc<Reflected<Node>>,
-    subnets: Arc<Reflected<control::crd::Subnet>>,
+    subnets: Arc<Reflected<api::subnet::Subnet>>,
     services: Arc<Reflected<Service>>,
     events: crate::report::KubeEvents,
     _watches: Arc<Watches>,
@@ -583,13 +583,13 @@ impl PodSource for KubeSource {
         })
     }
 
-    fn services(&self) -> BoxFuture<'_, Result<Vec<control::services::ServiceInfo>, SourceError>> {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
             let store = self.services.ready().await?;
             Ok(store
                 .state()
                 .iter()
-                .map(|s| control::services::convert::service_info(s))
+                .map(|s| api::services::convert::service_info(s))
                 .collect())
         })
     }

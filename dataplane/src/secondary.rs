@@ -1,4 +1,4 @@
-//! Multus secondary networks on the node ([`control::multus`]): an ADD whose `CNI_IFNAME`
+//! Multus secondary networks on the node ([`api::multus`]): an ADD whose `CNI_IFNAME`
 //! is not `eth0` and that the pod's `k8s.v1.cni.cncf.io/networks` names (`net1`, … or
 //! the entry's `interface`).
 //!
@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use api::multus::{NetworkSelection, selection_for};
+use api::pod_networks::{POD_NETWORKS, PodNetwork, decode_network};
 use cni::error::code;
 use cni::{CniError, CniResult, NetConf, Request};
-use control::annotation::{POD_NETWORKS, PodNetwork, decode_network};
-use control::multus::{NETWORK_ERRORS, NetworkSelection, selection_for};
 use vhost::VhostUserConfig;
 
 use crate::agent::{Agent, network_addrs};
@@ -64,9 +64,7 @@ pub fn network_entry(pod: &PodInfo, nad: &str) -> Option<PodNetwork> {
 
 /// Why the controller does not serve network `nad` for the pod.
 pub fn network_error(pod: &PodInfo, nad: &str) -> Option<String> {
-    let errors: BTreeMap<String, String> =
-        serde_json::from_str(pod.annotation(NETWORK_ERRORS)?).ok()?;
-    errors.get(nad).cloned()
+    api::multus::network_error(&pod.annotations, nad)
 }
 
 /// CNI ADD of a secondary interface (under the sandbox lock).
@@ -149,6 +147,7 @@ fn sel_pod_name(req: &Request) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::multus::NETWORK_ERRORS;
 
     #[test]
     fn entries_and_errors_by_network() {

@@ -46,7 +46,7 @@ impl SandboxRecord {
 
     /// `namespace_name`, the OVN logical port name.
     pub fn iface_id(&self) -> String {
-        format!("{}_{}", self.pod_namespace, self.pod_name)
+        api::names::pod_port(&self.pod_namespace, &self.pod_name)
     }
 
     /// The pod interface spec (MAC must parse).
@@ -78,14 +78,9 @@ pub fn sandbox_key(container_id: &str, ifname: &str) -> String {
     format!("{container_id}/{ifname}")
 }
 
-/// `aa:bb:cc:dd:ee:ff` → bytes.
+/// `aa:bb:cc:dd:ee:ff` → bytes (the contract's parser, [`api::Mac`]: unicast only).
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut out = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut out {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(out)
+    s.parse::<api::Mac>().ok().map(api::Mac::octets)
 }
 
 /// The records, in memory and (when a directory is configured) on disk.

@@ -66,7 +66,7 @@ pub struct VhostRecord {
     /// The CNI device-info file written.
     pub device_info_file: Option<PathBuf>,
     /// A Multus secondary network's NAD (`<ns>/<name>`): the port binds to the pod's LSP
-    /// on that network ([`control::names::network_port`]); `None`: the primary network.
+    /// on that network ([`api::names::network_port`]); `None`: the primary network.
     #[serde(default)]
     pub network: Option<String>,
 }
@@ -90,7 +90,7 @@ impl VhostRecord {
     /// The logical switch port the OVS port binds to (`external_ids:iface-id`).
     pub fn iface_id(&self) -> String {
         match &self.network {
-            Some(nad) => control::names::network_port(&self.sandbox.iface_id(), nad),
+            Some(nad) => api::names::network_port(&self.sandbox.iface_id(), nad),
             None => self.sandbox.iface_id(),
         }
     }

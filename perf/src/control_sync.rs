@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
+use api::subnet::{Subnet, SubnetSpec};
 use control::controller::Controller;
-use control::crd::{Subnet, SubnetSpec};
 use control::model::{NodeInfo, PodInfo};
 use control::reconcile::Reconciler;
 use control::source::Event;

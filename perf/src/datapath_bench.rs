@@ -36,7 +36,7 @@ pub const TARGET_LAT_XDP_VS_VETH: f64 = 1.5;
 
 const SUBNET_CIDR: &str = "10.44.0.0/16";
 const SUBNET_GW: &str = "10.44.0.1";
-const DATAPATH_ANNOTATION: &str = "network.zstack.io/datapath";
+use api::keys::POD_DATAPATH as DATAPATH_ANNOTATION;
 /// qperf message sizes (bytes).
 pub const SIZES: [u32; 3] = [1, 1024, 4096];
 const READY_TIMEOUT: Duration = Duration::from_secs(60);

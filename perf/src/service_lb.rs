@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use api::subnet::{Subnet, SubnetSpec};
 use control::controller::Controller;
-use control::crd::{Subnet, SubnetSpec};
 use control::model::NodeInfo;
 use control::reconcile::Reconciler;
 use control::services::{

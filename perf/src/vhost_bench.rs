@@ -42,7 +42,7 @@ use crate::host::{heavy_lock, run_ok, teardown_lab, which};
 pub const TARGET_RATIO: f64 = 0.95;
 const SUBNET_CIDR: &str = "10.55.0.0/16";
 const SUBNET_GW: &str = "10.55.0.1";
-const ANNOTATION: &str = "network.zstack.io/vhost-user";
+use api::keys::VHOST_USER as ANNOTATION;
 
 /// Benchmark parameters.
 #[derive(Debug, Clone)]

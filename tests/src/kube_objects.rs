@@ -4,7 +4,7 @@
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use control::crd::Subnet;
+use api::subnet::Subnet;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::PostParams;
 use kube::runtime::wait::{await_condition, conditions};

@@ -20,8 +20,8 @@ use std::os::fd::AsFd;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use control::annotation::{NODE_MGMT_PORT, POD_NETWORKS, decode_pod_networks};
-use control::crd::Subnet;
+use api::pod_networks::{NODE_MGMT_PORT, POD_NETWORKS, decode_pod_networks};
+use api::subnet::Subnet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use lab::{Dpdk, Encap, Lab, LabConfig};

@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use control::annotation::{NODE_MGMT_PORT, POD_NETWORKS, POD_SUBNET, decode_pod_networks};
+use api::pod_networks::{NODE_MGMT_PORT, POD_NETWORKS, POD_SUBNET, decode_pod_networks};
+use api::subnet::{Subnet, SubnetPhase, SubnetSpec};
 use control::controller::{Controller, IPAM_ERROR, SyncReport};
-use control::crd::{Subnet, SubnetPhase, SubnetSpec};
 use control::model::{NodeInfo, PodInfo};
 use control::reconcile::Reconciler;
 use control::source::Event;

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use control::annotation::{POD_NETWORKS, decode_pod_networks};
-use control::crd::Subnet;
+use api::pod_networks::{POD_NETWORKS, decode_pod_networks};
+use api::subnet::Subnet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Api;
 use kube::api::DeleteParams;

@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
-use control::annotation::{POD_NETWORKS, decode_network};
-use control::crd::Subnet;
-use control::multus::NETWORK_ERRORS;
+use api::multus::NETWORK_ERRORS;
+use api::pod_networks::{POD_NETWORKS, decode_network};
+use api::subnet::Subnet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;

@@ -9,11 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use control::annotation::{POD_NETWORKS, decode_network, decode_pod_networks};
+use api::multus::{NETWORK_ERRORS, NETWORK_SUBNETS, NETWORKS_ANNOTATION, NadInfo};
+use api::pod_networks::{POD_NETWORKS, decode_network, decode_pod_networks};
+use api::subnet::{Subnet, SubnetSpec};
 use control::controller::{Controller, SyncReport};
-use control::crd::{Subnet, SubnetSpec};
 use control::model::{NodeInfo, PodInfo};
-use control::multus::{NETWORK_ERRORS, NETWORK_SUBNETS, NETWORKS_ANNOTATION, NadInfo};
 use control::reconcile::Reconciler;
 use control::source::Event;
 use control::source::memory::MemoryStore;

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use api::subnet::{Subnet, SubnetSpec};
 use control::controller::{Controller, SyncReport};
-use control::crd::{Subnet, SubnetSpec};
 use control::model::{NamespaceInfo, NodeInfo, PodInfo};
 use control::netpol::{self, Direction};
 use control::reconcile::Reconciler;
@@ -246,8 +246,8 @@ async fn netpol_rows_on_real_nb() {
         .iter()
         .map(|p| {
             let p = store.pod(&format!("y/{p}")).expect("pod");
-            let net = control::annotation::decode_pod_networks(
-                &p.annotations[control::annotation::POD_NETWORKS],
+            let net = api::pod_networks::decode_pod_networks(
+                &p.annotations[api::pod_networks::POD_NETWORKS],
             )
             .expect("net");
             net.ip_addresses[0]

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use control::crd::Subnet;
+use api::subnet::Subnet;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};

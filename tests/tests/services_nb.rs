@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use api::subnet::{Subnet, SubnetSpec};
 use control::controller::{Controller, SyncReport};
-use control::crd::{Subnet, SubnetSpec};
 use control::model::NodeInfo;
 use control::reconcile::Reconciler;
 use control::services::{
@@ -397,7 +397,7 @@ async fn internal_traffic_policy_local_on_real_nb() {
     store.apply_node(node("n1", "172.18.0.11"));
     let mut n2 = node("n2", "172.18.0.12");
     n2.annotations
-        .insert(control::chassis::CHASSIS_ID.into(), "chassis-2".into());
+        .insert(api::keys::CHASSIS_ID.into(), "chassis-2".into());
     store.apply_node(n2);
     store.apply_node(node("n3", "172.18.0.13"));
     let mut loc = service("loc", "10.96.0.50", &[("http", Proto::Tcp, 80, None)]);

@@ -31,12 +31,12 @@ pub const INTERFACE_TYPE: &str = "vhost-user";
 /// The kernel veth interface type (the default).
 pub const VETH_TYPE: &str = "veth";
 /// Pod/VMI annotation asking for a vhost-user interface on the default network.
-pub const ANNOTATION: &str = "network.zstack.io/vhost-user";
+pub const ANNOTATION: &str = api::keys::VHOST_USER;
 /// Pod annotation naming the owner the socket path is derived from (default: the VMI name
 /// from [`KUBEVIRT_DOMAIN_ANNOTATION`], else the pod name).
-pub const OWNER_ANNOTATION: &str = "network.zstack.io/vhost-owner";
+pub const OWNER_ANNOTATION: &str = api::keys::VHOST_OWNER;
 /// Annotation KubeVirt puts on a virt-launcher pod: the VMI's name.
-pub const KUBEVIRT_DOMAIN_ANNOTATION: &str = "kubevirt.io/domain";
+pub const KUBEVIRT_DOMAIN_ANNOTATION: &str = api::keys::KUBEVIRT_DOMAIN;
 /// Default host root of the socket directories.
 pub const DEFAULT_SOCKET_ROOT: &str = "/var/run/zstack-ovn/vhost";
 /// Default kubelet root (for `socketVolume`).

@@ -16,7 +16,7 @@ pub const VERSION: &str = "1.1.0";
 /// `runtimeConfig` key (and capability) carrying the CNI device-info file path.
 pub const DEVICE_INFO_FILE_KEY: &str = "CNIDeviceInfoFile";
 /// The pod annotation Multus writes.
-pub const NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
+pub const NETWORK_STATUS_ANNOTATION: &str = api::keys::NETWORK_STATUS;
 
 /// `vhost-user` block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

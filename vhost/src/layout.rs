@@ -1,5 +1,6 @@
 //! Where a vhost-user socket lives: `<root>/<id>/<ifname>.sock`, where `<id>` is a
-//! stable hash of (namespace, owner, ifname). The owner is the VMI (or the name the pod
+//! stable hash of (namespace, owner, ifname) ([`api::names::vhost_socket_id`], pinned by
+//! the contract crate's golden tests). The owner is the VMI (or the name the pod
 //! asks for), not the sandbox: a restarted or migrated VM gets the same path.
 //!
 //! A unix socket path must fit `sun_path` (108 bytes with the NUL). The host root is short
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// Longest socket path: `sun_path` is 108 bytes including the terminating NUL.
 pub const SUN_PATH_MAX: usize = 107;
 /// Prefix of the OVS port names of vhost-user interfaces.
-pub const PORT_PREFIX: &str = "vhu";
+pub use api::names::VHOST_PORT_PREFIX as PORT_PREFIX;
 
 /// Why no socket path can be given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,22 +32,6 @@ pub enum LayoutError {
     BadIfname(String),
     #[error("pod uid {0:?} is not usable in a kubelet path")]
     BadUid(String),
-}
-
-/// FNV-1a 64: stable across builds and Rust versions (unlike `DefaultHasher`).
-fn fnv1a(parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |b: u8| {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x100_0000_01b3);
-    };
-    for (i, p) in parts.iter().enumerate() {
-        if i > 0 {
-            feed(0); // separator: ("ab","c") and ("a","bc") differ
-        }
-        p.bytes().for_each(&mut feed);
-    }
-    h
 }
 
 /// The socket of one pod interface.
@@ -89,7 +74,7 @@ impl SocketLayout {
         if ifname.is_empty() || ifname.len() > 15 || ifname.contains('/') {
             return Err(LayoutError::BadIfname(ifname.to_string()));
         }
-        let id = format!("{:016x}", fnv1a(&[namespace, owner, ifname]));
+        let id = api::names::vhost_socket_id(namespace, owner, ifname);
         let dir = root.join(&id);
         let file = format!("{ifname}.sock");
         let socket = dir.join(&file);
@@ -103,7 +88,7 @@ impl SocketLayout {
             check_len(p, "use a shorter podSocketDir")?;
         }
         Ok(SocketLayout {
-            port_name: format!("{PORT_PREFIX}{}", &id[..12]),
+            port_name: api::names::vhost_port_name(&id),
             id,
             dir,
             socket,
@@ -163,8 +148,8 @@ mod tests {
             assert_ne!(o.expect("fits").id, a.id);
         }
         // the value is pinned: a change would move every VM's socket on upgrade
-        assert_eq!(a.id, format!("{:016x}", fnv1a(&["vms", "vm1", "eth0"])));
-        assert_eq!(fnv1a(&["a"]), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(a.id, "6450589695b2d2da");
+        assert_eq!(a.port_name, "vhu6450589695b2");
     }
 
     #[test]

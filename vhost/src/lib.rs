@@ -6,6 +6,8 @@
 //! the 108-byte `sun_path` limit), its ownership and mode for QEMU, the Network Plumbing WG
 //! device-info the workload reads, and the directory's creation and removal. The node
 //! agent (`dataplane::vhost_port`) adds the OVS `dpdkvhostuserclient` port on top.
+//! The annotation keys and the socket id / port name (persistent names) come from the
+//! contract crate [`api`].
 //!
 //! | module | holds |
 //! |---|---|

@@ -72,7 +72,7 @@ pub struct SyncReport {
 }
 
 /// Why a pod has no address (also written to the pod, see [`IPAM_ERROR`]).
-pub const IPAM_ERROR: &str = "network.zstack.io/ipam-error";
+pub const IPAM_ERROR: &str = api::keys::IPAM_ERROR;
 
 /// The controller.
 pub struct Controller<W: Writer> {

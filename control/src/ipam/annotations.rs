@@ -9,17 +9,7 @@ use crate::model::{Mac, PodInfo, PodIpRequest};
 use super::error::IpamError;
 use super::family::Family;
 
-/// Static address(es): one, or one per family separated by `,`.
-pub const IP_ADDRESS: &str = "ovn.kubernetes.io/ip_address";
-/// Static MAC.
-pub const MAC_ADDRESS: &str = "ovn.kubernetes.io/mac_address";
-/// Addresses the pod may take, separated by `,` or `;`.
-pub const IP_POOL: &str = "ovn.kubernetes.io/ip_pool";
-/// Annotation KubeVirt puts on every virt-launcher pod: the VMI name.
-pub const KUBEVIRT_DOMAIN: &str = "kubevirt.io/domain";
-/// Label naming the VMI (KubeVirt's `VirtualMachineLabel`), used when the annotation is
-/// absent.
-pub const KUBEVIRT_VM_LABEL: &str = "kubevirt.io/vm";
+pub use api::keys::{IP_ADDRESS, IP_POOL, KUBEVIRT_DOMAIN, KUBEVIRT_VM_LABEL, MAC_ADDRESS};
 
 /// A pod annotation or label IPAM cannot use.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -139,12 +139,6 @@ impl Family {
             Family::V6 => "ip6",
         }
     }
-    fn suffix(self) -> &'static str {
-        match self {
-            Family::V4 => "v4",
-            Family::V6 => "v6",
-        }
-    }
 }
 
 /// Ingress (`to-lport`, source addresses) or egress (`from-lport`, destinations).
@@ -183,29 +177,16 @@ impl Direction {
     }
 }
 
-/// FNV-1a, 64 bits: stable names across releases.
-fn fnv(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 /// The port group name of `key` (a policy `ns/name`, or `deny/ingress`...): an OVN
-/// identifier (`@name` in matches), unique per cluster.
+/// identifier (`@name` in matches), unique per cluster ([`api::names::policy_port_group`]).
 pub fn port_group_name(cluster_id: &str, key: &str) -> String {
-    format!("np_{:016x}", fnv(&format!("{cluster_id}\0{key}")))
+    api::names::policy_port_group(cluster_id, key)
 }
 
-/// The address set name of peer `key` for `family` (`$name` in matches).
+/// The address set name of peer `key` for `family` (`$name` in matches,
+/// [`api::names::policy_address_set`]).
 pub fn address_set_name(cluster_id: &str, key: &str, family: Family) -> String {
-    format!(
-        "np_{:016x}_{}",
-        fnv(&format!("{cluster_id}\0peer\0{key}")),
-        family.suffix()
-    )
+    api::names::policy_address_set(cluster_id, key, family == Family::V4)
 }
 
 /// The key of the default-deny port group of `dir`.

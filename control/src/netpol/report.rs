@@ -7,7 +7,7 @@ use super::Problem;
 use crate::source::Writer;
 
 /// The reason of the events.
-pub const EVENT_REASON: &str = "PolicyProblem";
+pub const EVENT_REASON: &str = api::keys::REASON_POLICY_PROBLEM;
 
 /// Logs and reports the problems not reported yet; forgets those that are gone.
 pub async fn problems<W: Writer>(writer: &W, reported: &mut BTreeSet<Problem>, now: Vec<Problem>) {

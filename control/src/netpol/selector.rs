@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// The label every namespace carries (Kubernetes ≥ 1.21 sets it; we add it for older
 /// servers, so `namespaceSelector` by name works everywhere).
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub use api::keys::NAMESPACE_NAME_LABEL;
 
 /// A selector that could not be evaluated (an unknown operator, values where none are
 /// allowed). The API server rejects these; one that slips through matches nothing.

@@ -1,15 +1,13 @@
-//! Services and their endpoints as the control plane sees them, independent of where they
-//! come from (discovery.k8s.io/v1 EndpointSlices, core v1 Endpoints on servers without
-//! v1 slices, or the lab's EndpointSlice producer).
+//! Services and their endpoints as the control plane sees them. The model and its
+//! conversion from Kubernetes objects are the contract's ([`api::services`], shared with the
+//! node agent's host NAT), re-exported here.
 //!
 //! | file | holds |
 //! |---|---|
-//! | [`model`] | [`ServiceInfo`], [`EndpointSliceInfo`] |
-//! | [`convert`] | Kubernetes `Service`, `EndpointSlice`, `Endpoints` → the model, with the problems found |
+//! | [`model`], [`convert`] | re-exports of [`api::services::model`], [`api::services::convert`] |
 //! | [`select`] | which endpoints back a service port (ready, else serving+terminating; per family; per node) |
 
-pub mod convert;
-pub mod model;
+pub use api::services::{convert, model};
 pub mod select;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -19,4 +17,4 @@ pub use model::{
 };
 
 /// The reason of the Warning events on Services the controller cannot fully use.
-pub const SERVICE_PROBLEM: &str = "ServiceProblem";
+pub const SERVICE_PROBLEM: &str = api::keys::REASON_SERVICE_PROBLEM;

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Node annotation overriding the agent's datapath configuration for one node.
-pub const CONFIG_ANNOTATION: &str = "network.zstack.io/datapath-config";
+pub const CONFIG_ANNOTATION: &str = api::keys::DATAPATH_CONFIG;
 
 /// Hugepage request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,6 +25,6 @@ pub use manager::DatapathManager;
 pub use status::DatapathStatus;
 
 /// Pod annotation: the datapath a pod asks for (`afxdp` or `kernel`); absent = the node's.
-pub const POD_DATAPATH_ANNOTATION: &str = "network.zstack.io/datapath";
+pub const POD_DATAPATH_ANNOTATION: &str = api::keys::POD_DATAPATH;
 /// Node annotation the agent writes: [`DatapathStatus`] as JSON.
-pub const STATUS_ANNOTATION: &str = "network.zstack.io/datapath-status";
+pub const STATUS_ANNOTATION: &str = api::keys::DATAPATH_STATUS;

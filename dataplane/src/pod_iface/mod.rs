@@ -142,22 +142,12 @@ pub fn host_ifname_for(container_id: &str) -> String {
     let stem = if prefix.len() == 11 && prefix.chars().all(|c| c.is_ascii_hexdigit()) {
         prefix
     } else {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in container_id.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("{h:016x}")[..11].to_string()
+        api::hash::hex(container_id.as_bytes())[..11].to_string()
     };
     format!("{stem}_h")
 }
 
-fn fmt_mac(m: &[u8]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
+use api::mac::format_bytes as fmt_mac;
 
 fn valid_ifname(n: &str) -> bool {
     !n.is_empty()

@@ -29,12 +29,12 @@ use crate::pods::cni_exec::NetworkConfig;
 pub const NAD_V1: &str = "k8s.cni.cncf.io/v1";
 /// `apiVersion` of VirtualMachineInstances.
 pub const KUBEVIRT_V1: &str = "kubevirt.io/v1";
-/// Multus: the NAD that replaces the cluster default network for a pod.
-pub const DEFAULT_NETWORK_ANNOTATION: &str = "v1.multus-cni.io/default-network";
 /// KubeVirt: the VMI a virt-launcher pod runs.
-pub const DOMAIN_KEY: &str = "kubevirt.io/domain";
-/// The vhost-user request annotation (`vhost::config::ANNOTATION`).
-pub const VHOST_ANNOTATION: &str = "network.zstack.io/vhost-user";
+pub use api::keys::KUBEVIRT_DOMAIN as DOMAIN_KEY;
+/// Multus: the NAD that replaces the cluster default network for a pod.
+pub use api::keys::MULTUS_DEFAULT_NETWORK as DEFAULT_NETWORK_ANNOTATION;
+/// The vhost-user request annotation.
+pub use api::keys::VHOST_USER as VHOST_ANNOTATION;
 /// KubeVirt's name generator alphabet (no vowels, no ambiguous digits).
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
@@ -199,12 +199,7 @@ pub fn is_vmi(v: &Value) -> bool {
 
 /// `virt-launcher-<vmi>-<5 chars>`, stable for a namespace and VMI name.
 pub fn launcher_name(namespace: &str, vmi: &str) -> String {
-    // FNV-1a: stable across builds and runs
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{namespace}/{vmi}").bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = api::hash::fnv1a64(format!("{namespace}/{vmi}").as_bytes());
     let n = SUFFIX_ALPHABET.len() as u64;
     let suffix: String = (0..5)
         .map(|i| {

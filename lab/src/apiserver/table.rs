@@ -92,7 +92,7 @@ pub fn rows(kind: ResourceKind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<
 }
 
 /// The node agent's datapath report on a Node (JSON; see the dataplane crate).
-pub const DATAPATH_STATUS: &str = "network.zstack.io/datapath-status";
+pub use api::keys::DATAPATH_STATUS;
 
 /// DATAPATH, DPDK, PMD-CPUS, HUGEPAGES, REASON from the agent's report (`-` without one).
 fn datapath_columns(status: Option<&String>) -> Vec<String> {

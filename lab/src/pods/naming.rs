@@ -2,15 +2,8 @@
 
 use crate::names::IFNAMSIZ_MAX;
 
-/// FNV-1a, 64 bits: stable across runs and builds (unlike `DefaultHasher`).
-pub fn fnv1a64(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in data {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
+/// FNV-1a, 64 bits: the project's one stable hash ([`api::hash`]).
+pub use api::hash::fnv1a64;
 
 /// The network namespace of pod `key` (`namespace/name`): `<prefix>p-<hash>`, the hash
 /// taking what IFNAMSIZ leaves (at most 8 hex digits; 5 with the longest prefix).
@@ -48,12 +41,19 @@ mod tests {
         }
         assert_eq!(pod_netns("abcdefgh", "demo/web").len(), 15);
         assert_eq!(pod_netns("zovn", "demo/web").len(), 14);
+        // pinned: computed before the hash moved to the api crate
+        assert_eq!(pod_netns("zovn", "demo/web"), "zovnp-d314c8cc");
+        assert_eq!(pod_netns("abcdefgh", "demo/web"), "abcdefghp-d314c");
     }
 
     #[test]
     fn container_ids_are_64_hex_and_stable() {
         let a = container_id("0b6c5a4e-1111-2222-3333-444455556666");
         assert_eq!(a.len(), 64);
+        assert_eq!(
+            a,
+            "6c3f6e215b3cb9d76c3f6d215b3cb8246c3f70215b3cbd3d6c3f6f215b3cbb8a"
+        );
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_eq!(a, container_id("0b6c5a4e-1111-2222-3333-444455556666"));
         assert_ne!(a, container_id("another-uid"));

@@ -56,35 +56,17 @@ pub fn chassis_of(node: &NodeInfo) -> String {
         .unwrap_or_else(|| node.name.clone())
 }
 
-/// A stable 64-bit FNV-1a hash of `s` in hex (variable names must not change across
-/// restarts or builds, so not the std hasher).
-fn tag(s: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
-
 fn fam(v4: bool) -> char {
     if v4 { '4' } else { '6' }
 }
 
-/// The variable holding a Service's cluster IP of one family.
-pub fn ip_var(service_key: &str, v4: bool) -> String {
-    format!("zsvc_{}_ip{}", tag(service_key), fam(v4))
-}
+/// The variable holding a Service's cluster IP of one family (a persistent name:
+/// [`api::names::service_ip_var`]).
+pub use api::names::service_ip_var as ip_var;
 
-/// The variable holding a Service port's node-local backends of one family.
-pub fn backends_var(service_key: &str, proto: Proto, port: u16, v4: bool) -> String {
-    format!(
-        "zsvc_{}_{}{port}_{}",
-        tag(service_key),
-        proto.ovn(),
-        fam(v4)
-    )
-}
+/// The variable holding a Service port's node-local backends of one family
+/// ([`api::names::service_backends_var`]).
+pub use api::names::service_backends_var as backends_var;
 
 /// Whether `svc` is served node-locally on its cluster IPs: it asks for it and has at
 /// least one endpoint somewhere. A Service without any endpoint keeps its cluster IPs on

@@ -13,8 +13,9 @@
 //! ```
 //!
 //! The spec keeps every field as the user wrote it (strings, a wide integer for `vlanID`) so
-//! that a bad value never makes the object undecodable: [`crate::validate`] turns it into a
-//! [`crate::model::ValidSubnet`] or into reasons a person can act on, which land in the status.
+//! that a bad value never makes the object undecodable: the controller's validator
+//! (`control::validate`) turns it into a valid Subnet or into reasons a person can act on,
+//! which land in the status. The CRD YAML is written by `control`'s `crdgen` binary.
 //!
 //! ## Status numbers
 //!
@@ -23,7 +24,7 @@
 //! (`253`, `65533`). They are totals over both families of a dual-stack Subnet. Counts below
 //! 2^53 are exact, which covers every IPv4 Subnet and IPv6 prefixes of /75 and longer; a /64
 //! prints as `1.8446744073709552e+19`, an honest "practically unlimited". The exact
-//! per-family capacity is available to code as `u128` from [`crate::validate::capacity`].
+//! per-family capacity is available to code as `u128` from `control::validate::capacity`.
 
 use std::fmt;
 
@@ -254,7 +255,7 @@ impl SubnetStatus {
 }
 
 /// A `Condition` stamped now.
-pub(crate) fn condition_now(type_: &str, status: bool, reason: &str, message: String) -> Condition {
+pub fn condition_now(type_: &str, status: bool, reason: &str, message: String) -> Condition {
     Condition {
         type_: type_.to_string(),
         status: if status { "True" } else { "False" }.to_string(),
@@ -313,17 +314,6 @@ fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         }
     })
 }
-
-/// The CRD YAML `crdgen` writes and `deploy/crds/subnet.yaml` holds.
-pub fn crd_yaml() -> Result<String, serde_norway::Error> {
-    use kube::CustomResourceExt;
-    let body = serde_norway::to_string(&Subnet::crd())?;
-    Ok(format!("{CRD_YAML_HEADER}{body}"))
-}
-
-/// The comment heading the generated YAML.
-pub const CRD_YAML_HEADER: &str = "# Generated from control/src/crd/subnet.rs: do not edit.\n\
-# Regenerate with: cargo run -p control --bin crdgen -- deploy/crds/subnet.yaml\n";
 
 impl SubnetSpec {
     /// A spec with only `cidr` set.

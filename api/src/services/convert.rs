@@ -11,8 +11,7 @@ use super::model::{
     EndpointInfo, EndpointPort, EndpointSliceInfo, Proto, ServiceInfo, ServicePort, TargetPort,
 };
 
-/// The label naming a slice's Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub use crate::keys::SERVICE_NAME_LABEL;
 
 /// Default `sessionAffinityConfig.clientIP.timeoutSeconds` (3 hours).
 pub const DEFAULT_AFFINITY_TIMEOUT: u32 = 10_800;

@@ -101,7 +101,7 @@ impl ServiceInfo {
     /// like [`Self::problems`], but the Service is not wrong: an apiserver accepts it).
     ///
     /// - `sessionAffinity: ClientIP` with `internalTrafficPolicy: Local`: the cluster IPs
-    ///   are on template load balancers ([`crate::translate::service::local`]), and OVN
+    ///   are on template load balancers (the controller's `translate::service::local`), and OVN
     ///   23.03's northd builds the affinity flows of a template VIP as IPv6 and takes the
     ///   backends variable for one address (they never match, or ovn-controller cannot
     ///   parse them), so affinity is not set there.

@@ -1,0 +1,31 @@
+//! The contract between the controller (`control`), the node agent (`dataplane`), the CNI
+//! plugin (`cni`), the vhost-user layer (`vhost`) and the lab: what one side writes and the
+//! other reads. Pure data and pure functions, no I/O.
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`keys`] | every annotation key, label and event reason the parts share |
+//! | [`pod_networks`] | the `k8s.ovn.org/pod-networks` and mgmt-port codec (typed IPs, MACs) |
+//! | [`multus`] | `k8s.v1.cni.cncf.io/networks` selections, NetworkAttachmentDefinitions |
+//! | [`mac`] | [`Mac`], its one parser and its one formatting |
+//! | `subnet` | the `network.zstack.io/v1` Subnet custom resource types (feature `k8s`) |
+//! | [`services`] | the Service/endpoint model, and (feature `k8s`) its conversion from Kubernetes objects |
+//! | [`names`] | persistent names both sides compute: ports, LSPs, socket ids, OVN rows |
+//! | [`hash`] | THE stable hash (FNV-1a 64) behind persistent names |
+//!
+//! Persistent names (socket directories, OVS/OVN port names, port groups, template
+//! variables) name live objects: a change here renames them on upgrade. `tests/golden.rs`
+//! pins each with literal values; a failing golden test is a migration, not a test to
+//! update.
+
+pub mod hash;
+pub mod keys;
+pub mod mac;
+pub mod multus;
+pub mod names;
+pub mod pod_networks;
+pub mod services;
+#[cfg(feature = "k8s")]
+pub mod subnet;
+
+pub use mac::{BadMac, Mac};
