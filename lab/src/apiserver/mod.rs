@@ -20,7 +20,7 @@
 //! |---|---|
 //! | [`protocol`] | requests, responses, object references |
 //! | [`objects`] | the accepted kinds, their checks and normalisation |
-//! | [`nad`] | NetworkAttachmentDefinitions (stored) and VMIs (→ virt-launcher pods) |
+//! | [`meta`] | the default namespace and the DNS-1123 name checks every kind shares |
 //! | [`netpol`] | NetworkPolicy objects: checks, apply/delete, `get` table |
 //! | [`files`] | YAML/JSON manifest files → objects, with file:line errors |
 //! | [`store`] | the objects: apply/delete/get semantics, node placement |
@@ -38,7 +38,7 @@ pub mod client;
 pub mod endpoints;
 pub mod files;
 pub mod launch;
-pub mod nad;
+pub mod meta;
 pub mod netpol;
 pub mod objects;
 pub mod persist;

@@ -12,7 +12,7 @@ use control::source::netpol::policy_key;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::Value;
 
-use super::objects::{DEFAULT_NAMESPACE, check_label, check_subdomain};
+use super::meta::{DEFAULT_NAMESPACE, check_label, check_subdomain};
 use super::protocol::{Action, ObjectRef, ResourceKind};
 
 /// `apiVersion` of NetworkPolicies.

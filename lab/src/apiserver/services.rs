@@ -17,7 +17,7 @@ use control::translate::ClusterConfig;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::Value;
 
-use super::objects::{DEFAULT_NAMESPACE, check_label};
+use super::meta::{DEFAULT_NAMESPACE, check_label};
 use super::protocol::ResourceKind;
 
 /// The lab's IPv6 service CIDR.

@@ -11,6 +11,9 @@ use cni::CniError;
 use serde_json::{Map, Value};
 use tokio::io::AsyncWriteExt;
 
+/// The pod interface name (CNI_IFNAME of the default network).
+pub const IFNAME: &str = "eth0";
+
 /// Longest a plugin call may take (the shim itself waits up to 60 s for ADD).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 

@@ -1,7 +1,7 @@
 //! The lab's stand-in for Multus's secondary networks: a pod's
 //! `k8s.v1.cni.cncf.io/networks` entries ([`control::multus::selections`]) become one CNI
 //! ADD each, after the default network's, with the NAD's config laid over the node's
-//! ([`crate::apiserver::nad::delegate_config`]) and the entry's interface name (`net1`,
+//! ([`crate::multus::delegate_config`]) and the entry's interface name (`net1`,
 //! …); DEL runs in reverse order before the default network's.
 //!
 //! What was attached is kept in `pods/run/<netns>.networks.json` (written before each ADD,

@@ -52,6 +52,8 @@ pub struct Graph {
 pub struct Cycle {
     pub files: Vec<PathBuf>,
     pub path: Vec<(PathBuf, PathBuf, Site)>,
+    /// every edge between the cycle's files
+    pub edges: Vec<(PathBuf, PathBuf, Site)>,
 }
 
 impl std::fmt::Display for Cycle {
@@ -497,8 +499,17 @@ impl Graph {
             let path = self.closed_path(start, &members, &adj);
             let mut files: Vec<PathBuf> = members.iter().map(|&i| self.files[i].clone()).collect();
             files.sort();
+            let edges = self
+                .edges
+                .iter()
+                .filter(|((a, b), _)| members.contains(a) && members.contains(b))
+                .map(|((a, b), site)| {
+                    (self.files[*a].clone(), self.files[*b].clone(), site.clone())
+                })
+                .collect();
             cycles.push(Cycle {
                 files,
+                edges,
                 path: path
                     .into_iter()
                     .map(|(a, b)| {

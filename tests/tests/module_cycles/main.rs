@@ -3,7 +3,8 @@
 //! For every crate checked here, the graph of its file-modules (see [`graph`]) must have
 //! no strongly connected component of more than one file. A failure lists the files of
 //! each cycle and one closed path through them, each edge with the line that makes it.
-//! `report_all_crates` prints what every workspace crate has, without failing.
+//! `report_all_crates` prints what every workspace crate has, without failing
+//! (`--nocapture`; with `MODULE_CYCLES_EDGES=1`, every edge inside each cycle).
 
 mod graph;
 
@@ -90,6 +91,18 @@ fn report_all_crates() {
         println!("{krate}: {} import cycle(s)", cycles.len());
         for c in cycles {
             println!("{c}");
+            if std::env::var_os("MODULE_CYCLES_EDGES").is_some() {
+                println!("  every edge inside:");
+                for (from, to, site) in &c.edges {
+                    println!(
+                        "    {} -> {}   (line {}: {})",
+                        from.display(),
+                        to.display(),
+                        site.line,
+                        site.text
+                    );
+                }
+            }
         }
     }
 }
