@@ -276,7 +276,7 @@ fn push_checked(
 }
 
 /// Drops the " at line L column C" serde adds (we print our own file:line:column).
-fn strip_at(msg: &str) -> String {
+pub(crate) fn strip_at(msg: &str) -> String {
     match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),
         None => msg.to_string(),

@@ -23,6 +23,7 @@
 //! | [`meta`] | the default namespace and the DNS-1123 name checks every kind shares |
 //! | [`netpol`] | NetworkPolicy objects: checks, apply/delete, `get` table |
 //! | [`files`] | YAML/JSON manifest files → objects, with file:line errors |
+//! | [`refs`] | manifest files → kind, namespace and name only (`zovn lab delete -f`) |
 //! | [`store`] | the objects: apply/delete/get semantics, node placement |
 //! | [`progress`] | what the controller has not caught up with (`wait`) |
 //! | [`persist`] | `store.json` |
@@ -44,6 +45,7 @@ pub mod objects;
 pub mod persist;
 pub mod progress;
 pub mod protocol;
+pub mod refs;
 pub mod server;
 pub mod services;
 pub mod store;
@@ -55,3 +57,4 @@ pub use files::{SourcedObject, read_manifests};
 pub use launch::zovn_exe;
 pub use objects::LabObject;
 pub use protocol::{Action, Change, ObjectRef, Request, ResourceKind, Response};
+pub use refs::{SourcedRef, read_refs};
