@@ -280,7 +280,6 @@ fn pods_reach_each_other() {
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("lpe");
     let (mut lab, z, _down) = start_lab(&s, 2, &[]);
-    let dir = z.dir.clone();
     let agents = start_agents(&mut lab);
     assert_eq!(agents.len(), 2);
 
