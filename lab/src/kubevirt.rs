@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
-use crate::apiserver::meta::{DEFAULT_NAMESPACE, check_subdomain};
 use crate::multus::DEFAULT_NETWORK_ANNOTATION;
+use crate::object_names::{DEFAULT_NAMESPACE, check_subdomain};
 
 /// `apiVersion` of VirtualMachineInstances.
 pub const KUBEVIRT_V1: &str = "kubevirt.io/v1";

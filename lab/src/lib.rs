@@ -23,6 +23,11 @@
 //! - [`multus`]: NetworkAttachmentDefinitions and what a pod's Multus annotations ask of
 //!   the runtime (default network, secondary networks, the NAD config over the node's).
 //! - [`kubevirt`]: VirtualMachineInstances → the virt-launcher pods KubeVirt would create.
+//! - [`object_names`]: the default namespace and the DNS-1123 name checks of every kind.
+//!
+//! Layers, each using only those below it: [`apiserver`] (the store) → [`kubevirt`] →
+//! [`multus`] → [`pods`] (the runtime) → [`object_names`], [`state`], [`process`]…;
+//! `tests/tests/module_cycles` checks that no import cycle joins the files.
 //!
 //! ```no_run
 //! use lab::{Central, CentralConfig, Db, Lab, LabConfig, Signal};
@@ -65,6 +70,7 @@ pub mod multus;
 pub mod names;
 pub mod netns;
 pub mod node;
+pub mod object_names;
 pub mod pods;
 pub mod process;
 pub mod state;

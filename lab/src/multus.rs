@@ -11,24 +11,24 @@
 //!   its NAD's config ([`secondary_networks`], attached by [`crate::pods::networks`]); the
 //!   controller learns every NAD too.
 //!
-//! Used by the object store ([`crate::apiserver`]) and the pod runtime ([`crate::pods`]);
-//! it uses only the runtime's request types and the store's metadata rules.
+//! Used by the object store ([`crate::apiserver`]); it uses the runtime's request types
+//! ([`SecondarySpec`]) and its half of Multus ([`crate::pods::networks`]: the
+//! default-network annotation, one CNI ADD per secondary network; [`delegate_config`]),
+//! which it re-exports, and the shared name rules.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::apiserver::meta::{DEFAULT_NAMESPACE, check_label, check_subdomain};
-use crate::apiserver::protocol::{ObjectRef, ResourceKind};
-use crate::pods::cni_exec::NetworkConfig;
+use crate::object_names::{DEFAULT_NAMESPACE, check_label, check_subdomain};
 use crate::pods::networks::SecondarySpec;
 
 /// `apiVersion` of NetworkAttachmentDefinitions.
 pub const NAD_V1: &str = "k8s.cni.cncf.io/v1";
-/// Multus: the NAD that replaces the cluster default network for a pod.
-pub const DEFAULT_NETWORK_ANNOTATION: &str = "v1.multus-cni.io/default-network";
+pub use crate::pods::cni_exec::delegate_config;
+pub use crate::pods::networks::{DEFAULT_NETWORK_ANNOTATION, default_network};
 
 /// A NetworkAttachmentDefinition: only `spec.config` matters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,20 +84,6 @@ pub fn normalized(
     Ok(n)
 }
 
-/// `network-attachment-definition/<ns>/<name>`.
-pub fn object_ref(n: &NetworkAttachmentDefinition) -> ObjectRef {
-    ObjectRef {
-        kind: ResourceKind::NetworkAttachmentDefinition,
-        namespace: Some(
-            n.metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
-        ),
-        name: n.metadata.name.clone().unwrap_or_default(),
-    }
-}
-
 /// The NAD as the controller sees it.
 pub fn nad_info(n: &NetworkAttachmentDefinition) -> control::multus::NadInfo {
     control::multus::NadInfo::new(
@@ -137,52 +123,6 @@ pub fn secondary_networks(
     }
 }
 
-/// The NAD key (`ns/name`) a pod's default-network annotation names, if any.
-pub fn default_network(pod_ns: &str, annotations: &BTreeMap<String, String>) -> Option<String> {
-    let v = annotations.get(DEFAULT_NETWORK_ANNOTATION)?.trim();
-    if v.is_empty() {
-        return None;
-    }
-    // Multus also accepts the JSON form [{"name": .., "namespace": ..}]
-    if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(v) {
-        let first = items.first()?;
-        let name = first.get("name")?.as_str()?;
-        let ns = first
-            .get("namespace")
-            .and_then(Value::as_str)
-            .unwrap_or(pod_ns);
-        return Some(format!("{ns}/{name}"));
-    }
-    Some(match v.split_once('/') {
-        Some((ns, name)) => format!("{ns}/{name}"),
-        None => format!("{pod_ns}/{v}"),
-    })
-}
-
-/// The node's network config with the NAD's plugin config laid over it: the NAD's keys
-/// win, the node's local keys the NAD does not set (the agent's socket, timeouts) stay,
-/// the `cniVersion` the lab's runtime negotiated stays. The NAD must name the plugin the
-/// node runs.
-pub fn delegate_config(node: &NetworkConfig, nad_config: &str) -> Result<NetworkConfig, String> {
-    let nad: Map<String, Value> = serde_json::from_str(nad_config)
-        .map_err(|e| format!("the NAD's config is not a JSON object: {e}"))?;
-    let plugin = nad.get("type").and_then(Value::as_str).unwrap_or("");
-    if plugin != node.plugin {
-        return Err(format!(
-            "the NAD's plugin {plugin:?} is not the node's plugin {:?} (the lab runs only \
-             that one)",
-            node.plugin
-        ));
-    }
-    let mut out = node.clone();
-    for (k, v) in nad {
-        if k != "cniVersion" {
-            out.config.insert(k, v);
-        }
-    }
-    Ok(out)
-}
-
 /// `get network-attachment-definitions` table.
 pub fn table(items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let rows = items
@@ -213,36 +153,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn default_network_forms() {
-        let ann = |v: &str| BTreeMap::from([(DEFAULT_NETWORK_ANNOTATION.to_string(), v.into())]);
-        assert_eq!(default_network("a", &ann("n")), Some("a/n".into()));
-        assert_eq!(default_network("a", &ann("b/n")), Some("b/n".into()));
-        assert_eq!(
-            default_network("a", &ann(r#"[{"name": "n", "namespace": "c"}]"#)),
-            Some("c/n".into())
-        );
-        assert_eq!(default_network("a", &BTreeMap::new()), None);
+    fn nad(config: &str) -> Box<NetworkAttachmentDefinition> {
+        Box::new(
+            serde_json::from_value(json!({
+                "apiVersion": NAD_V1, "kind": "NetworkAttachmentDefinition",
+                "metadata": {"name": "vhost-net"}, "spec": {"config": config}}))
+            .unwrap(),
+        )
     }
 
     #[test]
-    fn nad_config_overlays_the_node_config() {
-        let node = NetworkConfig {
-            file: "x.conflist".into(),
-            plugin: "zstack-ovn-cni".into(),
-            cni_version: "1.1.0".into(),
-            config: serde_json::from_value(json!({"type": "zstack-ovn-cni", "name": "zstack-ovn",
-                "cniVersion": "1.1.0", "socket": "/run/a.sock"}))
-            .unwrap(),
-        };
-        let nad = r#"{"cniVersion": "1.0.0", "name": "vhost-net", "type": "zstack-ovn-cni",
-            "interfaceType": "vhost-user", "vhostUser": {"queues": 2}}"#;
-        let c = delegate_config(&node, nad).unwrap();
-        assert_eq!(c.config["socket"], "/run/a.sock");
-        assert_eq!(c.config["cniVersion"], "1.1.0");
-        assert_eq!(c.config["name"], "vhost-net");
-        assert_eq!(c.config["vhostUser"]["queues"], 2);
-        let e = delegate_config(&node, r#"{"type": "bridge"}"#).unwrap_err();
-        assert!(e.contains("bridge"), "{e}");
+    fn a_nad_needs_a_plugin_type() {
+        let n = normalized(nad(r#"{"type": "zstack-ovn-cni"}"#)).unwrap();
+        assert_eq!(n.key(), "default/vhost-net");
+        let e = normalized(nad(r#"{"name": "x"}"#)).unwrap_err();
+        assert!(e.contains("no plugin \"type\""), "{e}");
+        let e = normalized(nad("not json")).unwrap_err();
+        assert!(e.contains("spec.config is not JSON"), "{e}");
     }
 }

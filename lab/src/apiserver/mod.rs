@@ -20,7 +20,6 @@
 //! |---|---|
 //! | [`protocol`] | requests, responses, object references |
 //! | [`objects`] | the accepted kinds, their checks and normalisation |
-//! | [`meta`] | the default namespace and the DNS-1123 name checks every kind shares |
 //! | [`netpol`] | NetworkPolicy objects: checks, apply/delete, `get` table |
 //! | [`files`] | YAML/JSON manifest files → objects, with file:line errors |
 //! | [`refs`] | manifest files → kind, namespace and name only (`zovn lab delete -f`) |
@@ -39,7 +38,6 @@ pub mod client;
 pub mod endpoints;
 pub mod files;
 pub mod launch;
-pub mod meta;
 pub mod netpol;
 pub mod objects;
 pub mod persist;

@@ -13,7 +13,7 @@ use super::protocol::{ObjectRef, ResourceKind};
 pub const CORE_V1: &str = "v1";
 /// `apiVersion` of Subnets.
 pub const SUBNET_V1: &str = "network.zstack.io/v1";
-pub use super::meta::{DEFAULT_NAMESPACE, check_label, check_subdomain};
+pub use crate::object_names::{DEFAULT_NAMESPACE, check_label, check_subdomain};
 
 /// One accepted object.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,7 +198,7 @@ impl LabObject {
                 name: o.metadata.name.clone().unwrap_or_default(),
             },
             LabObject::NetworkPolicy(o) => super::netpol::object_ref(o),
-            LabObject::NetworkAttachmentDefinition(o) => crate::multus::object_ref(o),
+            LabObject::NetworkAttachmentDefinition(o) => nad_ref(o),
             LabObject::Service(o) => ObjectRef {
                 kind: ResourceKind::Service,
                 namespace: Some(
@@ -210,6 +210,20 @@ impl LabObject {
                 name: o.metadata.name.clone().unwrap_or_default(),
             },
         }
+    }
+}
+
+/// `network-attachment-definition/<ns>/<name>`.
+fn nad_ref(n: &crate::multus::NetworkAttachmentDefinition) -> ObjectRef {
+    ObjectRef {
+        kind: ResourceKind::NetworkAttachmentDefinition,
+        namespace: Some(
+            n.metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
+        ),
+        name: n.metadata.name.clone().unwrap_or_default(),
     }
 }
 

@@ -12,9 +12,9 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use super::files::{manifest_files, strip_at, yaml_documents};
-use super::meta::DEFAULT_NAMESPACE;
 use super::objects::kind_of;
 use super::protocol::{ObjectRef, ResourceKind};
+use crate::object_names::DEFAULT_NAMESPACE;
 
 /// A reference and where it came from (`file:line`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -253,7 +253,7 @@ impl PodRuntime {
         match &d.network {
             None => {}
             Some(Ok(config)) => {
-                net = crate::multus::delegate_config(&net, config)
+                net = super::cni_exec::delegate_config(&net, config)
                     .map_err(|e| SetupError::failed(format!("pod {}: {e}", d.key)))?;
             }
             Some(Err(e)) => return Err(SetupError::waiting(format!("pod {}: {e}", d.key))),
@@ -264,7 +264,7 @@ impl PodRuntime {
                 .config
                 .as_ref()
                 .map_err(|e| SetupError::waiting(format!("pod {}: {e}", d.key)))?;
-            let net = crate::multus::delegate_config(&base, config).map_err(|e| {
+            let net = super::cni_exec::delegate_config(&base, config).map_err(|e| {
                 SetupError::failed(format!("pod {}: network {}: {e}", d.key, s.nad))
             })?;
             secondaries.push((s.clone(), net));
@@ -402,7 +402,7 @@ impl PodRuntime {
         let mut first = None;
         for a in networks::load(&self.layout, &rec.netns).iter().rev() {
             let net =
-                crate::multus::delegate_config(base, &a.config).unwrap_or_else(|_| base.clone());
+                super::cni_exec::delegate_config(base, &a.config).unwrap_or_else(|_| base.clone());
             let r = self
                 .call(d, node, &net, rec, "DEL", a.result.as_ref(), &a.ifname)
                 .await;
@@ -525,7 +525,7 @@ impl PodRuntime {
                 Err(e) => Err((e.transient, e.message)),
                 Ok(base) => {
                     let net = match &d.network {
-                        Some(Ok(c)) => crate::multus::delegate_config(&base, c)
+                        Some(Ok(c)) => super::cni_exec::delegate_config(&base, c)
                             .unwrap_or_else(|_| base.clone()),
                         _ => base.clone(),
                     };
@@ -654,7 +654,7 @@ impl PodRuntime {
                     .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
                     .collect();
                 // Multus names a NAD-based default network `<ns>/<name>`
-                let primary = crate::multus::default_network(ns, &annotations)
+                let primary = super::networks::default_network(ns, &annotations)
                     .unwrap_or_else(|| cni::conflist::NETWORK_NAME.to_string());
                 let secondaries = super::networks::load(&self.layout, &rec.netns);
                 if let Some(st) =

@@ -215,3 +215,42 @@ mod checker {
         assert_eq!(g.edges.len(), 3, "{:?}", g.edges);
     }
 }
+
+/// The lab's pod runtime (`lab/src/pods/`) reads the object store only through
+/// `pods::PodSource`: no file of it imports the store, the Multus or KubeVirt emulation
+/// built on it, or the lab orchestration (`lab.rs`) that uses it.
+#[test]
+fn lab_pod_runtime_imports_nothing_above_it() {
+    let dir = workspace().join("lab");
+    let g = graph::build(&dir, &dir.join("src/lib.rs")).unwrap_or_else(|e| panic!("lab: {e}"));
+    let above = |p: &Path| {
+        p.starts_with("src/apiserver")
+            || ["src/multus.rs", "src/kubevirt.rs", "src/lab.rs"]
+                .iter()
+                .any(|f| p == Path::new(f))
+    };
+    let bad: Vec<String> = g
+        .edges
+        .iter()
+        .filter(|((a, b), _)| g.files[*a].starts_with("src/pods") && above(&g.files[*b]))
+        .map(|((a, b), site)| {
+            format!(
+                "{} -> {} ({}:{}: {})",
+                g.files[*a].display(),
+                g.files[*b].display(),
+                g.files[*a].display(),
+                site.line,
+                site.text
+            )
+        })
+        .collect();
+    assert!(
+        g.files.iter().any(|f| f.starts_with("src/pods")),
+        "no src/pods in lab"
+    );
+    assert!(
+        bad.is_empty(),
+        "the pod runtime imports above it:\n{}",
+        bad.join("\n")
+    );
+}

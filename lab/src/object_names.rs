@@ -1,6 +1,6 @@
-//! Metadata rules every kind of the lab's store shares: the default namespace and the
-//! DNS-1123 name checks. A leaf: the kinds' modules ([`super::objects`], [`super::services`],
-//! [`super::netpol`], [`crate::multus`], [`crate::kubevirt`]) use it, it uses none of them.
+//! Name rules every kind the lab accepts shares: the default namespace and the DNS-1123
+//! name checks. A leaf: the kinds' modules ([`crate::apiserver`]'s objects, services and
+//! network policies, [`crate::multus`], [`crate::kubevirt`]) use it, it uses none of them.
 
 /// The namespace of an object that names none.
 pub const DEFAULT_NAMESPACE: &str = "default";
