@@ -550,9 +550,14 @@ fn teardown(layout: &Layout, manifest: &Manifest, purge: bool) -> Result<()> {
     for d in manifest.daemons_stop_order() {
         note(stop_daemon(d).map(drop));
     }
-    note(stop_unrecorded(layout));
-    // pods after the object store (the only writer of pods.json) has stopped
+    // daemons the manifest missed, except the pods' (an object store among them must stop
+    // before the pods are torn down: it is the only writer of pods.json)
+    let pods_run = layout.pods_run();
+    note(stop_unrecorded(layout, |pf| !pf.starts_with(&pods_run)));
+    // the pods' responders and testpmds, as pods.json records them
     note(crate::pods::record::teardown(layout));
+    // whatever pods.json did not know
+    note(stop_unrecorded(layout, |_| true));
     for ns in manifest.netns.iter().rev() {
         note(netns::delete(ns));
     }
@@ -567,10 +572,11 @@ fn teardown(layout: &Layout, manifest: &Manifest, purge: bool) -> Result<()> {
     first_err.map_or(Ok(()), Err)
 }
 
-/// Stops daemons with a pidfile under `<dir>/*/run` not (or no longer) in the manifest —
-/// only if their cmdline names that very pidfile.
-fn stop_unrecorded(layout: &Layout) -> Result<()> {
-    for pf in pidfiles(&layout.dir) {
+/// Stops daemons with a pidfile under `<dir>/*/run` (those `which` selects) not (or no
+/// longer) in the manifest — only if their cmdline names that very pidfile — with a
+/// warning for each: a normal teardown stops every daemon it knows before.
+fn stop_unrecorded(layout: &Layout, which: impl Fn(&Path) -> bool) -> Result<()> {
+    for pf in pidfiles(&layout.dir).into_iter().filter(|p| which(p)) {
         let Ok(pid) = read_pidfile(&pf) else { continue };
         let argv0 = std::fs::read(format!("/proc/{pid}/cmdline"))
             .ok()
@@ -610,7 +616,7 @@ fn cleanup_stale(layout: &Layout) -> Result<bool> {
     }
     if !pidfiles(&layout.dir).is_empty() {
         warn!(dir = %layout.dir.display(), "stale pidfiles without manifest, cleaning up");
-        stop_unrecorded(layout)?;
+        stop_unrecorded(layout, |_| true)?;
         crate::pods::record::teardown(layout)?;
         remove_dir_all(&layout.dir)?;
         return Ok(true);

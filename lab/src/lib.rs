@@ -19,7 +19,15 @@
 //! - [`agent`]: the node agents (`zstack-ovnkube-node`, one per node, in its netns).
 //! - [`pods`]: the pod runtime inside the object-store daemon — pods become network
 //!   namespaces wired by the real CNI shim, each with a responder on its container ports;
-//!   `zovn lab exec/probe`.
+//!   `zovn lab exec/probe`. It reads the store only through [`pods::PodSource`].
+//! - [`multus`]: NetworkAttachmentDefinitions and what a pod's Multus annotations ask of
+//!   the runtime (default network, secondary networks, the NAD config over the node's).
+//! - [`kubevirt`]: VirtualMachineInstances → the virt-launcher pods KubeVirt would create.
+//! - [`object_names`]: the default namespace and the DNS-1123 name checks of every kind.
+//!
+//! Layers, each using only those below it: [`apiserver`] (the store) → [`kubevirt`] →
+//! [`multus`] → [`pods`] (the runtime) → [`object_names`], [`state`], [`process`]…;
+//! `tests/tests/module_cycles` checks that no import cycle joins the files.
 //!
 //! ```no_run
 //! use lab::{Central, CentralConfig, Db, Lab, LabConfig, Signal};
@@ -56,10 +64,13 @@ pub mod config;
 pub mod ctl;
 pub mod error;
 pub mod hugepages;
+pub mod kubevirt;
 pub mod lab;
+pub mod multus;
 pub mod names;
 pub mod netns;
 pub mod node;
+pub mod object_names;
 pub mod pods;
 pub mod process;
 pub mod state;

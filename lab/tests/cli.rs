@@ -117,3 +117,74 @@ fn empty_directory_is_an_error() {
     assert!(!ok);
     assert!(err.contains("no *.yaml, *.yml or *.json files"), "{err}");
 }
+
+#[test]
+fn delete_needs_only_kind_namespace_and_name() {
+    // a Pod without its spec, a Service without ports, a VMI without a spec: kubectl
+    // deletes these by kind, namespace and name, and so does the lab
+    let (_d, f) = scratch(
+        "del.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p01}\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: demo}\n---\n\
+         apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {name: vm1}\n",
+    );
+    let path = f.to_str().expect("utf-8 path");
+    let (ok, _, err) = zovn(&["lab", "delete", "-f", path, "--dir", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(!err.contains("no spec"), "{err}");
+    assert!(
+        err.contains("the lab is not up in /nonexistent/x"),
+        "the manifest is accepted, the missing lab reported: {err}"
+    );
+    // apply still wants the spec
+    let (ok, _, err) = zovn(&["lab", "apply", "-f", path, "--dir", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(err.contains("Pod p01: no spec"), "{err}");
+    // a nameless object is still a problem for delete
+    let (_d2, f2) = scratch("noname.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {}\n");
+    let path2 = f2.to_str().expect("utf-8 path");
+    let (ok, _, err) = zovn(&["lab", "delete", "-f", path2, "--dir", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("{path2}:1: Pod: metadata.name is missing")),
+        "{err}"
+    );
+    assert!(err.contains("nothing deleted"), "{err}");
+}
+
+/// `zovn lab down` on a lab whose manifest records nothing running, with one daemon under
+/// its run dir that no manifest names: that daemon is stopped with a warning (a normal
+/// down of a lab with pods is quiet: tests/tests/lab_pods.rs `pods_reach_each_other`), and
+/// the warning, written to a pipe, carries no colour codes.
+#[test]
+fn down_warns_for_an_unrecorded_daemon_without_colour_on_a_pipe() {
+    let d = tempfile_dir::Dir::new("down");
+    let dir = d.0.join("lab");
+    std::fs::create_dir_all(dir.join("run")).expect("run dir");
+    lab::Manifest::new(lab::LabConfig::new(&dir, "zc"))
+        .save(&dir.join("lab.json"))
+        .expect("manifest");
+    let pf = dir.join("run/stray.pid");
+    let mut stray = Command::new("sh")
+        .arg("-c")
+        .arg("echo $$ > \"$0\"; while :; do sleep 1; done")
+        .arg(&pf)
+        .spawn()
+        .expect("start the stray daemon");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !std::fs::read_to_string(&pf).is_ok_and(|t| t.trim().parse::<i32>().is_ok()) {
+        assert!(std::time::Instant::now() < deadline, "no stray pidfile");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (ok, out, err) = zovn(&["lab", "down", "--dir", dir.to_str().expect("utf-8 path")]);
+    let status = stray.wait().expect("reap the stray daemon");
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        !status.success(),
+        "the stray daemon was stopped by a signal"
+    );
+    assert!(err.contains("stopped unrecorded daemon"), "{err}");
+    assert!(err.contains("stray.pid"), "{err}");
+    assert!(!err.contains('\x1b'), "colour codes on a pipe: {err:?}");
+    assert!(!dir.exists(), "state dir left");
+}

@@ -177,6 +177,50 @@ pub fn assert_down_clean(dir: &Path, prefix: &str, pids: &[i64]) {
     assert!(!dir.exists(), "state dir left");
 }
 
+/// `zovn lab down` through the CLI (stderr a pipe, as in a log or CI), with one stray
+/// daemon the lab never recorded (`<dir>/pods/run/stray.pid`, its cmdline naming it):
+/// the stray one is stopped with the one "stopped unrecorded daemon" warning, every daemon
+/// the lab knows (pod responders included) quietly; no colour codes; then as
+/// [`assert_down_clean`].
+pub fn assert_cli_down_clean(z: &Zovn, prefix: &str, pids: &[i64]) {
+    let pf = z.dir.join("pods/run/stray.pid");
+    std::fs::create_dir_all(z.dir.join("pods/run")).expect("pods/run");
+    let mut stray = Command::new("sh")
+        .arg("-c")
+        .arg("echo $$ > \"$0\"; while :; do sleep 1; done")
+        .arg(&pf)
+        .spawn()
+        .expect("start the stray daemon");
+    wait_until("the stray pidfile", Duration::from_secs(5), || {
+        std::fs::read_to_string(&pf).is_ok_and(|t| t.trim().parse::<i32>().is_ok())
+    });
+    let (code, out, err) = z.run(&["down"]);
+    let _ = stray.wait();
+    assert_eq!(code, 0, "zovn lab down failed:\n{out}\n{err}");
+    let unrecorded: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("stopped unrecorded daemon"))
+        .collect();
+    assert_eq!(
+        unrecorded.len(),
+        1,
+        "only the stray daemon is unrecorded:\n{err}"
+    );
+    assert!(unrecorded[0].contains("stray.pid"), "{err}");
+    assert!(!err.contains('\x1b'), "colour codes on a pipe: {err:?}");
+    for pid in pids {
+        wait_until(&format!("pid {pid} gone"), Duration::from_secs(5), || {
+            !alive(*pid)
+        });
+    }
+    let left: Vec<String> = lab::netns::list()
+        .into_iter()
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    assert!(left.is_empty(), "netns left: {left:?}");
+    assert!(!z.dir.exists(), "state dir left");
+}
+
 impl Zovn {
     /// `zovn` from the workspace's target dir, for the lab in `dir`.
     pub fn new(dir: &Path) -> Zovn {

@@ -134,7 +134,7 @@ fn vhost_pods_carry_traffic_survive_restarts_and_leave_nothing() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/vhost");
     z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
     // the VMI became its virt-launcher pod, on the NAD as its default network
-    let launcher = lab::apiserver::nad::launcher_name("default", "vm1");
+    let launcher = lab::kubevirt::launcher_name("default", "vm1");
     let vm = &format!("default/{launcher}");
     let app = "default/dpdk-app";
     let nads = z.ok(&["get", "network-attachment-definitions"]);

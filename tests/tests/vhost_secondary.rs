@@ -142,7 +142,7 @@ fn vhost_user_on_a_secondary_network() {
     z.ok(&["apply", "-f", &write("subnet.yaml", SUBNET)]);
     z.ok(&["apply", "-f", examples.to_str().expect("utf-8")]);
     z.ok(&["apply", "-f", &write("pods.yaml", PODS)]);
-    let launcher = lab::apiserver::nad::launcher_name("default", "vm2");
+    let launcher = lab::kubevirt::launcher_name("default", "vm2");
     let vm = &format!("default/{launcher}");
     let keys = [
         vm.as_str(),

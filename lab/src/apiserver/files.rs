@@ -160,9 +160,9 @@ fn parse_yaml_doc(
         from_value_tree(file, first_line + 1, value, out, problems);
         return;
     }
-    if super::nad::is_vmi(&value) {
+    if crate::kubevirt::is_vmi(&value) {
         // not stored: the store gets the virt-launcher pod KubeVirt would create
-        match super::nad::launcher_pod(&value) {
+        match crate::kubevirt::launcher_pod(&value) {
             Ok(pod) => push_checked(
                 file,
                 first_line + 1,
@@ -195,7 +195,7 @@ fn parse_yaml_doc(
                 .map(|o| LabObject::NetworkPolicy(Box::new(o)))
         }
         ResourceKind::NetworkAttachmentDefinition => {
-            yaml_typed::<super::nad::NetworkAttachmentDefinition>(doc)
+            yaml_typed::<crate::multus::NetworkAttachmentDefinition>(doc)
                 .map(|o| LabObject::NetworkAttachmentDefinition(Box::new(o)))
         }
         ResourceKind::Node | ResourceKind::EndpointSlice => {
@@ -276,7 +276,7 @@ fn push_checked(
 }
 
 /// Drops the " at line L column C" serde adds (we print our own file:line:column).
-fn strip_at(msg: &str) -> String {
+pub(crate) fn strip_at(msg: &str) -> String {
     match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),
         None => msg.to_string(),

@@ -20,9 +20,9 @@
 //! |---|---|
 //! | [`protocol`] | requests, responses, object references |
 //! | [`objects`] | the accepted kinds, their checks and normalisation |
-//! | [`nad`] | NetworkAttachmentDefinitions (stored) and VMIs (→ virt-launcher pods) |
 //! | [`netpol`] | NetworkPolicy objects: checks, apply/delete, `get` table |
 //! | [`files`] | YAML/JSON manifest files → objects, with file:line errors |
+//! | [`refs`] | manifest files → kind, namespace and name only (`zovn lab delete -f`) |
 //! | [`store`] | the objects: apply/delete/get semantics, node placement |
 //! | [`progress`] | what the controller has not caught up with (`wait`) |
 //! | [`persist`] | `store.json` |
@@ -38,12 +38,12 @@ pub mod client;
 pub mod endpoints;
 pub mod files;
 pub mod launch;
-pub mod nad;
 pub mod netpol;
 pub mod objects;
 pub mod persist;
 pub mod progress;
 pub mod protocol;
+pub mod refs;
 pub mod server;
 pub mod services;
 pub mod store;
@@ -55,3 +55,4 @@ pub use files::{SourcedObject, read_manifests};
 pub use launch::zovn_exe;
 pub use objects::LabObject;
 pub use protocol::{Action, Change, ObjectRef, Request, ResourceKind, Response};
+pub use refs::{SourcedRef, read_refs};

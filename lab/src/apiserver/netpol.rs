@@ -12,8 +12,8 @@ use control::source::netpol::policy_key;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::Value;
 
-use super::objects::{DEFAULT_NAMESPACE, check_label, check_subdomain};
 use super::protocol::{Action, ObjectRef, ResourceKind};
+use crate::object_names::{DEFAULT_NAMESPACE, check_label, check_subdomain};
 
 /// `apiVersion` of NetworkPolicies.
 pub const NETWORKING_V1: &str = "networking.k8s.io/v1";

@@ -13,8 +13,7 @@ use super::protocol::{ObjectRef, ResourceKind};
 pub const CORE_V1: &str = "v1";
 /// `apiVersion` of Subnets.
 pub const SUBNET_V1: &str = "network.zstack.io/v1";
-/// The namespace of a Pod that names none.
-pub const DEFAULT_NAMESPACE: &str = "default";
+pub use crate::object_names::{DEFAULT_NAMESPACE, check_label, check_subdomain};
 
 /// One accepted object.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +23,7 @@ pub enum LabObject {
     Pod(Box<Pod>),
     Service(Box<Service>),
     NetworkPolicy(Box<k8s_openapi::api::networking::v1::NetworkPolicy>),
-    NetworkAttachmentDefinition(Box<super::nad::NetworkAttachmentDefinition>),
+    NetworkAttachmentDefinition(Box<crate::multus::NetworkAttachmentDefinition>),
 }
 
 /// Which supported kind a JSON/YAML object is, from its `apiVersion` and `kind`.
@@ -46,7 +45,7 @@ pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
         "NetworkPolicy" => (ResourceKind::NetworkPolicy, super::netpol::NETWORKING_V1),
         "NetworkAttachmentDefinition" => (
             ResourceKind::NetworkAttachmentDefinition,
-            super::nad::NAD_V1,
+            crate::multus::NAD_V1,
         ),
         "EndpointSlice" => {
             return Err(
@@ -70,8 +69,8 @@ pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
                 } else {
                     format!(" ({api})")
                 },
-                super::nad::NAD_V1,
-                super::nad::KUBEVIRT_V1
+                crate::multus::NAD_V1,
+                crate::kubevirt::KUBEVIRT_V1
             ));
         }
     };
@@ -98,8 +97,8 @@ fn type_name(v: &Value) -> &'static str {
 impl LabObject {
     /// Decodes, normalises and checks an object given as JSON.
     pub fn from_value(value: Value) -> Result<LabObject, String> {
-        if super::nad::is_vmi(&value) {
-            return LabObject::Pod(Box::new(super::nad::launcher_pod(&value)?)).normalized();
+        if crate::kubevirt::is_vmi(&value) {
+            return LabObject::Pod(Box::new(crate::kubevirt::launcher_pod(&value)?)).normalized();
         }
         let kind = kind_of(&value)?;
         let typed = match kind {
@@ -156,7 +155,7 @@ impl LabObject {
                 super::netpol::normalized(p).map(LabObject::NetworkPolicy)
             }
             LabObject::NetworkAttachmentDefinition(n) => {
-                super::nad::normalized(n).map(LabObject::NetworkAttachmentDefinition)
+                crate::multus::normalized(n).map(LabObject::NetworkAttachmentDefinition)
             }
         }
     }
@@ -199,7 +198,7 @@ impl LabObject {
                 name: o.metadata.name.clone().unwrap_or_default(),
             },
             LabObject::NetworkPolicy(o) => super::netpol::object_ref(o),
-            LabObject::NetworkAttachmentDefinition(o) => super::nad::object_ref(o),
+            LabObject::NetworkAttachmentDefinition(o) => nad_ref(o),
             LabObject::Service(o) => ObjectRef {
                 kind: ResourceKind::Service,
                 namespace: Some(
@@ -214,45 +213,22 @@ impl LabObject {
     }
 }
 
+/// `network-attachment-definition/<ns>/<name>`.
+fn nad_ref(n: &crate::multus::NetworkAttachmentDefinition) -> ObjectRef {
+    ObjectRef {
+        kind: ResourceKind::NetworkAttachmentDefinition,
+        namespace: Some(
+            n.metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
+        ),
+        name: n.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
 fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {
     serde_json::from_value(value).map_err(|e| e.to_string())
-}
-
-/// A DNS-1123 label: 1-63 chars `[a-z0-9-]`, starting and ending alphanumeric.
-pub fn check_label(what: &str, name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if ok {
-        Ok(())
-    } else if name.is_empty() {
-        Err(format!("{what}: metadata.name is missing"))
-    } else {
-        Err(format!(
-            "{what} name {name:?} is not a DNS-1123 label (1-63 chars [a-z0-9-], \
-             starting and ending with a letter or digit)"
-        ))
-    }
-}
-
-/// A DNS-1123 subdomain: 1-253 chars, dot-separated labels.
-pub fn check_subdomain(what: &str, name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err(format!("{what}: metadata.name is missing"));
-    }
-    let ok = name.len() <= 253 && name.split('.').all(|l| check_label(what, l).is_ok());
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} name {name:?} is not a DNS-1123 subdomain (lowercase letters, digits, \
-             '-' and '.', up to 253 chars)"
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
 
     // the pod runtime: pods become netns wired by the node's CNI plugin
     let zovn = std::env::current_exe().context("the zovn binary (for pod responders)")?;
-    let runtime = PodRuntime::new(&lab, zovn)
+    let runtime = PodRuntime::new(lab.dir(), lab.names().prefix(), lab.nodes(), zovn)
         .with_context(|| format!("read {}", layout.pods_file().display()))?;
     let runtime_task = tokio::spawn(runtime.clone().run(store.clone()));
     let slices_task = tokio::spawn(produce_endpoint_slices(store.clone(), runtime.clone()));

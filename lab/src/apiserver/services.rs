@@ -17,8 +17,8 @@ use control::translate::ClusterConfig;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::Value;
 
-use super::objects::{DEFAULT_NAMESPACE, check_label};
 use super::protocol::ResourceKind;
+use crate::object_names::{DEFAULT_NAMESPACE, check_label};
 
 /// The lab's IPv6 service CIDR.
 /// (`fd00:10:96::/108`: base address and prefix length)

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::objects::{DEFAULT_NAMESPACE, LabObject};
 use super::protocol::{Action, Change, ObjectRef, ResourceKind};
-use crate::pods::{DesiredPod, PortSpec, Proto};
+use crate::pods::{DesiredPod, PodSource, PortSpec, Proto};
 
 /// A lab node as registered in the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,7 +55,7 @@ pub struct Snapshot {
     pub policies: Vec<k8s_openapi::api::networking::v1::NetworkPolicy>,
     /// NetworkAttachmentDefinitions.
     #[serde(default)]
-    pub nads: Vec<super::nad::NetworkAttachmentDefinition>,
+    pub nads: Vec<crate::multus::NetworkAttachmentDefinition>,
 }
 
 #[derive(Default)]
@@ -68,7 +68,7 @@ struct Extra {
     /// NetworkPolicies by `namespace/name`.
     policies: BTreeMap<String, k8s_openapi::api::networking::v1::NetworkPolicy>,
     /// NetworkAttachmentDefinitions by `namespace/name`.
-    nads: BTreeMap<String, super::nad::NetworkAttachmentDefinition>,
+    nads: BTreeMap<String, crate::multus::NetworkAttachmentDefinition>,
 }
 
 /// The store (see the module docs).
@@ -128,14 +128,12 @@ impl LabStore {
                     .collect();
                 ports.sort();
                 ports.dedup();
-                let network =
-                    super::nad::default_network(&info.namespace, &info.annotations).map(|key| {
-                        match extra.nads.get(&key) {
-                            Some(n) => Ok(n.spec.config.clone()),
-                            None => Err(format!("NetworkAttachmentDefinition {key} not found")),
-                        }
+                let network = crate::multus::default_network(&info.namespace, &info.annotations)
+                    .map(|key| match extra.nads.get(&key) {
+                        Some(n) => Ok(n.spec.config.clone()),
+                        None => Err(format!("NetworkAttachmentDefinition {key} not found")),
                     });
-                let secondary = super::nad::secondary_networks(&extra.nads, &info);
+                let secondary = crate::multus::secondary_networks(&extra.nads, &info);
                 Some(DesiredPod {
                     key: info.key(),
                     namespace: info.namespace.clone(),
@@ -177,7 +175,7 @@ impl LabStore {
             self.mem.apply_network_policy(p);
         }
         for n in snap.nads {
-            self.mem.apply_nad(super::nad::nad_info(&n));
+            self.mem.apply_nad(crate::multus::nad_info(&n));
             extra.nads.insert(n.key(), n);
         }
         for sn in snap.subnets {
@@ -299,7 +297,7 @@ impl LabStore {
                     }
                     LabObject::Subnet(sn) => self.apply_subnet(*sn),
                     LabObject::NetworkAttachmentDefinition(n) => {
-                        let info = super::nad::nad_info(&n);
+                        let info = crate::multus::nad_info(&n);
                         let action = apply_nad(&mut extra, *n);
                         self.mem.apply_nad(info);
                         action
@@ -661,8 +659,19 @@ impl LabStore {
     }
 }
 
+/// The pod runtime's view of the store.
+impl PodSource for LabStore {
+    fn desired_pods(&self) -> Vec<DesiredPod> {
+        self.runtime_pods()
+    }
+
+    fn changed(&self) -> &tokio::sync::Notify {
+        LabStore::changed(self)
+    }
+}
+
 /// Creates or updates a NAD (an identical one is left alone).
-fn apply_nad(extra: &mut Extra, mut n: super::nad::NetworkAttachmentDefinition) -> Action {
+fn apply_nad(extra: &mut Extra, mut n: crate::multus::NetworkAttachmentDefinition) -> Action {
     let key = n.key();
     let action = match extra.nads.get(&key) {
         None => {

@@ -57,7 +57,7 @@ pub fn rows(kind: ResourceKind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<
         ),
         ResourceKind::Service | ResourceKind::EndpointSlice => super::services::table(kind, items),
         ResourceKind::NetworkPolicy => super::netpol::table(items),
-        ResourceKind::NetworkAttachmentDefinition => super::nad::table(items),
+        ResourceKind::NetworkAttachmentDefinition => crate::multus::table(items),
         ResourceKind::Node => (
             vec![
                 "NAME",

@@ -11,6 +11,9 @@ use cni::CniError;
 use serde_json::{Map, Value};
 use tokio::io::AsyncWriteExt;
 
+/// The pod interface name (CNI_IFNAME of the default network).
+pub const IFNAME: &str = "eth0";
+
 /// Longest a plugin call may take (the shim itself waits up to 60 s for ADD).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -293,6 +296,31 @@ pub fn summarize(result: &Value) -> Result<(Vec<String>, Option<String>, String)
     Ok((ips, mac, datapath.to_string()))
 }
 
+/// The node's network config with a NetworkAttachmentDefinition's plugin config laid over
+/// it (Multus's delegation, see [`crate::multus`]): the NAD's keys
+/// win, the node's local keys the NAD does not set (the agent's socket, timeouts) stay,
+/// the `cniVersion` the lab's runtime negotiated stays. The NAD must name the plugin the
+/// node runs.
+pub fn delegate_config(node: &NetworkConfig, nad_config: &str) -> Result<NetworkConfig, String> {
+    let nad: Map<String, Value> = serde_json::from_str(nad_config)
+        .map_err(|e| format!("the NAD's config is not a JSON object: {e}"))?;
+    let plugin = nad.get("type").and_then(Value::as_str).unwrap_or("");
+    if plugin != node.plugin {
+        return Err(format!(
+            "the NAD's plugin {plugin:?} is not the node's plugin {:?} (the lab runs only \
+             that one)",
+            node.plugin
+        ));
+    }
+    let mut out = node.clone();
+    for (k, v) in nad {
+        if k != "cniVersion" {
+            out.config.insert(k, v);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,5 +407,26 @@ mod tests {
         assert_eq!(ips, ["10.16.0.5/16"]);
         assert_eq!(mac.as_deref(), Some("0a:58:0a:10:00:05"));
         assert_eq!(dp, "kernel/veth");
+    }
+
+    #[test]
+    fn nad_config_overlays_the_node_config() {
+        let node = NetworkConfig {
+            file: "x.conflist".into(),
+            plugin: "zstack-ovn-cni".into(),
+            cni_version: "1.1.0".into(),
+            config: serde_json::from_value(json!({"type": "zstack-ovn-cni", "name": "zstack-ovn",
+                "cniVersion": "1.1.0", "socket": "/run/a.sock"}))
+            .unwrap(),
+        };
+        let nad = r#"{"cniVersion": "1.0.0", "name": "vhost-net", "type": "zstack-ovn-cni",
+            "interfaceType": "vhost-user", "vhostUser": {"queues": 2}}"#;
+        let c = delegate_config(&node, nad).unwrap();
+        assert_eq!(c.config["socket"], "/run/a.sock");
+        assert_eq!(c.config["cniVersion"], "1.1.0");
+        assert_eq!(c.config["name"], "vhost-net");
+        assert_eq!(c.config["vhostUser"]["queues"], 2);
+        let e = delegate_config(&node, r#"{"type": "bridge"}"#).unwrap_err();
+        assert!(e.contains("bridge"), "{e}");
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! | module | holds |
 //! |---|---|
+//! | [`desired`] | [`PodSource`]: what the object store asks of the runtime ([`DesiredPod`]) |
 //! | [`runtime`] | [`PodRuntime`]: the per-pod tasks inside the object-store daemon |
 //! | [`cni_exec`] | the node's network config, one plugin call (`CNI_*` env, stdin, stdout) |
 //! | [`record`] | `pods.json` (what was created, what was learnt), [`record::teardown`] |
@@ -15,6 +16,7 @@
 //! | [`vhost_pod`] | the "VM" of a vhost-user pod: testpmd virtio-user (server) ⇄ tap `eth0` / `net1`… |
 
 pub mod cni_exec;
+pub mod desired;
 pub mod naming;
 pub mod networks;
 pub mod probe;
@@ -23,5 +25,6 @@ pub mod responder;
 pub mod runtime;
 pub mod vhost_pod;
 
+pub use desired::{DesiredPod, PodSource};
 pub use record::{PodPhase, PodRecord, PodsFile, PortSpec, Proto};
-pub use runtime::{DesiredPod, PodRuntime};
+pub use runtime::PodRuntime;

@@ -1,13 +1,14 @@
 //! The lab's stand-in for Multus's secondary networks: a pod's
 //! `k8s.v1.cni.cncf.io/networks` entries ([`control::multus::selections`]) become one CNI
 //! ADD each, after the default network's, with the NAD's config laid over the node's
-//! ([`crate::apiserver::nad::delegate_config`]) and the entry's interface name (`net1`,
+//! ([`super::cni_exec::delegate_config`]) and the entry's interface name (`net1`,
 //! …); DEL runs in reverse order before the default network's.
 //!
 //! What was attached is kept in `pods/run/<netns>.networks.json` (written before each ADD,
 //! with the result after it), so a restarted runtime, a teardown and `get` (the
 //! `network-status` annotation) find it without the store.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,9 @@ use serde_json::Value;
 
 use crate::error::{LabError, Result};
 use crate::state::Layout;
+
+/// Multus: the NAD that replaces the cluster default network for a pod.
+pub use api::keys::MULTUS_DEFAULT_NETWORK as DEFAULT_NETWORK_ANNOTATION;
 
 /// A secondary network the store wants for a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +120,28 @@ pub fn network_status(
     Some(Value::Array(entries))
 }
 
+/// The NAD key (`ns/name`) a pod's default-network annotation names, if any.
+pub fn default_network(pod_ns: &str, annotations: &BTreeMap<String, String>) -> Option<String> {
+    let v = annotations.get(DEFAULT_NETWORK_ANNOTATION)?.trim();
+    if v.is_empty() {
+        return None;
+    }
+    // Multus also accepts the JSON form [{"name": .., "namespace": ..}]
+    if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(v) {
+        let first = items.first()?;
+        let name = first.get("name")?.as_str()?;
+        let ns = first
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(pod_ns);
+        return Some(format!("{ns}/{name}"));
+    }
+    Some(match v.split_once('/') {
+        Some((ns, name)) => format!("{ns}/{name}"),
+        None => format!("{pod_ns}/{v}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +194,17 @@ mod tests {
         forget(&layout, "p1", "net1").expect("forget");
         assert!(load(&layout, "p1").is_empty());
         assert!(!path(&layout, "p1").exists());
+    }
+
+    #[test]
+    fn default_network_forms() {
+        let ann = |v: &str| BTreeMap::from([(DEFAULT_NETWORK_ANNOTATION.to_string(), v.into())]);
+        assert_eq!(default_network("a", &ann("n")), Some("a/n".into()));
+        assert_eq!(default_network("a", &ann("b/n")), Some("b/n".into()));
+        assert_eq!(
+            default_network("a", &ann(r#"[{"name": "n", "namespace": "c"}]"#)),
+            Some("c/n".into())
+        );
+        assert_eq!(default_network("a", &BTreeMap::new()), None);
     }
 }

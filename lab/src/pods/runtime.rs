@@ -14,7 +14,7 @@
 //! (its responder is restarted if it died); a pod no longer in the store is torn down.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,20 +24,17 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::cni_exec::{
-    CniCall, CniFailure, CniNode, NetworkConfig, load_network_config, summarize,
+    CniCall, CniFailure, CniNode, IFNAME, NetworkConfig, load_network_config, summarize,
 };
+use super::desired::{DesiredPod, PodSource};
 use super::naming::{container_id, pod_netns};
-use super::record::{PodPhase, PodRecord, PodsFile, PortSpec};
+use super::record::{PodPhase, PodRecord, PodsFile};
 use super::responder;
-use crate::apiserver::store::LabStore;
 use crate::error::{LabError, Result};
-use crate::lab::Lab;
 use crate::netns;
 use crate::process::stop_daemon;
-use crate::state::Layout;
+use crate::state::{Layout, NodeState};
 
-/// The pod interface name.
-pub const IFNAME: &str = "eth0";
 /// Annotation (in `get` output only) naming the pod's netns.
 pub const NETNS_ANNOTATION: &str = "lab.zstack.io/netns";
 /// Annotation (in `get` output only) naming the pod's datapath.
@@ -47,44 +44,17 @@ const RESYNC: Duration = Duration::from_secs(1);
 /// How often a running pod's responder is checked.
 const HEALTH: Duration = Duration::from_secs(2);
 
-/// A pod the store wants running.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DesiredPod {
-    /// `namespace/name`.
-    pub key: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    /// Node name.
-    pub node: String,
-    pub ports: Vec<PortSpec>,
-    /// The config of the NetworkAttachmentDefinition the pod names as its default network
-    /// (`Err`: named but not found); `None`: the node's network.
-    pub network: Option<Result<String, String>>,
-    /// Its Multus secondary networks, in order ([`super::networks`]).
-    pub secondary: Vec<super::networks::SecondarySpec>,
-}
-
-impl DesiredPod {
-    /// Whether every NAD the pod names is there.
-    fn nads_resolved(&self) -> bool {
-        !matches!(self.network, Some(Err(_))) && self.secondary.iter().all(|s| s.config.is_ok())
-    }
-}
-
-impl DesiredPod {
-    fn from_record(r: &PodRecord) -> DesiredPod {
-        let (ns, name) = r.key.split_once('/').unwrap_or(("default", &r.key));
-        DesiredPod {
-            key: r.key.clone(),
-            namespace: ns.to_string(),
-            name: name.to_string(),
-            uid: r.uid.clone(),
-            node: r.node.clone(),
-            ports: r.ports.clone(),
-            network: None,
-            secondary: Vec::new(),
-        }
+fn from_record(r: &PodRecord) -> DesiredPod {
+    let (ns, name) = r.key.split_once('/').unwrap_or(("default", &r.key));
+    DesiredPod {
+        key: r.key.clone(),
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        uid: r.uid.clone(),
+        node: r.node.clone(),
+        ports: r.ports.clone(),
+        network: None,
+        secondary: Vec::new(),
     }
 }
 
@@ -121,11 +91,16 @@ pub struct PodRuntime {
 }
 
 impl PodRuntime {
-    /// A runtime for `lab`, with the records of `pods.json` (if any).
-    pub fn new(lab: &Lab, zovn: PathBuf) -> Result<Arc<PodRuntime>> {
-        let layout = Layout::new(lab.dir());
-        let nodes = lab
-            .nodes()
+    /// A runtime for the lab in `dir` (its name prefix and nodes as the manifest records
+    /// them), with the records of `pods.json` (if any).
+    pub fn new(
+        dir: &Path,
+        prefix: &str,
+        lab_nodes: &[NodeState],
+        zovn: PathBuf,
+    ) -> Result<Arc<PodRuntime>> {
+        let layout = Layout::new(dir);
+        let nodes = lab_nodes
             .iter()
             .map(|n| CniNode {
                 name: n.system_id.clone(),
@@ -140,7 +115,7 @@ impl PodRuntime {
             .collect();
         let state = PodsFile::load(&layout.pods_file())?;
         Ok(Arc::new(PodRuntime {
-            prefix: lab.names().prefix().to_string(),
+            prefix: prefix.to_string(),
             layout,
             nodes,
             zovn,
@@ -182,16 +157,16 @@ impl PodRuntime {
         self.nodes.iter().find(|n| n.name == name)
     }
 
-    /// Runs until the task is aborted: keeps the pods of `store` set up.
-    pub async fn run(self: Arc<Self>, store: Arc<LabStore>) {
+    /// Runs until the task is aborted: keeps the pods `store` wants set up.
+    pub async fn run(self: Arc<Self>, store: Arc<dyn PodSource>) {
         let mut tasks: HashMap<String, PodTask> = HashMap::new();
         for rec in self.records().values() {
-            let d = DesiredPod::from_record(rec);
+            let d = from_record(rec);
             tasks.insert(d.key.clone(), PodTask::spawn(self.clone(), d));
         }
         loop {
             let desired: BTreeMap<String, DesiredPod> = store
-                .runtime_pods()
+                .desired_pods()
                 .into_iter()
                 .map(|d| (d.key.clone(), d))
                 .collect();
@@ -278,7 +253,7 @@ impl PodRuntime {
         match &d.network {
             None => {}
             Some(Ok(config)) => {
-                net = crate::apiserver::nad::delegate_config(&net, config)
+                net = super::cni_exec::delegate_config(&net, config)
                     .map_err(|e| SetupError::failed(format!("pod {}: {e}", d.key)))?;
             }
             Some(Err(e)) => return Err(SetupError::waiting(format!("pod {}: {e}", d.key))),
@@ -289,7 +264,7 @@ impl PodRuntime {
                 .config
                 .as_ref()
                 .map_err(|e| SetupError::waiting(format!("pod {}: {e}", d.key)))?;
-            let net = crate::apiserver::nad::delegate_config(&base, config).map_err(|e| {
+            let net = super::cni_exec::delegate_config(&base, config).map_err(|e| {
                 SetupError::failed(format!("pod {}: network {}: {e}", d.key, s.nad))
             })?;
             secondaries.push((s.clone(), net));
@@ -426,8 +401,8 @@ impl PodRuntime {
         use super::networks;
         let mut first = None;
         for a in networks::load(&self.layout, &rec.netns).iter().rev() {
-            let net = crate::apiserver::nad::delegate_config(base, &a.config)
-                .unwrap_or_else(|_| base.clone());
+            let net =
+                super::cni_exec::delegate_config(base, &a.config).unwrap_or_else(|_| base.clone());
             let r = self
                 .call(d, node, &net, rec, "DEL", a.result.as_ref(), &a.ifname)
                 .await;
@@ -550,7 +525,7 @@ impl PodRuntime {
                 Err(e) => Err((e.transient, e.message)),
                 Ok(base) => {
                     let net = match &d.network {
-                        Some(Ok(c)) => crate::apiserver::nad::delegate_config(&base, c)
+                        Some(Ok(c)) => super::cni_exec::delegate_config(&base, c)
                             .unwrap_or_else(|_| base.clone()),
                         _ => base.clone(),
                     };
@@ -679,16 +654,13 @@ impl PodRuntime {
                     .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
                     .collect();
                 // Multus names a NAD-based default network `<ns>/<name>`
-                let primary = crate::apiserver::nad::default_network(ns, &annotations)
+                let primary = super::networks::default_network(ns, &annotations)
                     .unwrap_or_else(|| cni::conflist::NETWORK_NAME.to_string());
                 let secondaries = super::networks::load(&self.layout, &rec.netns);
                 if let Some(st) =
                     super::networks::network_status(&primary, rec.result.as_ref(), &secondaries)
                 {
-                    ann.insert(
-                        "k8s.v1.cni.cncf.io/network-status".into(),
-                        json!(st.to_string()),
-                    );
+                    ann.insert(api::keys::NETWORK_STATUS.into(), json!(st.to_string()));
                 }
             }
         }

@@ -145,7 +145,7 @@ pub fn network_status(result: &Value, network: &str) -> Option<Value> {
 
 /// Record (pidfile) of the testpmd behind interface `ifname` of the pod in `netns`.
 fn record_path(layout: &Layout, netns: &str, ifname: &str) -> PathBuf {
-    if ifname == super::runtime::IFNAME {
+    if ifname == super::cni_exec::IFNAME {
         layout.pods_run().join(format!("{netns}.vhost.json"))
     } else {
         layout
@@ -163,7 +163,7 @@ pub fn recorded(layout: &Layout, netns: &str, ifname: &str) -> Option<DaemonReco
 /// The testpmd arguments for `a` in `netns`.
 pub fn testpmd_args(netns: &str, a: &VhostAttachment) -> Vec<String> {
     let q = a.queues.max(1);
-    let prefix = if a.ifname == super::runtime::IFNAME {
+    let prefix = if a.ifname == super::cni_exec::IFNAME {
         netns.to_string()
     } else {
         format!("{netns}-{}", a.ifname)
@@ -207,7 +207,7 @@ pub fn ensure(layout: &Layout, key: &str, netns: &str, a: &VhostAttachment) -> R
     std::fs::create_dir_all(layout.pods_run())
         .map_err(|e| LabError::io("create dir", layout.pods_run(), e))?;
     let log = match a.ifname.as_str() {
-        super::runtime::IFNAME => format!("{netns}.testpmd.log"),
+        super::cni_exec::IFNAME => format!("{netns}.testpmd.log"),
         other => format!("{netns}.{other}.testpmd.log"),
     };
     let spec = DetachedSpec {
@@ -319,7 +319,7 @@ pub fn stop_one(layout: &Layout, netns: &str, ifname: &str) -> Result<()> {
 
 /// Stops every testpmd of the pod in `netns` (every interface) and forgets them.
 pub fn stop(layout: &Layout, netns: &str) -> Result<()> {
-    let mut ifnames = vec![super::runtime::IFNAME.to_string()];
+    let mut ifnames = vec![super::cni_exec::IFNAME.to_string()];
     let others = std::fs::read_dir(layout.pods_run())
         .into_iter()
         .flatten()

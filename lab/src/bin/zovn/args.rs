@@ -44,7 +44,7 @@ pub enum LabCommand {
     /// and wait for the echo). Exit 0 when reachable, 1 when not.
     Probe(ProbeArgs),
     /// Datapath counters per node: PMD threads, rx queue usage, the agent's ports.
-    Stats(crate::stats::StatsArgs),
+    Stats(StatsArgs),
     /// Restart node N's ovs-vswitchd (what a node agent runs when a start-time datapath
     /// setting changed: `--vswitchd-restart-cmd`).
     #[command(hide = true)]
@@ -238,4 +238,22 @@ pub struct ServeArgs {
     /// Pidfile to write (also how `down` recognises the process).
     #[arg(long)]
     pub pidfile: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StatsOutput {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// Only this node (1-based).
+    #[arg(long)]
+    pub node: Option<usize>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: StatsOutput,
 }

@@ -1,20 +1,17 @@
-//! `zovn lab delete -f FILE|DIR`.
+//! `zovn lab delete -f FILE|DIR`: deletes by kind, namespace and name, as kubectl does (a
+//! manifest need not hold the objects' specs).
 
 use anyhow::Context;
-use lab::apiserver::{ApiClient, read_manifests};
+use lab::apiserver::{ApiClient, read_refs};
 
 use crate::args::DeleteArgs;
 
 pub fn run(a: DeleteArgs) -> anyhow::Result<()> {
     let dir = crate::up::absolute(a.dir.dir)?;
-    let objects = read_manifests(&a.files.files)?;
+    let objects = read_refs(&a.files.files)?;
     let mut client = ApiClient::connect(&dir)?;
     // pods before the Subnets and Namespaces they use, as kubectl does in reverse order
-    let refs = objects
-        .iter()
-        .rev()
-        .map(|o| o.object.object_ref())
-        .collect();
+    let refs = objects.iter().rev().map(|o| o.object.clone()).collect();
     let changes = client
         .delete(refs)
         .with_context(|| format!("deleting from the lab in {}", dir.display()))?;

@@ -56,7 +56,8 @@ fn main() -> anyhow::Result<()> {
             }),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(!daemon)
+        // colours only on a terminal: a pipe, a log file or the daemon's log gets plain text
+        .with_ansi(!daemon && std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.command {
         Command::Lab { command } => match command {

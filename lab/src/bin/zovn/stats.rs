@@ -6,30 +6,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
 use dataplane::datapath_metrics::{DatapathSnapshot, PortSource, collect, connect_db};
 use dataplane::unixctl::Unixctl;
 use lab::Lab;
 
-use crate::args::DirArgs;
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum StatsOutput {
-    Table,
-    Json,
-}
-
-#[derive(Debug, Args)]
-pub struct StatsArgs {
-    #[command(flatten)]
-    pub dir: DirArgs,
-    /// Only this node (1-based).
-    #[arg(long)]
-    pub node: Option<usize>,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: StatsOutput,
-}
+use crate::args::{StatsArgs, StatsOutput};
 
 /// One node's collection.
 #[derive(Debug, serde::Serialize)]
