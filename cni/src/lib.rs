@@ -16,6 +16,7 @@
 
 pub mod client;
 pub mod conflist;
+pub mod dns;
 pub mod error;
 pub mod protocol;
 pub mod request;

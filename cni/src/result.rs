@@ -17,8 +17,8 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::dns::Dns;
 use crate::error::{CniError, code};
-use crate::types::Dns;
 use crate::version::CniVersion;
 
 /// One interface of the result. `sandbox` is set for interfaces inside the container.

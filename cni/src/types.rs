@@ -12,24 +12,7 @@ use crate::version::CniVersion;
 /// Log levels accepted in the `logLevel` field.
 pub const LOG_LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
 
-/// DNS settings (network config `dns` and result `dns`). All fields are optional.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dns {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nameservers: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub search: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub options: Vec<String>,
-}
-
-impl Dns {
-    pub fn is_empty(&self) -> bool {
-        self == &Dns::default()
-    }
-}
+pub use crate::dns::Dns;
 
 /// One entry of the GC input `cni.dev/valid-attachments` (spec 1.1).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -47,6 +47,7 @@ pub mod pods;
 pub mod report;
 pub mod secondary;
 pub mod server;
+pub mod source_error;
 pub mod state;
 pub mod unixctl;
 pub mod vhost_port;

@@ -44,16 +44,7 @@ impl PodInfo {
     }
 }
 
-/// Errors of a pod source.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error("lab object store {socket}: {detail}")]
-    Lab { socket: String, detail: String },
-    #[error("Kubernetes API: {0}")]
-    Kube(String),
-    #[error("invalid pod source {0:?}: expected lab:SOCKET or kube")]
-    Spec(String),
-}
+pub use crate::source_error::SourceError;
 
 /// Read access to pods, nodes and Subnets.
 pub trait PodSource: Send + Sync {

@@ -1,33 +1,12 @@
 //! Why an IPAM request was refused. Every message names the address, the subnet and,
 //! where one exists, the current owner, so it can go straight into a pod event.
 
-use std::fmt;
 use std::net::IpAddr;
 
 use crate::model::Mac;
 
 use super::family::Family;
-
-/// An address a subnet never hands out, whatever its excludes say.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReservedKind {
-    /// The first address of the CIDR (IPv4 network address, IPv6 subnet-router anycast).
-    Network,
-    /// The last address of an IPv4 CIDR.
-    Broadcast,
-    /// The subnet's gateway.
-    Gateway,
-}
-
-impl fmt::Display for ReservedKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ReservedKind::Network => "network address",
-            ReservedKind::Broadcast => "broadcast address",
-            ReservedKind::Gateway => "gateway",
-        })
-    }
-}
+pub use super::family::ReservedKind;
 
 /// An IPAM failure. IPAM state is unchanged whenever one is returned.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

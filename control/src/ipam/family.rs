@@ -13,7 +13,6 @@ use ipnet::IpNet;
 
 use crate::model::IpRange;
 
-use super::error::ReservedKind;
 use super::hash::FxBuild;
 use super::range_set::RangeSet;
 
@@ -294,5 +293,26 @@ impl FamilyPool {
         self.free.heap_bytes_estimate()
             + self.excludes.heap_bytes_estimate()
             + self.used.capacity() * per_used
+    }
+}
+
+/// An address a subnet never hands out, whatever its excludes say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReservedKind {
+    /// The first address of the CIDR (IPv4 network address, IPv6 subnet-router anycast).
+    Network,
+    /// The last address of an IPv4 CIDR.
+    Broadcast,
+    /// The subnet's gateway.
+    Gateway,
+}
+
+impl fmt::Display for ReservedKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ReservedKind::Network => "network address",
+            ReservedKind::Broadcast => "broadcast address",
+            ReservedKind::Gateway => "gateway",
+        })
     }
 }

@@ -1,18 +1,14 @@
 //! The production source: kube-runtime watchers on Subnets, Pods and Nodes, patches
 //! through the Kubernetes API, and Warning events through kube-runtime's `Recorder`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::events::{Event as RecorderEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event as WatchEvent};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -20,8 +16,9 @@ use super::convert::{node_info, pod_info};
 use super::{Event, Kind, WriteError, Writer};
 use crate::crd::{Subnet, SubnetStatus};
 
-/// The field manager name on our patches.
-pub const FIELD_MANAGER: &str = "zstack-ovnkube-controller";
+pub use super::FIELD_MANAGER;
+use super::events::Events;
+use super::watch::spawn_watch;
 
 /// Starts the watchers (Subnets, Pods, Nodes, and KubeVirt VirtualMachines where that API
 /// exists); their events arrive on `tx` until it is closed.
@@ -103,42 +100,6 @@ fn spawn_vm_watch(client: Client, tx: mpsc::UnboundedSender<Event>) {
     });
 }
 
-pub(super) fn spawn_watch<K>(
-    api: Api<K>,
-    kind: Kind,
-    tx: mpsc::UnboundedSender<Event>,
-    apply: fn(K) -> Event,
-    delete: fn(K) -> Event,
-) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    tokio::spawn(async move {
-        let mut stream = watcher(api).default_backoff().boxed();
-        while let Some(item) = stream.next().await {
-            let ev = match item {
-                Ok(WatchEvent::Apply(o)) | Ok(WatchEvent::InitApply(o)) => apply(o),
-                Ok(WatchEvent::Delete(o)) => delete(o),
-                Ok(WatchEvent::Init) => Event::Relist(kind),
-                Ok(WatchEvent::InitDone) => Event::Synced(kind),
-                Err(e) => {
-                    tracing::warn!(?kind, error = %e, "watch error; retrying with backoff");
-                    continue;
-                }
-            };
-            if tx.send(ev).is_err() {
-                return;
-            }
-        }
-    });
-}
-
-fn watcher<K>(api: Api<K>) -> impl futures::Stream<Item = Result<WatchEvent<K>, watcher::Error>>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    watcher::watcher(api, watcher::Config::default())
-}
-
 /// Patches through the Kubernetes API; Warning events through kube-runtime's
 /// [`Recorder`].
 #[derive(Clone)]
@@ -153,77 +114,6 @@ impl KubeWriter {
             events: Events::new(client.clone()),
             client,
         }
-    }
-}
-
-/// How many (object, reason) pairs [`Events`] remembers before it starts afresh.
-const MAX_RECORDERS: usize = 1024;
-
-/// `(apiVersion, kind, namespace, name)` of the object an event is about.
-type Regarding<'a> = (&'a str, &'a str, &'a str, &'a str);
-
-/// Warning events from our component (`events.k8s.io/v1`, reporting controller
-/// [`FIELD_MANAGER`], reporting instance the host name).
-///
-/// kube-runtime's [`Recorder`] counts a repeat of the same (object, reason) in the first
-/// event's `series` and keeps that event's note; so that a new problem is not hidden
-/// behind an old message, each (object, reason) keeps its last message and gets a fresh
-/// recorder, hence a new Event object, when the message changes.
-#[derive(Clone)]
-pub(super) struct Events {
-    client: Client,
-    #[allow(clippy::type_complexity)]
-    recorders: Arc<Mutex<HashMap<(String, String), (String, Recorder)>>>,
-}
-
-impl Events {
-    pub(super) fn new(client: Client) -> Events {
-        Events {
-            client,
-            recorders: Arc::default(),
-        }
-    }
-
-    /// Publishes a Warning about `regarding` (the reason is also the event's `action`).
-    pub(super) async fn warning(
-        &self,
-        (api_version, kind, namespace, name): Regarding<'_>,
-        reason: &str,
-        message: &str,
-    ) -> Result<(), kube::Error> {
-        let recorder = {
-            let mut map = self.recorders.lock().unwrap_or_else(|e| e.into_inner());
-            let key = (
-                format!("{api_version}/{kind}/{namespace}/{name}"),
-                reason.to_string(),
-            );
-            match map.get(&key) {
-                Some((last, r)) if last == message => r.clone(),
-                _ => {
-                    if map.len() >= MAX_RECORDERS {
-                        map.clear();
-                    }
-                    let r = Recorder::new(self.client.clone(), Reporter::from(FIELD_MANAGER));
-                    map.insert(key, (message.to_string(), r.clone()));
-                    r
-                }
-            }
-        };
-        let regarding = ObjectReference {
-            api_version: Some(api_version.into()),
-            kind: Some(kind.into()),
-            namespace: Some(namespace.to_string()),
-            name: Some(name.to_string()),
-            ..Default::default()
-        };
-        let ev = RecorderEvent {
-            type_: EventType::Warning,
-            reason: reason.into(),
-            note: Some(message.to_string()),
-            action: reason.into(),
-            secondary: None,
-        };
-        recorder.publish(&ev, &regarding).await
     }
 }
 

@@ -7,11 +7,16 @@
 //! - [`memory`]: an in-process object store (the local lab, tests, benchmarks).
 
 pub mod convert;
+mod events;
 pub mod kube;
 pub mod memory;
 pub mod nad;
 pub mod netpol;
 pub mod services;
+mod watch;
+
+/// The field manager name on our patches (and the reporting controller of our events).
+pub const FIELD_MANAGER: &str = "zstack-ovnkube-controller";
 
 use std::collections::BTreeMap;
 use std::future::Future;

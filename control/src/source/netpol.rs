@@ -8,8 +8,8 @@ use kube::api::Api;
 use tokio::sync::mpsc;
 
 use super::convert::namespace_info;
-use super::kube::spawn_watch;
 use super::memory::MemoryStore;
+use super::watch::spawn_watch;
 use super::{Event, Kind};
 use crate::model::NamespaceInfo;
 
@@ -64,7 +64,7 @@ impl MemoryStore {
 
 /// Creates a Warning event on NetworkPolicy `namespace/name`.
 pub(super) async fn create_event(
-    events: &super::kube::Events,
+    events: &super::events::Events,
     namespace: &str,
     name: &str,
     message: &str,

@@ -12,7 +12,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use tokio::sync::mpsc;
 
-use super::kube::spawn_watch;
+use super::watch::spawn_watch;
 use super::{Event, Kind};
 use crate::services::convert::{endpoints_info, service_info, slice_info};
 

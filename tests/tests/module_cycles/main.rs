@@ -3,8 +3,9 @@
 //! For every crate checked here, the graph of its file-modules (see [`graph`]) must have
 //! no strongly connected component of more than one file. A failure lists the files of
 //! each cycle and one closed path through them, each edge with the line that makes it.
-//! `report_all_crates` prints what every workspace crate has, without failing
-//! (`--nocapture`; with `MODULE_CYCLES_EDGES=1`, every edge inside each cycle).
+//! `report_all_crates` prints what every workspace member has (`--nocapture`; with
+//! `MODULE_CYCLES_EDGES=1`, every edge inside each cycle) and fails if any has a cycle,
+//! so a crate added to the workspace is checked too.
 
 mod graph;
 
@@ -59,11 +60,13 @@ acyclic! {
     vhost_has_no_import_cycle => "vhost",
     perf_has_no_import_cycle => "perf",
     tests_has_no_import_cycle => "tests",
+    api_has_no_import_cycle => "api",
+    control_has_no_import_cycle => "control",
+    cni_has_no_import_cycle => "cni",
 }
 
 /// Prints the cycles of every workspace crate (the members listed in the workspace's
-/// Cargo.toml that have a `src/`), so the state of crates not yet required to be
-/// acyclic is visible in the test output (`--nocapture`).
+/// Cargo.toml that have a `src/`) and fails if any has one.
 #[test]
 fn report_all_crates() {
     let manifest = std::fs::read_to_string(workspace().join("Cargo.toml"))
@@ -83,12 +86,16 @@ fn report_all_crates() {
         members.iter().any(|m| m == "lab"),
         "members not found: {members:?}"
     );
+    let mut with_cycles = Vec::new();
     for krate in members {
         if !workspace().join(&krate).join("src").is_dir() {
             continue;
         }
         let cycles = cycles_of(&krate);
         println!("{krate}: {} import cycle(s)", cycles.len());
+        if !cycles.is_empty() {
+            with_cycles.push(krate.clone());
+        }
         for c in cycles {
             println!("{c}");
             if std::env::var_os("MODULE_CYCLES_EDGES").is_some() {
@@ -105,6 +112,10 @@ fn report_all_crates() {
             }
         }
     }
+    assert!(
+        with_cycles.is_empty(),
+        "workspace crates with import cycles (details above, run with --nocapture): {with_cycles:?}"
+    );
 }
 
 mod checker {
