@@ -1,7 +1,7 @@
 //! # control — the control plane
 //!
-//! Reconciles Kubernetes objects (the `network.zstack.io/v1` Subnet CRD, Pods, Nodes, and
-//! later Services and NetworkPolicies) into the OVN Northbound database. Pure translators
+//! Reconciles Kubernetes objects (the `network.zstack.io/v1` Subnet CRD, Pods, Nodes,
+//! Services with their Endpoints, NetworkPolicies, Multus NetworkAttachmentDefinitions) into the OVN Northbound database. Pure translators
 //! produce the desired rows, a reconciler diffs them against an [`ovsdb`] replica and writes
 //! batched transactions touching only rows it owns. Ships the `zstack-ovnkube-controller`
 //! binary and `crdgen` (writes `deploy/crds/subnet.yaml` from the Rust types).

@@ -11,6 +11,7 @@
 //! - [`state`]: state-dir layout and the `lab.json` manifest.
 //! - [`process`]: commands with clear errors; daemons started/stopped by pid.
 //! - [`netns`], [`names`], [`hugepages`], [`cluster`], [`wait`].
+//! - [`config`]: the lab's configuration ([`LabConfig`]); [`error`]: its error type.
 //! - [`bare_ovs`]: a bare ovsdb-server + ovs-vswitchd (no OVN) with a bridge joining two
 //!   namespaces, for the megaflow guard's test and benchmark.
 //! - [`ctl`]: the OVS/OVN command-line tools used (to be swapped for the ovsdb client).

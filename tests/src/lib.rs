@@ -4,7 +4,7 @@
 //!
 //! - [`require_real`]: the real-component gate. A test that needs root and the OVN/OVS
 //!   binaries calls it first; when something is missing it prints `SKIP <test>: <reason>`
-//!   and the test returns early — unless `ZOVN_REQUIRE_REAL=1` (set by `.ci/run`), in
+//!   and the test returns early — unless `ZOVN_REQUIRE_REAL=1` (set by `scripts/run-tests.sh`, which `.ci/run` runs), in
 //!   which case the missing prerequisite fails the test, so CI can never pass on skips.
 //!   A test that runs records its name in `$ZOVN_REAL_LOG`, which `scripts/run-tests.sh`
 //!   counts.

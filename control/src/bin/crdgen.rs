@@ -6,7 +6,23 @@
 
 use std::process::ExitCode;
 
+const USAGE: &str =
+    "usage: crdgen [PATH]\n  writes the Subnet CRD YAML to PATH, or to stdout without one";
+
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    if let Some(bad) = args.iter().find(|a| a.to_string_lossy().starts_with('-')) {
+        eprintln!("crdgen: unknown option {}\n{USAGE}", bad.to_string_lossy());
+        return ExitCode::from(2);
+    }
+    if args.len() > 1 {
+        eprintln!("crdgen: one PATH at most\n{USAGE}");
+        return ExitCode::from(2);
+    }
     let yaml = match control::crd::crd_yaml() {
         Ok(yaml) => yaml,
         Err(e) => {
@@ -14,7 +30,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match std::env::args_os().nth(1) {
+    match args.into_iter().next() {
         None => {
             print!("{yaml}");
             ExitCode::SUCCESS

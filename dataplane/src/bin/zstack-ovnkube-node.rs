@@ -60,7 +60,7 @@ struct Args {
     /// Prometheus `/metrics` listen address (port 0: any).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
-    /// The node's datapath configuration (YAML/JSON; see the README "Datapath" section).
+    /// The node's datapath configuration (YAML/JSON; see docs/datapath.md).
     /// The Node annotation network.zstack.io/datapath-config overrides keys per node.
     #[arg(long, env = "ZSTACK_OVN_DATAPATH_CONFIG")]
     datapath_config: Option<PathBuf>,

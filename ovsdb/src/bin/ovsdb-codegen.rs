@@ -40,8 +40,23 @@ fn run(from_system: bool) -> Result<(), String> {
     Ok(())
 }
 
+const USAGE: &str = "usage: ovsdb-codegen [--from-system]\n  regenerates ovsdb/src/{nb,sb,vswitch}.rs from ovsdb/schemas/; --from-system first\n  copies the installed OVN/OVS schemas there";
+
 fn main() -> ExitCode {
-    let from_system = std::env::args().any(|a| a == "--from-system");
+    let mut from_system = false;
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--from-system" => from_system = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                eprintln!("ovsdb-codegen: unknown argument {other}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     match run(from_system) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
