@@ -195,19 +195,7 @@ impl Agent {
             return false;
         }
         let name = rec.host_ifname.clone();
-        let opened = self
-            .ovs
-            .replica()
-            .wait_for(AFXDP_OPEN_WAIT, |v| {
-                v.rows("Interface").any(|r| {
-                    r.str("name") == name
-                        && (!r.str("error").is_empty()
-                            || matches!(r.get("ofport").and_then(|o| o.atoms().first().cloned()),
-                                Some(ovsdb::Atom::Integer(p)) if p > 0))
-                })
-            })
-            .await
-            .is_ok();
+        let opened = self.ovs.wait_settled(&name, AFXDP_OPEN_WAIT).await;
         let iface = self.ovs.interface(&rec.host_ifname);
         let error = match (&iface, opened) {
             (Some(i), true) if i.error.is_none() => return false,

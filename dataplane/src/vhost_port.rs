@@ -538,46 +538,14 @@ pub fn check_queues(
     }
 }
 
-/// The Interface `status` column, read fresh from the server (the agent's replica does
-/// not monitor it: ovs-vswitchd rewrites it often).
-pub async fn interface_status(
-    remote: &str,
-    port: &str,
-) -> Result<BTreeMap<String, String>, String> {
-    use ovsdb::{Condition, FromValue, Operation, Value};
-    let cfg = ovsdb::ClientConfig::parse(remote)
-        .map_err(|e| e.to_string())?
-        .with_leader_only(false)
-        .with_request_timeout(Duration::from_secs(5));
-    let client = ovsdb::Client::connect(cfg)
-        .await
-        .map_err(|e| format!("{remote}: {e}"))?;
-    let r = client
-        .transact(
-            crate::ovs::DB,
-            vec![
-                Operation::select(
-                    "Interface",
-                    vec![Condition::eq("name", Value::string(port))],
-                )
-                .with_columns(["status"]),
-            ],
-        )
-        .await
-        .map_err(|e| format!("select Interface {port}: {e}"))?;
-    Ok(r.first()
-        .and_then(|r| r.rows().first().cloned())
-        .and_then(|row| row.get("status").cloned())
-        .and_then(|v| BTreeMap::<String, String>::from_value(&v).ok())
-        .unwrap_or_default())
-}
-
 /// CNI CHECK of a vhost-user interface: the OVS port (type, socket path, LSP binding), the
 /// socket directory, and the queue pairs the connected workload negotiated.
 pub async fn check(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
     check_port(agent, rec)?;
     let port = &rec.sandbox.host_ifname;
-    let status = interface_status(agent.ovs.remote(), port)
+    let status = agent
+        .ovs
+        .interface_status(port)
         .await
         .map_err(|e| refused(format!("check failed: {e}")))?;
     check_queues(port, u32::from(rec.config.queues), &status).map_err(refused)

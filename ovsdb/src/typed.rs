@@ -21,7 +21,7 @@
 //! ```
 
 use crate::monitor::MonitorRequest;
-use crate::ops::{Condition, Function, Operation};
+use crate::ops::{Condition, Function, Mutation, Mutator, Operation};
 use crate::replica::{Replica, View};
 use crate::value::{Row, Uuid, Value, ValueError};
 
@@ -77,10 +77,23 @@ impl Condition {
     }
 }
 
+impl Mutation {
+    /// A mutation of a typed column: `Mutation::on(BridgeColumn::Ports, Mutator::Insert, v)`.
+    pub fn on<C: Column>(column: C, mutator: Mutator, value: Value) -> Self {
+        Mutation::new(column.name(), mutator, value)
+    }
+}
+
 impl MonitorRequest {
     /// Monitors every column of the typed table `T`.
     pub fn of<T: Table>() -> Self {
         MonitorRequest::table(T::TABLE)
+    }
+
+    /// Monitors the named columns of the typed table `T` (the others read as empty in
+    /// the typed rows built from the replica).
+    pub fn of_columns<T: Table>(columns: &[T::Column]) -> Self {
+        MonitorRequest::table(T::TABLE).with_columns(columns.iter().map(|c| c.name()))
     }
 }
 
@@ -94,9 +107,66 @@ impl View<'_> {
     }
 }
 
+impl<'a> View<'a> {
+    /// `T`'s rows one by one, each as a typed row or the error naming the column that does
+    /// not fit (lazy: a search that stops early converts only what it visited). Made for
+    /// a replica that monitors some columns only: a column not replicated reads as its
+    /// type's default (`""`, `0`, `false`, empty), where [`View::typed`] fails on a
+    /// missing scalar.
+    pub fn iter_typed<T: Table>(&self) -> impl Iterator<Item = Result<T, ValueError>> + 'a {
+        self.rows(T::TABLE).map(|r| partial::<T>(&r))
+    }
+
+    /// One row of `T`'s table by uuid, typed as [`View::iter_typed`] does.
+    pub fn get_typed<T: Table>(&self, uuid: &Uuid) -> Option<Result<T, ValueError>> {
+        self.get(T::TABLE, uuid).map(|r| partial::<T>(&r))
+    }
+}
+
+/// `r` as a `T`, the columns it lacks taken from `T::default()`.
+fn partial<T: Table>(r: &crate::replica::RowView<'_>) -> Result<T, ValueError> {
+    let mut row = T::default().to_row();
+    row.extend(r.to_row());
+    T::from_row(r.uuid(), &row)
+}
+
 impl Replica {
     /// A snapshot of `T`'s table as typed rows.
     pub fn typed<T: Table>(&self) -> Result<Vec<T>, ValueError> {
         self.read(|v| v.typed::<T>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vswitch::{Bridge, BridgeColumn, Interface, InterfaceColumn};
+
+    #[test]
+    fn typed_helpers_name_the_schema_columns() {
+        let m = Mutation::on(
+            BridgeColumn::Ports,
+            Mutator::Insert,
+            Value::uuid(Uuid::nil()),
+        );
+        assert_eq!(m.to_json()[0], "ports");
+        assert_eq!(m.to_json()[1], "insert");
+        let r = MonitorRequest::of_columns::<Interface>(&[
+            InterfaceColumn::Name,
+            InterfaceColumn::Ofport,
+        ]);
+        assert_eq!(r.table, "Interface");
+        assert_eq!(
+            r.columns,
+            Some(vec!["name".to_string(), "ofport".to_string()])
+        );
+        let b = Bridge {
+            name: "br-int".into(),
+            datapath_type: "netdev".into(),
+            ..Bridge::default()
+        };
+        let row = b.to_row_of(&[BridgeColumn::Name, BridgeColumn::DatapathType]);
+        assert_eq!(row.len(), 2);
+        assert_eq!(row.get("name"), Some(&Value::string("br-int")));
     }
 }
