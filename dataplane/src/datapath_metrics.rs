@@ -183,7 +183,7 @@ pub async fn port_stats(db: &Client) -> Result<Vec<PortStats>, ovsdb::Error> {
         .await?;
     let rows = r.first().map(|r| r.rows()).unwrap_or_default();
     Ok(owned_ports(rows.iter().filter_map(|row| {
-        Interface::from_row(ovsdb::Uuid::nil(), row).ok()
+        Interface::from_partial_row(ovsdb::Uuid::nil(), row).ok()
     })))
 }
 

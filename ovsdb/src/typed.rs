@@ -45,6 +45,14 @@ pub trait Table: Sized + Clone + std::fmt::Debug + PartialEq + Default {
     fn to_row(&self) -> Row;
     /// This row's `_uuid` (nil for a row not read from a database).
     fn uuid(&self) -> Uuid;
+    /// Builds the typed row from a row holding some columns only (a `select` with
+    /// columns, a monitor of some columns): the columns it lacks read as `Self::default()`'s.
+    fn from_partial_row(uuid: Uuid, row: &Row) -> Result<Self, ValueError> {
+        let mut all = Self::default().to_row();
+        all.extend(row.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Self::from_row(uuid, &all)
+    }
+
     /// The columns named, as a [`Row`] (for an update of only those columns).
     fn to_row_of(&self, columns: &[Self::Column]) -> Row {
         let mut all = self.to_row();
@@ -125,9 +133,7 @@ impl<'a> View<'a> {
 
 /// `r` as a `T`, the columns it lacks taken from `T::default()`.
 fn partial<T: Table>(r: &crate::replica::RowView<'_>) -> Result<T, ValueError> {
-    let mut row = T::default().to_row();
-    row.extend(r.to_row());
-    T::from_row(r.uuid(), &row)
+    T::from_partial_row(r.uuid(), &r.to_row())
 }
 
 impl Replica {
@@ -168,5 +174,13 @@ mod tests {
         let row = b.to_row_of(&[BridgeColumn::Name, BridgeColumn::DatapathType]);
         assert_eq!(row.len(), 2);
         assert_eq!(row.get("name"), Some(&Value::string("br-int")));
+        // a select of one column
+        let status = crate::ops::row([("status", Value::string_map([("status", "connected")]))]);
+        assert!(Interface::from_row(Uuid::nil(), &status).is_err());
+        let i = Interface::from_partial_row(Uuid::nil(), &status).unwrap();
+        assert_eq!(
+            i.status.get("status").map(String::as_str),
+            Some("connected")
+        );
     }
 }

@@ -638,7 +638,7 @@ impl Ovs {
             })?;
         Ok(r.first()
             .and_then(|r| r.rows().first())
-            .and_then(|row| Interface::from_row(Uuid::nil(), row).ok())
+            .and_then(|row| Interface::from_partial_row(Uuid::nil(), row).ok())
             .map(|i| i.status)
             .unwrap_or_default())
     }
