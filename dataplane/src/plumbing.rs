@@ -1,12 +1,14 @@
 //! [`Plumbing`]: the host side of a pod attachment that is not OVS: the veth pair and its
-//! addresses inside the pod's netns ([`crate::pod_iface`]), whether a netns still
+//! addresses inside the pod's netns ([`crate::pod_iface`]), the vhost-user socket
+//! directories ([`vhost::socket_dir`]: owner, mode, bind mounts), whether a netns still
 //! exists, and the node's free hugepages. [`KernelPlumbing`] does it for real (rtnetlink,
 //! tested as root by `dataplane/tests/pod_iface.rs`); the attachments' unit tests use a
 //! fake that records the calls.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
+use vhost::{SocketLayout, VhostUserConfig, socket_dir};
 
 use crate::pod_iface::{self, PodInterfaceSpec};
 
@@ -18,6 +20,25 @@ pub trait Plumbing: Send + Sync {
     fn teardown(&self, host_ifname: String) -> BoxFuture<'_, Result<(), String>>;
     /// Compares the pod interface with `spec` (CNI CHECK).
     fn check(&self, spec: PodInterfaceSpec) -> BoxFuture<'_, Result<(), String>>;
+    /// Creates a vhost-user socket directory (owner and mode of `cfg`; `clear_stale`:
+    /// removes a socket no one listens on) and bind-mounts it onto `volume_target`.
+    fn prepare_socket_dir(
+        &self,
+        layout: SocketLayout,
+        cfg: VhostUserConfig,
+        clear_stale: bool,
+        volume_target: Option<PathBuf>,
+    ) -> BoxFuture<'_, Result<(), String>>;
+    /// Unmounts a socket directory from `volume_target` and removes it (unless
+    /// `keep_dir`).
+    fn remove_socket_dir(
+        &self,
+        layout: SocketLayout,
+        volume_target: Option<PathBuf>,
+        keep_dir: bool,
+    ) -> BoxFuture<'_, Result<(), String>>;
+    /// Whether the directory `dir` exists.
+    fn dir_exists(&self, dir: &Path) -> bool;
     /// Whether the netns `path` still exists (a sandbox without one is gone).
     fn netns_exists(&self, path: &Path) -> bool;
     /// The node's `/proc/meminfo` (hugepage counters), `""` when unreadable.
@@ -58,6 +79,43 @@ impl Plumbing for KernelPlumbing {
         Box::pin(blocking("check", move || {
             pod_iface::check(&spec).map_err(|e| e.to_string())
         }))
+    }
+
+    fn prepare_socket_dir(
+        &self,
+        layout: SocketLayout,
+        cfg: VhostUserConfig,
+        clear_stale: bool,
+        volume_target: Option<PathBuf>,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(blocking("socket dir", move || {
+            socket_dir::prepare(&layout, &cfg, clear_stale).map_err(|e| e.to_string())?;
+            if let Some(t) = volume_target {
+                socket_dir::bind_into(&layout.dir, &t).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn remove_socket_dir(
+        &self,
+        layout: SocketLayout,
+        volume_target: Option<PathBuf>,
+        keep_dir: bool,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(blocking("socket dir", move || {
+            if let Some(t) = &volume_target {
+                socket_dir::unbind(&layout.dir, t).map_err(|e| e.to_string())?;
+            }
+            if !keep_dir {
+                socket_dir::remove(&layout).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn dir_exists(&self, dir: &Path) -> bool {
+        dir.is_dir()
     }
 
     fn netns_exists(&self, path: &Path) -> bool {

@@ -20,12 +20,15 @@ use crate::state::StateStore;
 use crate::vhost_state::VhostPorts;
 
 /// Records every call; `teardown` of a name in `fail_teardown` fails; a netns exists
-/// when its path is in `netns`.
+/// when its path is in `netns`, a socket directory once "prepared" (nothing is created:
+/// no root needed).
 #[derive(Default)]
 struct FakePlumbing {
     calls: Mutex<Vec<String>>,
     fail_teardown: Mutex<BTreeSet<String>>,
     netns: Mutex<BTreeSet<PathBuf>>,
+    /// Socket directories "created".
+    dirs: Mutex<BTreeSet<PathBuf>>,
 }
 
 impl FakePlumbing {
@@ -60,6 +63,32 @@ impl Plumbing for FakePlumbing {
     fn check(&self, spec: crate::pod_iface::PodInterfaceSpec) -> BoxFuture<'_, Result<(), String>> {
         self.call(format!("check {}", spec.host_ifname));
         Box::pin(async { Ok(()) })
+    }
+    fn prepare_socket_dir(
+        &self,
+        layout: ::vhost::SocketLayout,
+        _cfg: ::vhost::VhostUserConfig,
+        _clear_stale: bool,
+        _volume_target: Option<PathBuf>,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        self.call(format!("prepare {}", layout.dir.display()));
+        self.dirs.lock().expect("dirs").insert(layout.dir);
+        Box::pin(async { Ok(()) })
+    }
+    fn remove_socket_dir(
+        &self,
+        layout: ::vhost::SocketLayout,
+        _volume_target: Option<PathBuf>,
+        keep_dir: bool,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        self.call(format!("remove {}", layout.dir.display()));
+        if !keep_dir {
+            self.dirs.lock().expect("dirs").remove(&layout.dir);
+        }
+        Box::pin(async { Ok(()) })
+    }
+    fn dir_exists(&self, dir: &Path) -> bool {
+        self.dirs.lock().expect("dirs").contains(dir)
     }
     fn netns_exists(&self, path: &Path) -> bool {
         self.netns.lock().expect("netns").contains(path)
@@ -271,6 +300,10 @@ async fn vhost_and_secondary_add_check_del() {
     del(&n.ctx, "c2", "eth0").await.expect("del eth0");
     assert!(n.ports().is_empty());
     assert!(n.ctx.vhost().all().is_empty());
+    assert!(
+        n.host.dirs.lock().expect("dirs").is_empty(),
+        "socket dirs removed"
+    );
 }
 
 #[tokio::test]

@@ -30,7 +30,7 @@ use cni::{CniError, CniResult, NetConf, Request};
 use vhost::config::{DEFAULT_KUBELET_DIR, owner_name};
 use vhost::device_info::device_info_file;
 use vhost::layout::kubelet_volume_dir;
-use vhost::{DeviceInfo, SocketLayout, VhostUserConfig, socket_dir};
+use vhost::{DeviceInfo, SocketLayout, VhostUserConfig};
 
 use super::common::{PodAddrs, cni_result, pod_port_spec};
 use super::errors::ErrorList;
@@ -245,7 +245,7 @@ pub async fn add(
     ctx.vhost()
         .put(&rec)
         .map_err(|e| io_failure(format!("pod {key}: persist vhost record: {e}")))?;
-    prepare_dir(&rec, &layout, true).await?;
+    prepare_dir(ctx, &rec, &layout, true).await?;
 
     ctx.ovs()
         .ensure_port(&port_spec(&rec, &layout.socket))
@@ -290,26 +290,20 @@ pub fn result(rec: &VhostRecord, layout: &SocketLayout) -> CniResult {
 }
 
 async fn prepare_dir(
+    ctx: &NodeCtx,
     rec: &VhostRecord,
     layout: &SocketLayout,
     clear_stale: bool,
 ) -> Result<(), CniError> {
-    let (l, cfg, target) = (
-        layout.clone(),
-        rec.config.clone(),
-        rec.volume_target.clone(),
-    );
-    let key = rec.key();
-    tokio::task::spawn_blocking(move || {
-        socket_dir::prepare(&l, &cfg, clear_stale)?;
-        if let Some(t) = target {
-            socket_dir::bind_into(&l.dir, &t)?;
-        }
-        Ok::<(), std::io::Error>(())
-    })
-    .await
-    .map_err(|e| io_failure(format!("socket dir worker: {e}")))?
-    .map_err(|e| io_failure(format!("sandbox {key}: vhost-user socket dir: {e}")))
+    ctx.plumbing()
+        .prepare_socket_dir(
+            layout.clone(),
+            rec.config.clone(),
+            clear_stale,
+            rec.volume_target.clone(),
+        )
+        .await
+        .map_err(|e| io_failure(format!("sandbox {}: vhost-user socket dir: {e}", rec.key())))
 }
 
 /// Removes everything of one record: OVS port, mount, socket dir (unless `keep_dir`: the
@@ -330,20 +324,11 @@ pub async fn remove_record(
         ));
     }
     if let Ok(layout) = rec.layout() {
-        let target = rec.volume_target.clone();
-        let r = tokio::task::spawn_blocking(move || {
-            if let Some(t) = &target {
-                socket_dir::unbind(&layout.dir, t)?;
-            }
-            if keep_dir {
-                Ok(())
-            } else {
-                socket_dir::remove(&layout)
-            }
-        })
-        .await
-        .map_err(|e| io_failure(format!("socket dir worker: {e}")))
-        .and_then(|r| r.map_err(|e| io_failure(format!("sandbox {key}: {e}"))));
+        let r = ctx
+            .plumbing()
+            .remove_socket_dir(layout, rec.volume_target.clone(), keep_dir)
+            .await
+            .map_err(|e| io_failure(format!("sandbox {key}: {e}")));
         errors.record(r);
     }
     if let Some(f) = &rec.device_info_file {
@@ -440,7 +425,7 @@ fn check_port(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError> {
             )));
         }
     }
-    if !layout.dir.is_dir() {
+    if !ctx.plumbing().dir_exists(&layout.dir) {
         return Err(refused(format!(
             "check failed: socket directory {} is missing",
             layout.dir.display()
@@ -456,7 +441,7 @@ pub async fn restore(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError> {
         .layout()
         .map_err(|e| refused(format!("sandbox {}: vhost record unusable: {e}", rec.key())))?;
     let mut errors = ErrorList::default();
-    errors.record(prepare_dir(rec, &layout, false).await);
+    errors.record(prepare_dir(ctx, rec, &layout, false).await);
     errors.record(readd_port(ctx, rec).await);
     errors.into_result()
 }
