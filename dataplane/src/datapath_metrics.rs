@@ -121,7 +121,18 @@ pub async fn collect(ctl: &Unixctl, ports: PortSource<'_>) -> DatapathSnapshot {
     };
     let ports = async {
         match ports {
-            PortSource::Replica(r) => Ok(owned_ports(r.typed::<Interface>().unwrap_or_default())),
+            PortSource::Replica(r) => {
+                // the replica monitors some columns: read leniently (see `iter_typed`)
+                let ifaces: Vec<Interface> = r.read(|v| {
+                    v.iter_typed::<Interface>()
+                        .filter_map(|i| {
+                            i.map_err(|e| tracing::warn!(error = %e, "Interface row skipped"))
+                                .ok()
+                        })
+                        .collect()
+                });
+                Ok(owned_ports(ifaces))
+            }
             PortSource::Db(db) => match tokio::time::timeout(COLLECT_TIMEOUT, port_stats(db)).await
             {
                 Ok(r) => r.map_err(|e| e.to_string()),
