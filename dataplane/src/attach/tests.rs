@@ -163,10 +163,8 @@ fn node_in(dir: tempfile::TempDir) -> Node {
     let host = Arc::new(FakePlumbing::default());
     let pods = FakePods::default();
     for name in ["p1", "p2", "vm"] {
-        let mut annotations = BTreeMap::from([(
-            control::annotation::POD_NETWORKS.to_string(),
-            NETS.to_string(),
-        )]);
+        let mut annotations =
+            BTreeMap::from([("k8s.ovn.org/pod-networks".to_string(), NETS.to_string())]);
         if name == "vm" {
             annotations.insert("k8s.v1.cni.cncf.io/networks".into(), "vms/sec".into());
         }

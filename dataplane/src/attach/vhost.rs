@@ -32,7 +32,7 @@ use vhost::device_info::device_info_file;
 use vhost::layout::kubelet_volume_dir;
 use vhost::{DeviceInfo, SocketLayout, VhostUserConfig};
 
-use super::common::{PodAddrs, cni_result, pod_port_spec};
+use super::common::{PodAddrs, cni_result, fmt_mac, pod_port_spec};
 use super::errors::ErrorList;
 use crate::node::NodeCtx;
 use crate::ovs::{NodeOvs, PortSpec};
@@ -198,12 +198,7 @@ pub async fn add(
         remove_record(ctx, &other, false).await?;
     }
 
-    let mac = addrs
-        .mac
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
+    let mac = fmt_mac(&addrs.mac);
     let volume_target = match &cfg.socket_volume {
         None => None,
         Some(vol) => {
