@@ -1,4 +1,6 @@
-//! vhost-user interfaces for KubeVirt VMs and DPDK pods: CNI ADD/DEL/CHECK/GC and restore.
+//! The vhost-user attachment, for KubeVirt VMs and DPDK pods: ADD, CHECK, removal and
+//! restore of one interface (DEL, GC and the OVS reconcile over every kind are
+//! [`super`]'s).
 //!
 //! A pod asks for one through its network config (`interfaceType: vhost-user`, from a
 //! NetworkAttachmentDefinition) or the [`vhost::config::ANNOTATION`] annotation (see
@@ -13,8 +15,8 @@
 //!   runtime passes `runtimeConfig.CNIDeviceInfoFile`, and answers with a CNI result whose
 //!   pod interface carries `socketPath` and the pod's addresses (for the guest to use).
 //!
-//! Records live in `<root>/.records/` (host only: the per-interface directories are what
-//! pods see). DEL removes the port, the mount, the directory, the device-info file and the
+//! Records live in `<root>/.records/` ([`crate::vhost_state`]; host only: the
+//! per-interface directories are what pods see). DEL removes the port, the mount, the directory, the device-info file and the
 //! record. A restarted agent re-adds missing ports and keeps live sockets; records whose
 //! netns is gone are removed.
 //!
