@@ -28,7 +28,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ovsdb::{Client, ClientConfig, Condition, FromValue, Operation, Row, Value};
+use ovsdb::typed::{Column, Table};
+use ovsdb::vswitch::{Interface, InterfaceColumn as IC};
+use ovsdb::{Client, ClientConfig, Condition, Function, Operation, Value};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -120,7 +122,16 @@ pub async fn collect(ctl: &Unixctl, ports: PortSource<'_>) -> DatapathSnapshot {
     let ports = async {
         match ports {
             PortSource::Replica(r) => {
-                Ok(owned_ports(r.rows("Interface").iter().map(|(_, row)| row)))
+                // the replica monitors some columns: read leniently (see `iter_typed`)
+                let ifaces: Vec<Interface> = r.read(|v| {
+                    v.iter_typed::<Interface>()
+                        .filter_map(|i| {
+                            i.map_err(|e| tracing::warn!(error = %e, "Interface row skipped"))
+                                .ok()
+                        })
+                        .collect()
+                });
+                Ok(owned_ports(ifaces))
             }
             PortSource::Db(db) => match tokio::time::timeout(COLLECT_TIMEOUT, port_stats(db)).await
             {
@@ -172,42 +183,31 @@ pub async fn port_stats(db: &Client) -> Result<Vec<PortStats>, ovsdb::Error> {
             DB,
             vec![
                 Operation::select(
-                    "Interface",
-                    vec![Condition::includes("external_ids", owned)],
+                    Interface::TABLE,
+                    vec![Condition::on(IC::ExternalIds, Function::Includes, owned)],
                 )
-                .with_columns(["name", "type", "external_ids", "statistics"]),
+                .with_columns(
+                    [IC::Name, IC::Type, IC::ExternalIds, IC::Statistics].map(|c| c.name()),
+                ),
             ],
         )
         .await?;
-    Ok(owned_ports(r.first().map(|r| r.rows()).unwrap_or_default()))
+    let rows = r.first().map(|r| r.rows()).unwrap_or_default();
+    Ok(owned_ports(rows.iter().filter_map(|row| {
+        Interface::from_partial_row(ovsdb::Uuid::nil(), row).ok()
+    })))
 }
 
-/// The agent's interfaces among `rows` (Interface rows), sorted by name.
-fn owned_ports<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Vec<PortStats> {
+/// The agent's interfaces among `rows`, sorted by name.
+fn owned_ports(rows: impl IntoIterator<Item = Interface>) -> Vec<PortStats> {
     let mut out: Vec<PortStats> = rows
         .into_iter()
-        .filter_map(|row| {
-            let s = |c: &str| {
-                row.get(c)
-                    .and_then(|v| String::from_value(v).ok())
-                    .unwrap_or_default()
-            };
-            let ids = row
-                .get("external_ids")
-                .and_then(|v| BTreeMap::<String, String>::from_value(v).ok())
-                .unwrap_or_default();
-            if ids.get(OWNER_KEY).map(String::as_str) != Some(OWNER) {
-                return None;
-            }
-            Some(PortStats {
-                port: s("name"),
-                pod: ids.get(POD_KEY).cloned().unwrap_or_default(),
-                kind: s("type"),
-                statistics: row
-                    .get("statistics")
-                    .and_then(|v| BTreeMap::<String, i64>::from_value(v).ok())
-                    .unwrap_or_default(),
-            })
+        .filter(|i| i.external_ids.get(OWNER_KEY).map(String::as_str) == Some(OWNER))
+        .map(|i| PortStats {
+            pod: i.external_ids.get(POD_KEY).cloned().unwrap_or_default(),
+            port: i.name,
+            kind: i.type_,
+            statistics: i.statistics,
         })
         .collect();
     out.sort_by(|a, b| a.port.cmp(&b.port));

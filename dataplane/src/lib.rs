@@ -5,25 +5,43 @@
 //! plumbs pod interfaces with rtnetlink, and serves the CNI socket. Ships the
 //! `zstack-ovnkube-node` binary.
 //!
-//! Datapath today: kernel veth ports on a `netdev` br-int (AF_PACKET); DPDK/AF_XDP
-//! selection comes later.
+//! Datapaths: the node decides at start-up and re-checks on every refresh ([`datapath`]:
+//! config → probe → decide → apply → status) between OVS-DPDK, AF_XDP and the kernel
+//! fallback, all on a `netdev` br-int; veth pods get an `afxdp` port or a plain one
+//! (AF_PACKET), with a per-port fallback to the kernel path; vhost-user pods and
+//! secondary networks get `dpdkvhostuserclient` ports.
+//!
+//! The agent is made of parts: [`agent::Agent`] does the node-level work (br-int and
+//! ovn-controller settings, the management port, the host's Service NAT, the datapath
+//! pass) and hands every CNI request to [`attach`], whose functions take a
+//! [`node::NodeCtx`] (OVS through the [`ovs::NodeOvs`] trait, host plumbing through
+//! [`plumbing::Plumbing`], the pod source, records, metrics, sandbox locks). No module
+//! imports a module that imports it (parent `mod.rs` → child excepted), and the
+//! attachment logic has unit tests on an in-memory OVS and a plumbing fake.
 //!
 //! ## Modules
 //!
 //! | module | what |
 //! |---|---|
+//! | [`agent`] | the agent: node setup, management port, host Service NAT, datapath pass, OVS watch, CNI dispatch |
+//! | [`attach`] | pod attachments (veth on a kernel or AF_XDP port, vhost-user, secondary network): ADD/DEL/CHECK/GC/restore/reconcile and the rules they share |
+//! | [`node`] | [`node::NodeCtx`]: what the attachments work with; sandbox locks; waiting for the controller's annotation |
+//! | [`plumbing`] | the host side of an attachment (veth plumbing, netns, hugepages) behind a trait |
 //! | [`pod_iface`] | pod veth plumbing for CNI ADD/DEL/CHECK: [`pod_iface::setup`], [`pod_iface::teardown`], [`pod_iface::check`] (rtnetlink + ethtool ioctl, idempotent) |
 //! | [`pod_iface::netns`] | run a closure on a dedicated thread inside a netns, with an rtnetlink handle opened there |
-//! | [`ovs`] | the local Open_vSwitch db through the `ovsdb` client: br-int, owned ports, `ovn-installed` waits |
+//! | [`ovs`] | the local Open_vSwitch db: the [`ovs::NodeOvs`] trait, [`ovs::Ovs`] on the typed `ovsdb::vswitch` rows (br-int, owned ports, `ovn-installed` waits, `Open_vSwitch` maps), an in-memory implementation for unit tests |
+//! | [`datapath`] | datapath selection and tuning: config, probe, decide, apply, status, PM QoS |
+//! | [`node_datapath`] | a datapath pass reported: Node annotation, events, metrics |
 //! | [`host_nat`] | Services reached from the host: NodePort, externalIPs and LoadBalancer IPs DNATed to the cluster IP in our nf_tables table `inet zstack-ovn` |
 //! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
+//! | [`mtu`] | the pod MTU from the underlay and the encapsulation |
 //! | [`pods`] | pod/node/Subnet sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`) |
-//! | [`agent`] | CNI ADD/DEL/CHECK/GC/STATUS, restart restore, OVS watch |
+//! | [`report`] | events on Nodes and Pods |
 //! | [`server`] | the CNI unix socket |
-//! | [`state`] | per-sandbox state in `--state-dir` |
+//! | [`state`] | per-sandbox (veth) records in `--state-dir` |
+//! | [`vhost_state`] | vhost-user records under the socket root |
+//! | [`vhost_port`] | [`attach::vhost`] under its former path |
 //! | [`metrics`] | Prometheus metrics and `/metrics` |
-//! | [`secondary`] | Multus secondary networks (`net1`, …): vhost-user bound to the pod's LSP on that network |
-//! | [`vhost_port`] | vhost-user interfaces (KubeVirt VMs, DPDK pods): `dpdkvhostuserclient` ports, socket dirs, device-info |
 //! | [`unixctl`] | async client of the OVS unixctl socket (what `ovs-appctl` speaks) |
 //! | [`pmd_stats`] | parsers of `dpif-netdev/pmd-stats-show` and `pmd-rxq-show` |
 //! | [`datapath_metrics`] | PMD and per-port OVS counters collected on each scrape |
@@ -31,6 +49,7 @@
 //! | [`megaflow_guard`] | purges the datapath flows when overlapping megaflows disagree (OVS 3.1 userspace revalidator fault) |
 
 pub mod agent;
+pub mod attach;
 pub mod datapath;
 pub mod datapath_metrics;
 pub mod host_nat;
@@ -39,15 +58,19 @@ pub mod megaflow_guard;
 pub mod metrics;
 pub mod mgmt;
 pub mod mtu;
+pub mod node;
 pub mod node_datapath;
 pub mod ovs;
+pub mod plumbing;
 pub mod pmd_stats;
 pub mod pod_iface;
 pub mod pods;
 pub mod report;
-pub mod secondary;
 pub mod server;
 pub mod source_error;
 pub mod state;
 pub mod unixctl;
-pub mod vhost_port;
+pub mod vhost_state;
+
+/// The vhost-user attachment under its former path.
+pub use attach::vhost as vhost_port;

@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 
 use common::require_real;
 use dataplane::agent::{Agent, AgentConfig};
+use dataplane::attach;
 use dataplane::metrics::Metrics;
 use dataplane::ovs::Ovs;
 use dataplane::pods::LabSource;
 use dataplane::state::{SandboxRecord, StateStore};
-use dataplane::vhost_port::{self, VhostPorts, VhostRecord};
+use dataplane::vhost_port::{VhostPorts, VhostRecord};
 
 const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
@@ -157,7 +158,7 @@ fn reconcile_never_re_adds_a_port_a_request_in_flight_removed() {
         .expect("runtime");
     rt.block_on(async {
         let ovs = Ovs::connect(&db.remote).await.expect("connect");
-        let mut agent = Agent::new(
+        let agent = Agent::with_vhost(
             AgentConfig {
                 node_name: "n1".into(),
                 mtu: 1400,
@@ -170,31 +171,32 @@ fn reconcile_never_re_adds_a_port_a_request_in_flight_removed() {
             Box::new(LabSource::new(d.path().join("no-store.sock"))),
             StateStore::open(Some(&d.path().join("state"))).expect("state"),
             Arc::new(Metrics::new()),
+            VhostPorts::open(root.clone()),
         );
-        agent.vhost = VhostPorts::open(root.clone());
-        assert_eq!(agent.vhost.all().len(), 1, "the record is loaded");
-        agent.ovs.ensure_br_int("netdev").await.expect("br-int");
+        let ctx = agent.ctx();
+        assert_eq!(ctx.vhost().all().len(), 1, "the record is loaded");
+        agent.ovs().ensure_br_int("netdev").await.expect("br-int");
 
         // a recorded port missing from OVS is re-added
-        vhost_port::reconcile(&agent).await;
+        assert_eq!(attach::reconcile(ctx).await, 1);
         assert_eq!(db.vhost_ifaces(), vec![port.clone()], "re-added");
 
         // a DEL in flight: it holds the sandbox lock, has removed the port and not yet the
         // record; the reconcile leaves the port alone
-        let lock = agent.sandbox_lock(&rec.sandbox.container_id);
+        let lock = ctx.sandbox_lock(&rec.sandbox.container_id);
         let guard = lock.lock().await;
-        assert!(agent.ovs.delete_port(&port).await.expect("delete"));
+        assert!(agent.ovs().delete_port(&port).await.expect("delete"));
         assert!(db.vhost_ifaces().is_empty());
-        vhost_port::reconcile(&agent).await;
+        attach::reconcile(ctx).await;
         assert!(
             db.vhost_ifaces().is_empty(),
             "the reconcile re-added a port a request in flight had removed"
         );
         // the DEL finishes: the record goes, then the lock
-        std::fs::remove_file(&record_path).expect("remove record");
-        agent.vhost = VhostPorts::open(root.clone());
+        ctx.vhost().remove(&rec.key()).expect("remove record");
+        assert!(!record_path.exists());
         drop(guard);
-        vhost_port::reconcile(&agent).await;
+        attach::reconcile(ctx).await;
         assert!(db.vhost_ifaces().is_empty(), "no record, no port");
     });
 }

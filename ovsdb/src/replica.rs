@@ -566,6 +566,36 @@ mod tests {
     }
 
     #[test]
+    fn typed_rows_of_a_partial_monitor() {
+        use crate::vswitch::Bridge;
+        // a replica of two of Bridge's columns: the typed row reads the rest as defaults
+        let shape = DbShape::from_schema(&json!({"tables":{"Bridge":{"columns":{
+            "name":{"type":"string"},
+            "ports":{"type":{"key":{"type":"uuid"},"min":0,"max":"unlimited"}}}}}}))
+        .unwrap();
+        let mut d = ReplicaData::new(&shape, &[MonitorRequest::table("Bridge")]);
+        d.apply(
+            parse_updates2(&json!({"Bridge":{U1:{"initial":{"name":"br-int"}}}})).unwrap(),
+            false,
+        );
+        let view = View { data: &d };
+        let all: Vec<Bridge> = view
+            .iter_typed::<Bridge>()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].name, "br-int");
+        assert!(!all[0].mcast_snooping_enable);
+        let u = U1.parse().unwrap();
+        assert_eq!(all[0].uuid, u);
+        assert_eq!(view.get_typed::<Bridge>(&u).unwrap().unwrap(), all[0]);
+        assert!(
+            view.typed::<Bridge>().is_err(),
+            "the strict read needs every scalar"
+        );
+    }
+
+    #[test]
     fn replace_drops_rows_gone_meanwhile() {
         let u2 = "46bdd8f4-7e9d-4a0c-9a8e-5f1b0d1c2e3f";
         let mut d = ReplicaData::new(&shape(), &[MonitorRequest::table("LS")]);

@@ -21,7 +21,7 @@
 //! ```
 
 use crate::monitor::MonitorRequest;
-use crate::ops::{Condition, Function, Operation};
+use crate::ops::{Condition, Function, Mutation, Mutator, Operation};
 use crate::replica::{Replica, View};
 use crate::value::{Row, Uuid, Value, ValueError};
 
@@ -45,6 +45,14 @@ pub trait Table: Sized + Clone + std::fmt::Debug + PartialEq + Default {
     fn to_row(&self) -> Row;
     /// This row's `_uuid` (nil for a row not read from a database).
     fn uuid(&self) -> Uuid;
+    /// Builds the typed row from a row holding some columns only (a `select` with
+    /// columns, a monitor of some columns): the columns it lacks read as `Self::default()`'s.
+    fn from_partial_row(uuid: Uuid, row: &Row) -> Result<Self, ValueError> {
+        let mut all = Self::default().to_row();
+        all.extend(row.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Self::from_row(uuid, &all)
+    }
+
     /// The columns named, as a [`Row`] (for an update of only those columns).
     fn to_row_of(&self, columns: &[Self::Column]) -> Row {
         let mut all = self.to_row();
@@ -77,10 +85,23 @@ impl Condition {
     }
 }
 
+impl Mutation {
+    /// A mutation of a typed column: `Mutation::on(BridgeColumn::Ports, Mutator::Insert, v)`.
+    pub fn on<C: Column>(column: C, mutator: Mutator, value: Value) -> Self {
+        Mutation::new(column.name(), mutator, value)
+    }
+}
+
 impl MonitorRequest {
     /// Monitors every column of the typed table `T`.
     pub fn of<T: Table>() -> Self {
         MonitorRequest::table(T::TABLE)
+    }
+
+    /// Monitors the named columns of the typed table `T` (the others read as empty in
+    /// the typed rows built from the replica).
+    pub fn of_columns<T: Table>(columns: &[T::Column]) -> Self {
+        MonitorRequest::table(T::TABLE).with_columns(columns.iter().map(|c| c.name()))
     }
 }
 
@@ -92,6 +113,27 @@ impl View<'_> {
             .map(|r| T::from_row(r.uuid(), &r.to_row()))
             .collect()
     }
+}
+
+impl<'a> View<'a> {
+    /// `T`'s rows one by one, each as a typed row or the error naming the column that does
+    /// not fit (lazy: a search that stops early converts only what it visited). Made for
+    /// a replica that monitors some columns only: a column not replicated reads as its
+    /// type's default (`""`, `0`, `false`, empty), where [`View::typed`] fails on a
+    /// missing scalar.
+    pub fn iter_typed<T: Table>(&self) -> impl Iterator<Item = Result<T, ValueError>> + 'a {
+        self.rows(T::TABLE).map(|r| partial::<T>(&r))
+    }
+
+    /// One row of `T`'s table by uuid, typed as [`View::iter_typed`] does.
+    pub fn get_typed<T: Table>(&self, uuid: &Uuid) -> Option<Result<T, ValueError>> {
+        self.get(T::TABLE, uuid).map(|r| partial::<T>(&r))
+    }
+}
+
+/// `r` as a `T`, the columns it lacks taken from `T::default()`.
+fn partial<T: Table>(r: &crate::replica::RowView<'_>) -> Result<T, ValueError> {
+    T::from_partial_row(r.uuid(), &r.to_row())
 }
 
 impl Replica {

@@ -81,11 +81,8 @@ const FALLBACK_MTU: u32 = 1400;
 /// [`dataplane::mtu`]); the decision and its reason are logged.
 fn derive_mtu(args: &Args, ovs: &Ovs) -> u32 {
     let from_ovs = |key: &str| {
-        ovs.replica().read(|v| {
-            v.rows("Open_vSwitch")
-                .next()
-                .and_then(|r| r.map_get("external_ids", key).map(str::to_string))
-        })
+        ovs.open_vswitch()
+            .and_then(|r| r.external_ids.get(key).cloned())
     };
     let (ip, encap) = match (&args.sb, &args.encap_ip) {
         (Some(_), Some(ip)) => (Some(ip.clone()), args.encap_type.clone()),
@@ -178,11 +175,9 @@ async fn main() -> anyhow::Result<()> {
     };
     let tunnels = ovn.is_some() || {
         let ovs_ref = &ovs;
-        ovs_ref.replica().read(|v| {
-            v.rows("Open_vSwitch")
-                .next()
-                .is_some_and(|r| r.map_get("external_ids", "ovn-encap-type").is_some())
-        })
+        ovs_ref
+            .open_vswitch()
+            .is_some_and(|r| r.external_ids.contains_key("ovn-encap-type"))
     };
     let agent = Arc::new(Agent::new(
         AgentConfig {

@@ -317,18 +317,7 @@ impl DatapathManager {
 }
 
 async fn wait_dpdk(ovs: &Ovs, timeout: Duration) -> bool {
-    ovs.replica()
-        .wait_for(timeout, |v| {
-            v.rows("Open_vSwitch").next().is_some_and(|r| {
-                matches!(
-                    r.get("dpdk_initialized")
-                        .and_then(|v| v.atoms().first().cloned()),
-                    Some(ovsdb::Atom::Boolean(true))
-                )
-            })
-        })
-        .await
-        .is_ok()
+    ovs.wait_open_vswitch(timeout, |r| r.dpdk_initialized).await
 }
 
 /// What a DPDK failure depends on: its settings (a missing prerequisite such as free

@@ -87,40 +87,22 @@ impl OvsFacts {
 
     /// Reads the facts from the replica.
     pub fn read(ovs: &Ovs) -> OvsFacts {
-        use ovsdb::FromValue;
-        ovs.replica().read(|v| {
-            let Some(r) = v.rows("Open_vSwitch").next() else {
-                return OvsFacts::default();
-            };
-            let opt =
-                |col: &str| Some(r.str(col).to_string()).filter(|s| !s.is_empty() && s != "none");
-            let map = |col: &str| {
-                r.get(col)
-                    .and_then(|v| BTreeMap::<String, String>::from_value(v).ok())
-                    .unwrap_or_default()
-            };
-            OvsFacts {
-                dpdk_version: opt("dpdk_version"),
-                ovs_version: opt("ovs_version"),
-                dpdk_initialized: r
-                    .get("dpdk_initialized")
-                    .is_some_and(|v| matches!(v.atoms().first(), Some(ovsdb::Atom::Boolean(true)))),
-                iface_types: r
-                    .get("iface_types")
-                    .map(|v| {
-                        v.atoms()
-                            .iter()
-                            .filter_map(|a| match a {
-                                ovsdb::Atom::String(s) => Some(s.clone()),
-                                _ => None,
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                other_config: map("other_config"),
-                external_ids: map("external_ids"),
-            }
-        })
+        ovs.open_vswitch()
+            .map(|r| OvsFacts::of(&r))
+            .unwrap_or_default()
+    }
+
+    /// The facts of an `Open_vSwitch` row.
+    pub fn of(r: &ovsdb::vswitch::OpenVSwitch) -> OvsFacts {
+        let opt = |v: &Option<String>| v.clone().filter(|s| !s.is_empty() && s != "none");
+        OvsFacts {
+            dpdk_version: opt(&r.dpdk_version),
+            ovs_version: opt(&r.ovs_version),
+            dpdk_initialized: r.dpdk_initialized,
+            iface_types: r.iface_types.iter().cloned().collect(),
+            other_config: r.other_config.clone(),
+            external_ids: r.external_ids.clone(),
+        }
     }
 }
 

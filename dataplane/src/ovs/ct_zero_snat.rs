@@ -27,7 +27,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ovsdb::{Atom, Mutation, Operation, Uuid, Value, View};
+use ovsdb::typed::Table;
+use ovsdb::vswitch::{Datapath, DatapathColumn as DC};
+use ovsdb::{Mutation, Mutator, Operation, Uuid, Value};
 
 use super::{BR_INT, Ovs, OvsError};
 
@@ -46,25 +48,19 @@ pub fn affected(version: &str) -> bool {
 
 /// The `Datapath` row of br-int's datapath type when it may need correcting (br-int on
 /// `netdev` and the row reports `ct_zero_snat=true`), with the database's `ovs_version`.
-fn candidate(v: &View<'_>) -> Option<(Uuid, String)> {
-    let ovs = v.rows("Open_vSwitch").next()?;
-    let dp_type = v
-        .rows("Bridge")
-        .find(|r| r.str("name") == BR_INT)?
-        .str("datapath_type");
+fn candidate(ovs: &Ovs) -> Option<(Uuid, String)> {
+    let row = ovs.open_vswitch()?;
+    let dp_type = ovs.bridge(BR_INT)?.datapath_type;
     if dp_type != "netdev" {
         return None;
     }
-    let uuid = ovs
-        .get("datapaths")?
-        .pairs()
-        .iter()
-        .find_map(|(k, u)| match (k, u) {
-            (Atom::String(k), Atom::Uuid(u)) if k == dp_type => Some(*u),
-            _ => None,
-        })?;
-    (v.get("Datapath", &uuid)?.map_get("capabilities", CAP) == Some("true"))
-        .then(|| (uuid, ovs.str("ovs_version").to_string()))
+    let uuid = *row.datapaths.get(&dp_type)?;
+    (ovs.datapath(&uuid)?
+        .capabilities
+        .get(CAP)
+        .map(String::as_str)
+        == Some("true"))
+    .then(|| (uuid, row.ovs_version.unwrap_or_default()))
 }
 
 impl Ovs {
@@ -73,7 +69,7 @@ impl Ovs {
     /// from the database, else from ovs-vswitchd's `vswitchd_ctl` socket (`version`).
     /// True when it wrote.
     pub async fn hide_ct_zero_snat(&self, vswitchd_ctl: Option<&Path>) -> Result<bool, OvsError> {
-        let Some((uuid, mut version)) = self.replica.read(candidate) else {
+        let Some((uuid, mut version)) = candidate(self) else {
             return Ok(false);
         };
         if version.is_empty()
@@ -89,11 +85,15 @@ impl Ovs {
         self.transact(
             "hide the ct_zero_snat capability",
             vec![Operation::mutate(
-                "Datapath",
+                Datapath::TABLE,
                 vec![ovsdb::Condition::uuid(uuid)],
                 vec![
-                    Mutation::delete("capabilities", Value::string_set([CAP])),
-                    Mutation::insert("capabilities", Value::string_map([(CAP, "false")])),
+                    Mutation::on(DC::Capabilities, Mutator::Delete, Value::string_set([CAP])),
+                    Mutation::on(
+                        DC::Capabilities,
+                        Mutator::Insert,
+                        Value::string_map([(CAP, "false")]),
+                    ),
                 ],
             )],
         )

@@ -8,6 +8,9 @@
 //! a child module's name, or a name brought in by a `use` of the same file. The resolved
 //! path is cut to the deepest module that is a file, and that file is the edge's target.
 //!
+//! An inline `#[cfg(test)] mod` is left out: nothing imports a unit-test module, so what it
+//! imports cannot close a cycle of the crate's own code.
+//!
 //! An ancestor's edges into its own subtree (a `mod.rs` composing or re-exporting its
 //! submodules) are the hierarchy and do not count; every other edge does, child → parent
 //! included. A strongly connected component of more than one file is a cycle.
@@ -387,8 +390,20 @@ fn flatten_use(
     }
 }
 
+/// `#[cfg(test)]` exactly (not `cfg(any(test, …))`, which ships outside tests too).
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+    })
+}
+
 impl<'ast> Visit<'ast> for PathVisitor<'_> {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if is_cfg_test(&m.attrs) {
+            // an inline unit-test module: nothing imports it, so its own imports (a test
+            // may use any module of its crate) cannot close a cycle of the crate's code
+            return;
+        }
         if let Some((_, inner)) = &m.content {
             self.scope.push(m.ident.to_string());
             for item in inner {

@@ -198,6 +198,27 @@ mod checker {
     }
 
     #[test]
+    fn a_unit_test_module_closes_no_cycle_but_code_does() {
+        let dir = tree(&[
+            ("src/lib.rs", "pub mod a;\npub mod b;\n"),
+            (
+                "src/a.rs",
+                "pub struct A;\n#[cfg(test)]\nmod tests { use crate::b::B; }\n",
+            ),
+            ("src/b.rs", "use crate::a::A;\npub struct B(pub A);\n"),
+        ]);
+        assert!(graph::crate_cycles(dir.path()).unwrap().is_empty());
+        // the same import outside the test module is a cycle
+        std::fs::write(
+            dir.path().join("src/a.rs"),
+            "pub struct A;\n#[cfg(not(test))]\nmod m { use crate::b::B; }\n",
+        )
+        .unwrap();
+        let cycles = graph::crate_cycles(dir.path()).unwrap();
+        assert_eq!(files_of(&cycles), vec![vec!["src/a.rs", "src/b.rs"]]);
+    }
+
+    #[test]
     fn a_layered_crate_passes() {
         let dir = tree(&[
             (

@@ -4,7 +4,7 @@
 //!
 //! The agent waits for the controller's entry `<nad-ns>/<nad-name>` in
 //! `k8s.ovn.org/pod-networks` (or its reason in `network.zstack.io/network-errors`), then
-//! creates a vhost-user interface ([`crate::vhost_port`]) bound to the pod's LSP on that
+//! creates a vhost-user interface ([`super::vhost`]) bound to the pod's LSP on that
 //! network. Only vhost-user is supported on secondary networks: any other request is
 //! refused. The interface carries no default route (the primary network keeps it).
 
@@ -17,7 +17,8 @@ use cni::error::code;
 use cni::{CniError, CniResult, NetConf, Request};
 use vhost::VhostUserConfig;
 
-use crate::agent::{Agent, network_addrs};
+use super::common::network_addrs;
+use crate::node::NodeCtx;
 use crate::pods::PodInfo;
 
 /// The pod's primary interface.
@@ -35,7 +36,7 @@ fn refused(msg: impl Into<String>) -> CniError {
 /// The network selection this ADD serves, when its ifname is a secondary network the pod
 /// names (`None`: the primary path handles it).
 pub async fn selection(
-    agent: &Agent,
+    ctx: &NodeCtx,
     req: &Request,
     ns: &str,
     name: &str,
@@ -43,8 +44,8 @@ pub async fn selection(
     if !is_secondary_ifname(&req.ifname) {
         return Ok(None);
     }
-    let pod = agent
-        .pods
+    let pod = ctx
+        .pods()
         .pod(ns, name)
         .await
         .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, format!("pod {ns}/{name}: {e}")))?;
@@ -69,7 +70,7 @@ pub fn network_error(pod: &PodInfo, nad: &str) -> Option<String> {
 
 /// CNI ADD of a secondary interface (under the sandbox lock).
 pub async fn add(
-    agent: &Agent,
+    ctx: &NodeCtx,
     req: &Request,
     conf: &NetConf,
     sel: NetworkSelection,
@@ -95,37 +96,15 @@ pub async fn add(
     };
     let ready = |p: &PodInfo| network_entry(p, &nad).is_some() || network_error(p, &nad).is_some();
     let (ns, name) = (sel_pod_ns(req), sel_pod_name(req));
-    let (pod, done) = agent
-        .pods
-        .wait_pod(&ns, &name, budget, &ready)
-        .await
-        .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, format!("pod {key}: {e}")))?;
-    let pod = match (pod, done) {
-        (Some(p), true) => p,
-        _ => {
-            return Err(CniError::new(
-                code::ANNOTATION_TIMEOUT,
-                format!(
-                    "timed out after {:.1} s waiting for the controller to give pod {key} \
-                     addresses on network {nad} (entry {nad:?} of {POD_NETWORKS}); is the \
-                     NetworkAttachmentDefinition there?",
-                    budget.as_secs_f64()
-                ),
-            ));
-        }
-    };
+    let what = format!(
+        "give pod {key} addresses on network {nad} (entry {nad:?} of {POD_NETWORKS}); is the \
+         NetworkAttachmentDefinition there?"
+    );
+    let pod = ctx.wait_for_pod(&ns, &name, budget, &ready, &what).await?;
     let Some(entry) = network_entry(&pod, &nad) else {
         let why = network_error(&pod, &nad).unwrap_or_default();
         return Err(refused(format!("pod {key}: network {nad}: {why}")));
     };
-    if let Some(n) = &pod.node_name
-        && *n != agent.cfg.node_name
-    {
-        return Err(refused(format!(
-            "pod {key} is scheduled on node {n}, not on this node ({})",
-            agent.cfg.node_name
-        )));
-    }
     let mut addrs = network_addrs(&key, &entry)?;
     // the primary interface keeps the default route
     addrs.gateways.clear();
@@ -133,7 +112,7 @@ pub async fn add(
     let left = budget
         .saturating_sub(start.elapsed())
         .max(Duration::from_millis(200));
-    crate::vhost_port::add(agent, req, conf, &pod, addrs, cfg, Some(nad), left).await
+    super::vhost::add(ctx, req, conf, &pod, addrs, cfg, Some(nad), left).await
 }
 
 fn sel_pod_ns(req: &Request) -> String {

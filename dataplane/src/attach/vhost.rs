@@ -1,4 +1,6 @@
-//! vhost-user interfaces for KubeVirt VMs and DPDK pods: CNI ADD/DEL/CHECK/GC and restore.
+//! The vhost-user attachment, for KubeVirt VMs and DPDK pods: ADD, CHECK, removal and
+//! restore of one interface (DEL, GC and the OVS reconcile over every kind are
+//! [`super`]'s).
 //!
 //! A pod asks for one through its network config (`interfaceType: vhost-user`, from a
 //! NetworkAttachmentDefinition) or the [`vhost::config::ANNOTATION`] annotation (see
@@ -13,88 +15,39 @@
 //!   runtime passes `runtimeConfig.CNIDeviceInfoFile`, and answers with a CNI result whose
 //!   pod interface carries `socketPath` and the pod's addresses (for the guest to use).
 //!
-//! Records live in `<root>/.records/` (host only: the per-interface directories are what
-//! pods see). DEL removes the port, the mount, the directory, the device-info file and the
+//! Records live in `<root>/.records/` ([`crate::vhost_state`]; host only: the
+//! per-interface directories are what pods see). DEL removes the port, the mount, the directory, the device-info file and the
 //! record. A restarted agent re-adds missing ports and keeps live sockets; records whose
 //! netns is gone are removed.
 //!
 //! Refusals: a node whose OVS is not DPDK-initialised, no free hugepages, a socket path over
 //! the `sun_path` limit, a bad config, a path held by another live sandbox.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use cni::error::code;
 use cni::{CniError, CniResult, NetConf, Request};
-use serde::{Deserialize, Serialize};
-use vhost::config::{DEFAULT_KUBELET_DIR, DEFAULT_SOCKET_ROOT, owner_name};
+use vhost::config::{DEFAULT_KUBELET_DIR, owner_name};
 use vhost::device_info::device_info_file;
 use vhost::layout::kubelet_volume_dir;
-use vhost::{DeviceInfo, SocketLayout, VhostUserConfig, socket_dir};
+use vhost::{DeviceInfo, SocketLayout, VhostUserConfig};
 
-use crate::agent::{Agent, PodAddrs, cni_result, pod_port_spec};
-use crate::ovs::{Ovs, PortSpec};
+use super::common::{PodAddrs, cni_result, pod_port_spec};
+use super::errors::ErrorList;
+use crate::node::NodeCtx;
+use crate::ovs::{NodeOvs, PortSpec};
 use crate::pods::PodInfo;
 use crate::state::{SandboxRecord, sandbox_key};
+pub use crate::vhost_state::{VHOST_DIR_ENV, VhostPorts, VhostRecord};
 
-/// Environment variable overriding the agent's socket root.
-pub const VHOST_DIR_ENV: &str = "ZSTACK_OVN_VHOST_DIR";
 /// OVS Interface type: OVS connects to the workload's socket.
 pub const IFACE_TYPE: &str = "dpdkvhostuserclient";
 /// Interface `external_ids` key: the host socket path.
 pub const SOCKET_KEY: &str = "zstack.io/vhost-socket";
 /// Interface `external_ids` key: the queue pairs requested.
 pub const QUEUES_KEY: &str = "zstack.io/vhost-queues";
-/// Records directory under the root.
-const RECORDS_DIR: &str = ".records";
-
-/// What the agent set up for one vhost-user interface.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VhostRecord {
-    /// The pod side, as for a veth (`host_ifname` is the OVS port name).
-    pub sandbox: SandboxRecord,
-    pub config: VhostUserConfig,
-    /// The owner name the path derives from (VMI name, annotation or pod name).
-    pub owner: String,
-    /// The host root the directory is under.
-    pub root: PathBuf,
-    /// The pod's `emptyDir` the directory is bind-mounted onto.
-    pub volume_target: Option<PathBuf>,
-    /// The CNI device-info file written.
-    pub device_info_file: Option<PathBuf>,
-    /// A Multus secondary network's NAD (`<ns>/<name>`): the port binds to the pod's LSP
-    /// on that network ([`api::names::network_port`]); `None`: the primary network.
-    #[serde(default)]
-    pub network: Option<String>,
-}
-
-impl VhostRecord {
-    /// The socket layout (recomputed: it is a pure function of the record).
-    pub fn layout(&self) -> Result<SocketLayout, vhost::LayoutError> {
-        SocketLayout::new(
-            &self.root,
-            &self.sandbox.pod_namespace,
-            &self.owner,
-            &self.sandbox.ifname,
-            self.config.pod_socket_dir.as_deref(),
-        )
-    }
-
-    pub fn key(&self) -> String {
-        self.sandbox.key()
-    }
-
-    /// The logical switch port the OVS port binds to (`external_ids:iface-id`).
-    pub fn iface_id(&self) -> String {
-        match &self.network {
-            Some(nad) => api::names::network_port(&self.sandbox.iface_id(), nad),
-            None => self.sandbox.iface_id(),
-        }
-    }
-}
 
 /// The OVS port of a vhost-user interface: the veth port's external ids plus the type,
 /// the socket path, `mtu_request` and our vhost keys.
@@ -115,105 +68,12 @@ pub fn port_spec(r: &VhostRecord, socket: &Path) -> PortSpec {
     spec
 }
 
-/// The vhost-user records of this agent (see the module docs).
-#[derive(Debug)]
-pub struct VhostPorts {
-    root: PathBuf,
-    records: Mutex<BTreeMap<String, VhostRecord>>,
-}
-
 fn refused(msg: impl Into<String>) -> CniError {
     CniError::new(code::AGENT_REFUSED, msg)
 }
 
 fn io_failure(msg: impl Into<String>) -> CniError {
     CniError::new(code::IO_FAILURE, msg)
-}
-
-fn record_file(dir: &Path, key: &str) -> PathBuf {
-    dir.join(format!("{}.json", key.replace('/', "@")))
-}
-
-impl VhostPorts {
-    /// Records under the root: [`VHOST_DIR_ENV`], else `$OVS_RUNDIR/zstack-vhost` (next to
-    /// the OVS it serves: each lab node has its own), else [`DEFAULT_SOCKET_ROOT`].
-    pub fn from_env() -> VhostPorts {
-        let var = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let root = var(VHOST_DIR_ENV)
-            .or_else(|| var("OVS_RUNDIR").map(|d| d.join("zstack-vhost")))
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET_ROOT));
-        VhostPorts::open(root)
-    }
-
-    /// Loads the records of `root` (unreadable ones are skipped with a warning).
-    pub fn open(root: PathBuf) -> VhostPorts {
-        let mut records = BTreeMap::new();
-        if let Ok(entries) = std::fs::read_dir(root.join(RECORDS_DIR)) {
-            for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-                if p.extension().is_none_or(|e| e != "json") {
-                    continue;
-                }
-                match std::fs::read(&p).map_err(|e| e.to_string()).and_then(|b| {
-                    serde_json::from_slice::<VhostRecord>(&b).map_err(|e| e.to_string())
-                }) {
-                    Ok(r) => {
-                        records.insert(r.key(), r);
-                    }
-                    Err(e) => {
-                        tracing::warn!(file = %p.display(), error = %e, "skipping vhost record")
-                    }
-                }
-            }
-        }
-        VhostPorts {
-            root,
-            records: Mutex::new(records),
-        }
-    }
-
-    /// The default host root of the socket directories.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, VhostRecord>> {
-        self.records.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn get(&self, container_id: &str, ifname: &str) -> Option<VhostRecord> {
-        self.lock().get(&sandbox_key(container_id, ifname)).cloned()
-    }
-
-    pub fn all(&self) -> Vec<VhostRecord> {
-        self.lock().values().cloned().collect()
-    }
-
-    fn put(&self, r: &VhostRecord) -> std::io::Result<()> {
-        let dir = self.root.join(RECORDS_DIR);
-        std::fs::create_dir_all(&dir)?;
-        let path = record_file(&dir, &r.key());
-        let tmp = path.with_extension("tmp");
-        let body = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&body)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        self.lock().insert(r.key(), r.clone());
-        Ok(())
-    }
-
-    fn remove(&self, key: &str) -> std::io::Result<()> {
-        match std::fs::remove_file(record_file(&self.root.join(RECORDS_DIR), key)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        self.lock().remove(key);
-        Ok(())
-    }
 }
 
 /// The vhost-user request of an ADD, if any (bad config: a CNI error 7).
@@ -229,8 +89,11 @@ pub fn requested(conf: &NetConf, pod: &PodInfo) -> Result<Option<VhostUserConfig
 /// Whether this node's OVS runs DPDK with vhost-user support (the replica's
 /// `Open_vSwitch` row: what a vhost-user port needs, whatever the agent decided for veth
 /// pods; a refusal quotes that decision, see [`crate::datapath`]).
-pub fn dpdk_ready(ovs: &Ovs) -> Result<(), String> {
-    let facts = crate::datapath::probe::OvsFacts::read(ovs);
+pub fn dpdk_ready(ovs: &dyn NodeOvs) -> Result<(), String> {
+    let facts = ovs
+        .open_vswitch()
+        .map(|r| crate::datapath::probe::OvsFacts::of(&r))
+        .unwrap_or_default();
     let (init, types) = (facts.dpdk_initialized, facts.iface_types);
     if !init {
         return Err(
@@ -274,11 +137,11 @@ pub fn hugepages_check(meminfo: &str) -> Result<(), String> {
     }
 }
 
-/// CNI ADD of a vhost-user interface (called by [`Agent`]'s ADD under the sandbox lock);
+/// CNI ADD of a vhost-user interface (under the sandbox lock);
 /// `network`: the NAD of a secondary network (see [`VhostRecord::network`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn add(
-    agent: &Agent,
+    ctx: &NodeCtx,
     req: &Request,
     conf: &NetConf,
     pod: &PodInfo,
@@ -293,7 +156,7 @@ pub async fn add(
     let root = cfg
         .socket_root
         .clone()
-        .unwrap_or_else(|| agent.vhost.root().to_path_buf());
+        .unwrap_or_else(|| ctx.vhost().root().to_path_buf());
     let layout = SocketLayout::new(
         &root,
         &pod.namespace,
@@ -303,24 +166,24 @@ pub async fn add(
     )
     .map_err(|e| refused(format!("pod {key}: {e}")))?;
 
-    dpdk_ready(&agent.ovs).map_err(|e| {
-        let st = agent.datapath.status();
+    dpdk_ready(ctx.ovs()).map_err(|e| {
+        let st = ctx.datapath().status();
         refused(format!(
             "pod {key}: {e} (the agent's datapath decision: {} — {})",
             st.datapath, st.reason
         ))
     })?;
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let meminfo = ctx.plumbing().meminfo();
     hugepages_check(&meminfo).map_err(|e| refused(format!("pod {key}: {e}")))?;
 
     // the path is stable per interface: a previous sandbox of the same VM may still hold it
-    for other in agent.vhost.all() {
+    for other in ctx.vhost().all() {
         if other.key() == sandbox_key(&req.container_id, &req.ifname)
             || other.layout().ok().map(|l| l.socket) != Some(layout.socket.clone())
         {
             continue;
         }
-        if other.sandbox.netns.exists() {
+        if ctx.plumbing().netns_exists(&other.sandbox.netns) {
             return Err(CniError::new(
                 code::TRY_AGAIN_LATER,
                 format!(
@@ -334,15 +197,10 @@ pub async fn add(
             ));
         }
         tracing::info!(stale = %other.key(), socket = %layout.socket.display(), "taking over the socket of a sandbox whose netns is gone");
-        remove_record(agent, &other, false).await?;
+        remove_record(ctx, &other, false).await?;
     }
 
-    let mac = addrs
-        .mac
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
+    let mac = api::mac::format_bytes(&addrs.mac);
     let volume_target = match &cfg.socket_volume {
         None => None,
         Some(vol) => {
@@ -369,7 +227,7 @@ pub async fn add(
             addresses: addrs.addresses,
             gateways: addrs.gateways,
             routes: addrs.routes,
-            mtu: conf.mtu.unwrap_or(agent.cfg.mtu),
+            mtu: conf.mtu.unwrap_or(ctx.mtu()),
             datapath: Some(crate::datapath::Datapath::Dpdk),
             datapath_reason: Some("vhost-user interface".into()),
             afxdp: None,
@@ -381,25 +239,23 @@ pub async fn add(
         device_info_file: device_info_file(conf.runtime_config.as_ref()).map(PathBuf::from),
         network,
     };
-    agent
-        .vhost
+    ctx.vhost()
         .put(&rec)
         .map_err(|e| io_failure(format!("pod {key}: persist vhost record: {e}")))?;
-    prepare_dir(&rec, &layout, true).await?;
+    prepare_dir(ctx, &rec, &layout, true).await?;
 
-    agent
-        .ovs
+    ctx.ovs()
         .ensure_port(&port_spec(&rec, &layout.socket))
         .await
         .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, format!("pod {key}: OVS port: {e}")))?;
-    if let Err(e) = agent
-        .ovs
+    if let Err(e) = ctx
+        .ovs()
         .wait_installed(&layout.port_name, &rec.iface_id(), wait)
         .await
     {
         // ovs-vswitchd's reason (a mempool that could not be allocated, ...) says more
-        let why = agent
-            .ovs
+        let why = ctx
+            .ovs()
             .interface(&layout.port_name)
             .and_then(|i| i.error)
             .map(|err| format!(" (ovs-vswitchd: {err})"))
@@ -431,62 +287,51 @@ pub fn result(rec: &VhostRecord, layout: &SocketLayout) -> CniResult {
 }
 
 async fn prepare_dir(
+    ctx: &NodeCtx,
     rec: &VhostRecord,
     layout: &SocketLayout,
     clear_stale: bool,
 ) -> Result<(), CniError> {
-    let (l, cfg, target) = (
-        layout.clone(),
-        rec.config.clone(),
-        rec.volume_target.clone(),
-    );
-    let key = rec.key();
-    tokio::task::spawn_blocking(move || {
-        socket_dir::prepare(&l, &cfg, clear_stale)?;
-        if let Some(t) = target {
-            socket_dir::bind_into(&l.dir, &t)?;
-        }
-        Ok::<(), std::io::Error>(())
-    })
-    .await
-    .map_err(|e| io_failure(format!("socket dir worker: {e}")))?
-    .map_err(|e| io_failure(format!("sandbox {key}: vhost-user socket dir: {e}")))
+    ctx.plumbing()
+        .prepare_socket_dir(
+            layout.clone(),
+            rec.config.clone(),
+            clear_stale,
+            rec.volume_target.clone(),
+        )
+        .await
+        .map_err(|e| io_failure(format!("sandbox {}: vhost-user socket dir: {e}", rec.key())))
 }
 
 /// Removes everything of one record: OVS port, mount, socket dir (unless `keep_dir`: the
-/// directory was taken over), device-info file, record.
-async fn remove_record(agent: &Agent, rec: &VhostRecord, keep_dir: bool) -> Result<(), CniError> {
+/// directory is being taken over), device-info file, then the record. Every step runs
+/// even when an earlier one failed, and every failure is reported; the record stays when
+/// one did, so a retry (DEL, GC, restore) finds it and tries again.
+pub async fn remove_record(
+    ctx: &NodeCtx,
+    rec: &VhostRecord,
+    keep_dir: bool,
+) -> Result<(), CniError> {
     let key = rec.key();
-    agent
-        .ovs
-        .delete_port(&rec.sandbox.host_ifname)
-        .await
-        .map_err(|e| {
-            CniError::new(
-                code::TRY_AGAIN_LATER,
-                format!("sandbox {key}: remove OVS port: {e}"),
-            )
-        })?;
+    let mut errors = ErrorList::default();
+    if let Err(e) = ctx.ovs().delete_port(&rec.sandbox.host_ifname).await {
+        errors.push(CniError::new(
+            code::TRY_AGAIN_LATER,
+            format!("sandbox {key}: remove OVS port: {e}"),
+        ));
+    }
     if let Ok(layout) = rec.layout() {
-        let target = rec.volume_target.clone();
-        let r = tokio::task::spawn_blocking(move || {
-            if let Some(t) = &target {
-                socket_dir::unbind(&layout.dir, t)?;
-            }
-            if keep_dir {
-                Ok(())
-            } else {
-                socket_dir::remove(&layout)
-            }
-        })
-        .await
-        .map_err(|e| io_failure(format!("socket dir worker: {e}")))?;
-        r.map_err(|e| io_failure(format!("sandbox {key}: {e}")))?;
+        let r = ctx
+            .plumbing()
+            .remove_socket_dir(layout, rec.volume_target.clone(), keep_dir)
+            .await
+            .map_err(|e| io_failure(format!("sandbox {key}: {e}")));
+        errors.record(r);
     }
     if let Some(f) = &rec.device_info_file {
         match std::fs::remove_file(f) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io_failure(format!(
+                errors.push(io_failure(format!(
                     "sandbox {key}: remove device-info {}: {e}",
                     f.display()
                 )));
@@ -494,20 +339,16 @@ async fn remove_record(agent: &Agent, rec: &VhostRecord, keep_dir: bool) -> Resu
             _ => {}
         }
     }
-    agent
-        .vhost
-        .remove(&key)
-        .map_err(|e| io_failure(format!("sandbox {key}: remove vhost record: {e}")))?;
+    if errors.is_empty() {
+        let r = ctx
+            .vhost()
+            .remove(&key)
+            .map_err(|e| io_failure(format!("sandbox {key}: remove vhost record: {e}")));
+        errors.record(r);
+    }
+    errors.into_result()?;
     tracing::info!(sandbox = %key, port = %rec.sandbox.host_ifname, "vhost-user interface removed");
     Ok(())
-}
-
-/// CNI DEL: removes the interface of (`container_id`, `ifname`) if it is a vhost-user one.
-pub async fn del(agent: &Agent, container_id: &str, ifname: &str) -> Result<(), CniError> {
-    match agent.vhost.get(container_id, ifname) {
-        Some(rec) => remove_record(agent, &rec, false).await,
-        None => Ok(()),
-    }
 }
 
 /// The queue pairs the workload negotiated on a connected port, from its Interface
@@ -538,56 +379,24 @@ pub fn check_queues(
     }
 }
 
-/// The Interface `status` column, read fresh from the server (the agent's replica does
-/// not monitor it: ovs-vswitchd rewrites it often).
-pub async fn interface_status(
-    remote: &str,
-    port: &str,
-) -> Result<BTreeMap<String, String>, String> {
-    use ovsdb::{Condition, FromValue, Operation, Value};
-    let cfg = ovsdb::ClientConfig::parse(remote)
-        .map_err(|e| e.to_string())?
-        .with_leader_only(false)
-        .with_request_timeout(Duration::from_secs(5));
-    let client = ovsdb::Client::connect(cfg)
-        .await
-        .map_err(|e| format!("{remote}: {e}"))?;
-    let r = client
-        .transact(
-            crate::ovs::DB,
-            vec![
-                Operation::select(
-                    "Interface",
-                    vec![Condition::eq("name", Value::string(port))],
-                )
-                .with_columns(["status"]),
-            ],
-        )
-        .await
-        .map_err(|e| format!("select Interface {port}: {e}"))?;
-    Ok(r.first()
-        .and_then(|r| r.rows().first().cloned())
-        .and_then(|row| row.get("status").cloned())
-        .and_then(|v| BTreeMap::<String, String>::from_value(&v).ok())
-        .unwrap_or_default())
-}
-
 /// CNI CHECK of a vhost-user interface: the OVS port (type, socket path, LSP binding), the
 /// socket directory, and the queue pairs the connected workload negotiated.
-pub async fn check(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
-    check_port(agent, rec)?;
+pub async fn check(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError> {
+    check_port(ctx, rec)?;
     let port = &rec.sandbox.host_ifname;
-    let status = interface_status(agent.ovs.remote(), port)
+    let status = ctx
+        .ovs()
+        .interface_status(port)
         .await
         .map_err(|e| refused(format!("check failed: {e}")))?;
     check_queues(port, u32::from(rec.config.queues), &status).map_err(refused)
 }
 
-fn check_port(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
+fn check_port(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError> {
     let layout = rec
         .layout()
         .map_err(|e| refused(format!("check failed: {e}")))?;
-    let iface = agent.ovs.interface(&layout.port_name).ok_or_else(|| {
+    let iface = ctx.ovs().interface(&layout.port_name).ok_or_else(|| {
         refused(format!(
             "check failed: OVS port {} is missing",
             layout.port_name
@@ -613,7 +422,7 @@ fn check_port(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
             )));
         }
     }
-    if !layout.dir.is_dir() {
+    if !ctx.plumbing().dir_exists(&layout.dir) {
         return Err(refused(format!(
             "check failed: socket directory {} is missing",
             layout.dir.display()
@@ -622,104 +431,32 @@ fn check_port(agent: &Agent, rec: &VhostRecord) -> Result<(), CniError> {
     Ok(())
 }
 
-/// GC: removes every record whose (container id, ifname) is not in `valid`.
-pub async fn gc(agent: &Agent, valid: &BTreeSet<(String, String)>) -> Result<(), CniError> {
-    for rec in agent.vhost.all() {
-        let id = (rec.sandbox.container_id.clone(), rec.sandbox.ifname.clone());
-        if !valid.contains(&id) {
-            let lock = agent.sandbox_lock(&rec.sandbox.container_id);
-            let _g = lock.lock().await;
-            // a DEL may have removed it while this waited
-            let Some(rec) = agent.vhost.get(&id.0, &id.1) else {
-                continue;
-            };
-            tracing::info!(sandbox = %rec.key(), "GC: removing stale vhost-user interface");
-            remove_record(agent, &rec, false).await?;
-        }
-    }
-    Ok(())
+/// Brings one record back after an agent start (its netns exists): re-creates the socket
+/// directory if missing (keeping a live socket) and re-adds the OVS port.
+pub async fn restore(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError> {
+    let layout = rec
+        .layout()
+        .map_err(|e| refused(format!("sandbox {}: vhost record unusable: {e}", rec.key())))?;
+    let mut errors = ErrorList::default();
+    errors.record(prepare_dir(ctx, rec, &layout, false).await);
+    errors.record(readd_port(ctx, rec).await);
+    errors.into_result()
 }
 
-/// After an agent start: drops records whose netns is gone; for the others re-creates the
-/// socket directory if missing (keeping a live socket) and re-adds the OVS port.
-pub async fn restore(agent: &Agent) {
-    for rec in agent.vhost.all() {
-        if !rec.sandbox.netns.exists() {
-            tracing::info!(sandbox = %rec.key(), "netns gone: dropping vhost-user interface");
-            if let Err(e) = remove_record(agent, &rec, false).await {
-                tracing::warn!(sandbox = %rec.key(), error = %e.msg, "cleanup failed");
-            }
-            continue;
-        }
-        let layout = match rec.layout() {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(sandbox = %rec.key(), error = %e, "vhost record unusable");
-                continue;
-            }
-        };
-        if let Err(e) = prepare_dir(&rec, &layout, false).await {
-            tracing::warn!(sandbox = %rec.key(), error = %e.msg, "socket dir not restored");
-        }
-        match agent
-            .ovs
-            .ensure_port(&port_spec(&rec, &layout.socket))
-            .await
-        {
-            Ok(()) => {
-                tracing::info!(sandbox = %rec.key(), port = %layout.port_name, "vhost-user interface restored")
-            }
-            Err(e) => {
-                tracing::warn!(sandbox = %rec.key(), error = %e, "re-adding the vhost-user port failed")
-            }
-        }
-    }
-}
-
-/// Re-adds vhost-user ports missing from OVS (after an ovsdb-server restart with a fresh
-/// database; an ovs-vswitchd restart keeps the rows and reconnects by itself).
-pub async fn reconcile(agent: &Agent) {
-    let present: BTreeSet<String> = agent
-        .ovs
-        .owned_ports()
-        .into_iter()
-        .map(|p| p.name)
-        .collect();
-    for rec in agent.vhost.all() {
-        if present.contains(&rec.sandbox.host_ifname) {
-            continue;
-        }
-        let Ok(layout) = rec.layout() else { continue };
-        // a request in flight for this sandbox holds its lock and does the job itself: a
-        // DEL has removed the port before it removes the record, and re-adding the port in
-        // between would leave it behind for good
-        let lock = agent.sandbox_lock(&rec.sandbox.container_id);
-        let Ok(_g) = lock.try_lock() else {
-            continue;
-        };
-        // re-read under the lock: a request that finished meanwhile removed the record or
-        // added the port
-        if agent
-            .vhost
-            .get(&rec.sandbox.container_id, &rec.sandbox.ifname)
-            .is_none()
-            || agent
-                .ovs
-                .owned_ports()
-                .iter()
-                .any(|p| p.name == rec.sandbox.host_ifname)
-        {
-            continue;
-        }
-        tracing::warn!(sandbox = %rec.key(), port = %layout.port_name, "vhost-user port missing: re-adding");
-        if let Err(e) = agent
-            .ovs
-            .ensure_port(&port_spec(&rec, &layout.socket))
-            .await
-        {
-            tracing::warn!(sandbox = %rec.key(), error = %e, "re-adding the vhost-user port failed");
-        }
-    }
+/// Adds the record's OVS port (again).
+pub async fn readd_port(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError> {
+    let layout = rec
+        .layout()
+        .map_err(|e| refused(format!("sandbox {}: vhost record unusable: {e}", rec.key())))?;
+    ctx.ovs()
+        .ensure_port(&port_spec(rec, &layout.socket))
+        .await
+        .map_err(|e| {
+            CniError::new(
+                code::TRY_AGAIN_LATER,
+                format!("sandbox {}: re-add vhost-user port: {e}", rec.key()),
+            )
+        })
 }
 
 #[cfg(test)]
@@ -791,7 +528,7 @@ mod tests {
         let v = VhostPorts::open(d.path().to_path_buf());
         let r = rec(d.path());
         v.put(&r).expect("put");
-        std::fs::write(d.path().join(RECORDS_DIR).join("junk.json"), b"{").expect("junk");
+        std::fs::write(d.path().join(".records").join("junk.json"), b"{").expect("junk");
         let again = VhostPorts::open(d.path().to_path_buf());
         assert_eq!(again.all(), vec![r.clone()]);
         again.remove(&r.key()).expect("remove");
