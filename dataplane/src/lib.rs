@@ -3,7 +3,9 @@
 //! Chooses and tunes the node's datapath (OVS-DPDK → AF_XDP → kernel veth), manages OVS
 //! bridges and ports through the [`ovsdb`] client on the local `Open_vSwitch` database,
 //! plumbs pod interfaces with rtnetlink, and serves the CNI socket. Ships the
-//! `zstack-ovnkube-node` binary.
+//! `zstack-ovnkube-node` binary. What it shares with the controller (annotation keys and
+//! codecs, the Subnet and Service types, persistent names) comes from the contract crate
+//! [`api`]; it does not link the controller.
 //!
 //! Datapaths: the node decides at start-up and re-checks on every refresh ([`datapath`]:
 //! config → probe → decide → apply → status) between OVS-DPDK, AF_XDP and the kernel
@@ -35,12 +37,12 @@
 //! | [`host_nat`] | Services reached from the host: NodePort, externalIPs and LoadBalancer IPs DNATed to the cluster IP in our nf_tables table `inet zstack-ovn` |
 //! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
 //! | [`mtu`] | the pod MTU from the underlay and the encapsulation |
-//! | [`pods`] | pod/node/Subnet sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`) |
-//! | [`report`] | events on Nodes and Pods |
+//! | [`pods`] | pod/node/Subnet/Service sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`, reflector stores) |
+//! | [`report`] | events on Nodes and Pods (kube-runtime's `Recorder` with `--pods kube`) |
+//! | [`source_error`] | the error of a pod source and of the Kubernetes writes beside it |
 //! | [`server`] | the CNI unix socket |
 //! | [`state`] | per-sandbox (veth) records in `--state-dir` |
 //! | [`vhost_state`] | vhost-user records under the socket root |
-//! | [`vhost_port`] | [`attach::vhost`] under its former path |
 //! | [`metrics`] | Prometheus metrics and `/metrics` |
 //! | [`unixctl`] | async client of the OVS unixctl socket (what `ovs-appctl` speaks) |
 //! | [`pmd_stats`] | parsers of `dpif-netdev/pmd-stats-show` and `pmd-rxq-show` |
@@ -71,6 +73,3 @@ pub mod source_error;
 pub mod state;
 pub mod unixctl;
 pub mod vhost_state;
-
-/// The vhost-user attachment under its former path.
-pub use attach::vhost as vhost_port;

@@ -39,7 +39,7 @@ use crate::megaflow::{
 };
 use crate::unixctl::{Unixctl, UnixctlError};
 
-/// How often the [`COUNTERS`] are read.
+/// How often the datapath counters (`COUNTERS`) are read.
 pub const POLL: Duration = Duration::from_millis(500);
 /// The longest time between two checks, changes or not.
 pub const FULL_CHECK: Duration = Duration::from_secs(30);

@@ -22,7 +22,7 @@ use dataplane::metrics::Metrics;
 use dataplane::ovs::Ovs;
 use dataplane::pods::LabSource;
 use dataplane::state::{SandboxRecord, StateStore};
-use dataplane::vhost_port::{VhostPorts, VhostRecord};
+use dataplane::vhost_state::{VhostPorts, VhostRecord};
 
 const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 

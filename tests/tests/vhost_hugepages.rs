@@ -36,7 +36,7 @@ fn nr_hugepages() -> u64 {
 
 fn meminfo_free() -> u64 {
     let m = std::fs::read_to_string("/proc/meminfo").expect("meminfo");
-    dataplane::vhost_port::hugepages_of(&m)
+    dataplane::attach::vhost::hugepages_of(&m)
         .expect("hugepage lines")
         .1
 }

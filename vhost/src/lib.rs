@@ -5,7 +5,7 @@
 //! directory per pod interface under a short host root, stable per interface name, within
 //! the 108-byte `sun_path` limit), its ownership and mode for QEMU, the Network Plumbing WG
 //! device-info the workload reads, and the directory's creation and removal. The node
-//! agent (`dataplane::vhost_port`) adds the OVS `dpdkvhostuserclient` port on top.
+//! agent (`dataplane::attach::vhost`) adds the OVS `dpdkvhostuserclient` port on top.
 //! The annotation keys and the socket id / port name (persistent names) come from the
 //! contract crate [`api`].
 //!
