@@ -149,15 +149,21 @@ fn logs(nodes: &[agent::Node], ctl_log: &std::path::Path) -> String {
     s.join("\n----\n")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agent_pods_kube_on_real_kube_apiserver() {
-    let mut bins = vec!["etcd"];
-    bins.extend_from_slice(tests::LAB_BINS);
-    if !tests::require_real("agent_kube_agent_pods_kube_on_real_kube_apiserver", &bins) {
-        return;
-    }
-    let _heavy = tests::heavy_lock();
-    let s = tests::scratch("akube");
+/// What every test here starts with: a real kube-apiserver (+ etcd), a lab of `n` nodes
+/// (central NB/SB, no object store), the Subnet CRD, the controller on both, and a Node
+/// object per lab node (named like its chassis). The agents are the tests' own.
+struct KubeLab {
+    kube_api: tests::kube::KubeApi,
+    client: kube::Client,
+    /// The API server's port (forwarded into each node's netns by [`forward_into_netns`]).
+    port: u16,
+    nodes: Vec<agent::Node>,
+    ctl_log: std::path::PathBuf,
+    lab_dir: std::path::PathBuf,
+    cleanup: Cleanup,
+}
+
+async fn kube_lab(s: &tests::Scratch, n: usize) -> KubeLab {
     let base = s.dir.path().to_path_buf();
     let kube_api = tests::kube::KubeApi::start(&base.join("kube"))
         .await
@@ -169,8 +175,6 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("API server port");
-
-    // the lab: central NB/SB + 2 nodes, no object store
     let lab_dir = base.join("lab");
     let mut cleanup = Cleanup {
         procs: Vec::new(),
@@ -180,7 +184,7 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
     let mut lab = Lab::up(LabConfig {
         dir: lab_dir.clone(),
         prefix: s.prefix.clone(),
-        nodes: 2,
+        nodes: n,
         raft: false,
         dpdk: Dpdk::Off,
         datapath: Vec::new(),
@@ -202,10 +206,8 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
             ovn_controller: None,
         })
         .collect();
-    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes.len(), n);
     let ctl_log = base.join("controller.log");
-
-    // the CRD, the controller on the lab's NB/SB
     tests::kube_objects::install_subnet_crd(&client).await;
     cleanup.procs.push(
         Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
@@ -214,20 +216,49 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&ctl_log).unwrap())
+            .stderr(std::fs::File::create(&ctl_log).expect("controller log"))
             .spawn()
             .expect("start zstack-ovnkube-controller"),
     );
-
-    // Nodes named like the chassis, a default Subnet, a pod per node
     let node_api: Api<Node> = Api::all(client.clone());
-    for n in &nodes {
+    for node in &nodes {
         create(
             &node_api,
-            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name}}),
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name}}),
         )
         .await;
     }
+    KubeLab {
+        kube_api,
+        client,
+        port,
+        nodes,
+        ctl_log,
+        lab_dir,
+        cleanup,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_pods_kube_on_real_kube_apiserver() {
+    let mut bins = vec!["etcd"];
+    bins.extend_from_slice(tests::LAB_BINS);
+    if !tests::require_real("agent_kube_agent_pods_kube_on_real_kube_apiserver", &bins) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("akube");
+    let KubeLab {
+        kube_api,
+        client,
+        port,
+        nodes,
+        ctl_log,
+        lab_dir,
+        mut cleanup,
+    } = kube_lab(&s, 2).await;
+    let node_api: Api<Node> = Api::all(client.clone());
+
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for (name, node) in [("ka", &nodes[0]), ("kb", &nodes[1])] {
         create(
@@ -617,65 +648,17 @@ async fn requests_per_pod_add() {
         .unwrap_or(10);
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("kreq");
-    let base = s.dir.path().to_path_buf();
-    let kube_api = tests::kube::KubeApi::start(&base.join("kube"))
-        .await
-        .expect("etcd + kube-apiserver");
-    let client = kube_api.client().await.expect("kube client");
-    let port: u16 = kube_api
-        .server_url()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("API server port");
-    let lab_dir = base.join("lab");
-    let mut cleanup = Cleanup {
-        procs: Vec::new(),
-        netns: Vec::new(),
-        lab_dir: Some(lab_dir.clone()),
-    };
-    let mut lab = Lab::up(LabConfig {
-        dir: lab_dir.clone(),
-        prefix: s.prefix.clone(),
-        nodes: 1,
-        raft: false,
-        dpdk: Dpdk::Off,
-        datapath: Vec::new(),
-        encap: Encap::Geneve,
-    })
-    .expect("lab up");
-    lab.keep_running();
-    let (nb, sb) = (lab.nb_remote(), lab.sb_remote());
-    let st = &lab.nodes()[0];
-    let node = agent::Node {
-        name: st.system_id.clone(),
-        netns: st.netns.clone(),
-        db: st.db_remote.clone(),
-        socket: base.join("agent/run/cni.sock"),
-        state: base.join("agent/state"),
-        log: base.join("agent.log"),
-        ovn_controller: None,
-    };
-    let nodes = [node.clone()];
-    let ctl_log = base.join("controller.log");
-    tests::kube_objects::install_subnet_crd(&client).await;
-    cleanup.procs.push(
-        Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
-            .args(["--nb", &nb, "--sb", &sb, "--kubeconfig"])
-            .arg(kube_api.kubeconfig_path())
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&ctl_log).unwrap())
-            .spawn()
-            .expect("start zstack-ovnkube-controller"),
-    );
+    let KubeLab {
+        kube_api,
+        client,
+        port,
+        nodes,
+        ctl_log,
+        lab_dir: _,
+        mut cleanup,
+    } = kube_lab(&s, 1).await;
+    let node = nodes[0].clone();
     let node_api: Api<Node> = Api::all(client.clone());
-    create(
-        &node_api,
-        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name}}),
-    )
-    .await;
     let subnets: Api<Subnet> = Api::all(client.clone());
     create(
         &subnets,
