@@ -107,47 +107,24 @@ impl PodNetwork {
     /// The typed entry; the error names the value that is not an address, a network or a
     /// MAC. An entry without any address is refused (nothing to configure).
     pub fn typed(&self) -> Result<NetworkAddrs, AnnotationError> {
-        let bad = |value: &str, what| AnnotationError::Value {
-            annotation: POD_NETWORKS.into(),
-            value: value.into(),
-            what,
-        };
-        let ips = self
-            .ip_addresses
-            .iter()
-            .map(|s| s.parse::<IpNet>().map_err(|_| bad(s, "CIDR address")))
-            .collect::<Result<Vec<_>, _>>()?;
-        if ips.is_empty() {
-            return Err(AnnotationError::NoAddress {
-                annotation: POD_NETWORKS.into(),
-            });
-        }
-        let gateways = self
-            .gateway_ips
-            .iter()
-            .map(|s| s.parse::<IpAddr>().map_err(|_| bad(s, "IP address")))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (ips, gateways, mac) = self.addresses_and_mac(true)?;
         let mut routes = Vec::with_capacity(self.routes.len());
         for r in &self.routes {
             let dest = r
                 .dest
                 .parse::<IpNet>()
-                .map_err(|_| bad(&r.dest, "route destination"))?;
+                .map_err(|_| value_error(&r.dest, "route destination"))?;
             let via = if r.next_hop.is_empty() {
                 None
             } else {
                 Some(
                     r.next_hop
                         .parse::<IpAddr>()
-                        .map_err(|_| bad(&r.next_hop, "next hop"))?,
+                        .map_err(|_| value_error(&r.next_hop, "next hop"))?,
                 )
             };
             routes.push((dest, via));
         }
-        let mac: Mac = self
-            .mac_address
-            .parse()
-            .map_err(|_| bad(&self.mac_address, "MAC address"))?;
         Ok(NetworkAddrs {
             mac,
             ips,
@@ -166,25 +143,7 @@ impl PodNetwork {
 
     /// Back to addresses (for IPAM rebuild), given the Subnet name.
     pub fn to_addresses(&self, subnet: &str) -> Result<PodAddresses, AnnotationError> {
-        let bad = |value: &str, what| AnnotationError::Value {
-            annotation: POD_NETWORKS.into(),
-            value: value.into(),
-            what,
-        };
-        let ips = self
-            .ip_addresses
-            .iter()
-            .map(|s| s.parse::<IpNet>().map_err(|_| bad(s, "CIDR address")))
-            .collect::<Result<Vec<_>, _>>()?;
-        let gateways = self
-            .gateway_ips
-            .iter()
-            .map(|s| s.parse::<IpAddr>().map_err(|_| bad(s, "IP address")))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mac: Mac = self
-            .mac_address
-            .parse()
-            .map_err(|_| bad(&self.mac_address, "MAC address"))?;
+        let (ips, gateways, mac) = self.addresses_and_mac(false)?;
         Ok(PodAddresses {
             subnet: subnet.to_string(),
             ips,
@@ -192,6 +151,45 @@ impl PodNetwork {
             gateways,
         })
     }
+
+    /// The addresses, gateways and MAC, parsed; the error names the value at fault.
+    /// `require_address`: an entry without any address is refused.
+    fn addresses_and_mac(
+        &self,
+        require_address: bool,
+    ) -> Result<(Vec<IpNet>, Vec<IpAddr>, Mac), AnnotationError> {
+        let ips: Vec<IpNet> = parse_each(&self.ip_addresses, "CIDR address")?;
+        if require_address && ips.is_empty() {
+            return Err(AnnotationError::NoAddress {
+                annotation: POD_NETWORKS.into(),
+            });
+        }
+        let gateways = parse_each(&self.gateway_ips, "IP address")?;
+        let mac = self
+            .mac_address
+            .parse()
+            .map_err(|_| value_error(&self.mac_address, "MAC address"))?;
+        Ok((ips, gateways, mac))
+    }
+}
+
+/// A value of [`POD_NETWORKS`] that is not a `what`.
+fn value_error(value: &str, what: &'static str) -> AnnotationError {
+    AnnotationError::Value {
+        annotation: POD_NETWORKS.into(),
+        value: value.into(),
+        what,
+    }
+}
+
+fn parse_each<T: std::str::FromStr>(
+    values: &[String],
+    what: &'static str,
+) -> Result<Vec<T>, AnnotationError> {
+    values
+        .iter()
+        .map(|s| s.parse().map_err(|_| value_error(s, what)))
+        .collect()
 }
 
 /// The `k8s.ovn.org/pod-networks` value for a pod on the primary network.

@@ -149,6 +149,24 @@ fn logs(nodes: &[agent::Node], ctl_log: &std::path::Path) -> String {
     s.join("\n----\n")
 }
 
+/// Waits (30 s at most) until object `name` of `api` carries annotation `key`; its value.
+async fn annotation_of<K>(api: &Api<K>, name: &str, key: &str, what: &str) -> String
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(what, Duration::from_secs(30), || async {
+        api.get(name)
+            .await
+            .ok()?
+            .meta()
+            .annotations
+            .as_ref()?
+            .get(key)
+            .cloned()
+    })
+    .await
+}
+
 /// What every test here starts with: a real kube-apiserver (+ etcd), a lab of `n` nodes
 /// (central NB/SB, no object store), the Subnet CRD, the controller on both, and a Node
 /// object per lab node (named like its chassis). The agents are the tests' own.
@@ -376,22 +394,11 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
 
     // the management port: the Node annotation's address on ovn-k8s-mp0, host → pod
     for n in &nodes {
-        let ann = eventually(
+        let ann = annotation_of(
+            &node_api,
+            &n.name,
+            NODE_MGMT_PORT,
             "the Node's mgmt-port annotation",
-            Duration::from_secs(30),
-            || {
-                let api = node_api.clone();
-                let name = n.name.clone();
-                async move {
-                    api.get(&name)
-                        .await
-                        .ok()?
-                        .metadata
-                        .annotations?
-                        .get(NODE_MGMT_PORT)
-                        .cloned()
-                }
-            },
         )
         .await;
         let v: Value = serde_json::from_str(&ann).expect("mgmt-port JSON");
@@ -421,22 +428,11 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
     // the datapath report through the API: Node annotation and an Event per node (written
     // as events.k8s.io/v1 by the Recorder, listed here through core v1)
     for n in &nodes {
-        let status = eventually(
+        let status = annotation_of(
+            &node_api,
+            &n.name,
+            "network.zstack.io/datapath-status",
             "the Node's datapath-status annotation",
-            Duration::from_secs(30),
-            || {
-                let api = node_api.clone();
-                let name = n.name.clone();
-                async move {
-                    api.get(&name)
-                        .await
-                        .ok()?
-                        .metadata
-                        .annotations?
-                        .get("network.zstack.io/datapath-status")
-                        .cloned()
-                }
-            },
         )
         .await;
         let v: Value = serde_json::from_str(&status).expect("datapath-status JSON");
@@ -685,37 +681,13 @@ async fn requests_per_pod_add() {
         .push(start_kube_agent(&node, kube_api.kubeconfig_path()));
     // settled: every pod annotated, the agent's datapath report written
     for name in &names {
-        eventually("the pod's annotation", Duration::from_secs(30), || {
-            let api = pods.clone();
-            let name = name.clone();
-            async move {
-                api.get(&name)
-                    .await
-                    .ok()?
-                    .metadata
-                    .annotations?
-                    .contains_key(POD_NETWORKS)
-                    .then_some(())
-            }
-        })
-        .await;
+        annotation_of(&pods, name, POD_NETWORKS, "the pod's annotation").await;
     }
-    eventually(
+    annotation_of(
+        &node_api,
+        &node.name,
+        "network.zstack.io/datapath-status",
         "the datapath-status annotation",
-        Duration::from_secs(30),
-        || {
-            let api = node_api.clone();
-            let name = node.name.clone();
-            async move {
-                api.get(&name)
-                    .await
-                    .ok()?
-                    .metadata
-                    .annotations?
-                    .contains_key("network.zstack.io/datapath-status")
-                    .then_some(())
-            }
-        },
     )
     .await;
     let mut netns = Vec::new();

@@ -221,6 +221,38 @@ fn is_list(v: &Value) -> bool {
     v.is_array() || v.get("kind").and_then(Value::as_str) == Some("List")
 }
 
+/// The objects of a decoded value (one object, a `kind: List` with `items`, or a JSON
+/// array), each with where it stands: `FILE:LINE`, plus ` (item N)` when there are several.
+pub(super) fn list_items(
+    file: &str,
+    line: usize,
+    value: Value,
+) -> Result<Vec<(String, Value)>, String> {
+    let items = match value {
+        Value::Array(items) => items,
+        Value::Object(mut m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
+            match m.remove("items") {
+                Some(Value::Array(items)) => items,
+                _ => return Err(format!("{file}:{line}: kind List without an items list")),
+            }
+        }
+        other => vec![other],
+    };
+    let many = items.len() > 1;
+    Ok(items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let at = if many {
+                format!("{file}:{line} (item {})", i + 1)
+            } else {
+                format!("{file}:{line}")
+            };
+            (at, item)
+        })
+        .collect())
+}
+
 /// A decoded value: one object, a `kind: List` with `items`, or a JSON array.
 fn from_value_tree(
     file: &str,
@@ -229,26 +261,11 @@ fn from_value_tree(
     out: &mut Vec<SourcedObject>,
     problems: &mut Vec<String>,
 ) {
-    let items = match value {
-        Value::Array(items) => items,
-        Value::Object(mut m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
-            match m.remove("items") {
-                Some(Value::Array(items)) => items,
-                _ => {
-                    problems.push(format!("{file}:{line}: kind List without an items list"));
-                    return;
-                }
-            }
-        }
-        other => vec![other],
+    let items = match list_items(file, line, value) {
+        Ok(items) => items,
+        Err(e) => return problems.push(e),
     };
-    let many = items.len() > 1;
-    for (i, item) in items.into_iter().enumerate() {
-        let at = if many {
-            format!("{file}:{line} (item {})", i + 1)
-        } else {
-            format!("{file}:{line}")
-        };
+    for (at, item) in items {
         match LabObject::from_value(item) {
             Ok(o) => out.push(SourcedObject {
                 object: o,

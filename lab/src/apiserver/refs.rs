@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use super::files::{manifest_files, strip_at, yaml_documents};
+use super::files::{list_items, manifest_files, strip_at, yaml_documents};
 use super::objects::kind_of;
 use super::protocol::{ObjectRef, ResourceKind};
 use crate::object_names::DEFAULT_NAMESPACE;
@@ -89,27 +89,12 @@ fn push_tree(
     out: &mut Vec<SourcedRef>,
     problems: &mut Vec<String>,
 ) {
-    let items = match value {
-        Value::Array(items) => items,
-        Value::Object(mut m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
-            match m.remove("items") {
-                Some(Value::Array(items)) => items,
-                _ => {
-                    problems.push(format!("{file}:{line}: kind List without an items list"));
-                    return;
-                }
-            }
-        }
-        other => vec![other],
+    let items = match list_items(file, line, value) {
+        Ok(items) => items,
+        Err(e) => return problems.push(e),
     };
-    let many = items.len() > 1;
-    for (i, item) in items.iter().enumerate() {
-        let at = if many {
-            format!("{file}:{line} (item {})", i + 1)
-        } else {
-            format!("{file}:{line}")
-        };
-        match ref_of(item) {
+    for (at, item) in items {
+        match ref_of(&item) {
             Ok(object) => out.push(SourcedRef { object, source: at }),
             Err(e) => problems.push(format!("{at}: {e}")),
         }
