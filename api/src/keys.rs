@@ -16,6 +16,7 @@
 //! | [`NETWORKS_ANNOTATION`], [`NETWORK_STATUS`], [`MULTUS_DEFAULT_NETWORK`] | Pod | user, Multus | controller, agent, lab |
 //! | [`KUBEVIRT_DOMAIN`], [`KUBEVIRT_VM_LABEL`] | virt-launcher Pod | KubeVirt | controller, vhost |
 //! | [`IP_ADDRESS`], [`MAC_ADDRESS`], [`IP_POOL`] | Pod | user (kube-ovn's names) | controller |
+//! | [`MANAGED_BY`] (label) | Subnet | controller | controller (the default Subnet it keeps) |
 
 /// The ovn-kubernetes pod network annotation (one entry per network).
 pub const POD_NETWORKS: &str = "k8s.ovn.org/pod-networks";
@@ -67,6 +68,13 @@ pub const IP_POOL: &str = "ovn.kubernetes.io/ip_pool";
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// The label every Namespace carries with its own name.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The label marking a Subnet the controller created and keeps (the cluster's default
+/// Subnet from `--cluster-cidr`); value [`MANAGED_BY_CONTROLLER`]. A Subnet without it is
+/// the user's and is never touched.
+pub const MANAGED_BY: &str = "network.zstack.io/managed-by";
+/// The value of [`MANAGED_BY`] on the Subnets the controller keeps.
+pub const MANAGED_BY_CONTROLLER: &str = "zstack-ovn-controller";
 
 /// Event reason: a Service the controller cannot fully use.
 pub const REASON_SERVICE_PROBLEM: &str = "ServiceProblem";

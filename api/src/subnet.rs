@@ -221,6 +221,20 @@ pub const CONDITION_READY: &str = "Ready";
 pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
 /// `Ready=True` reason.
 pub const REASON_ACTIVE: &str = "Active";
+/// Condition on the controller-managed default Subnet: True while it is the cluster's
+/// default, False while it yields to a user's `default: true` Subnet.
+pub const CONDITION_CLUSTER_DEFAULT: &str = "ClusterDefault";
+/// `ClusterDefault=True` reason.
+pub const REASON_SERVING_DEFAULT: &str = "ServingDefault";
+/// `ClusterDefault=False` reason: a user's default Subnet takes precedence.
+pub const REASON_YIELDS: &str = "YieldsToUserDefault";
+/// Condition on the controller-managed default Subnet: True while its `cidr` is the
+/// controller's `--cluster-cidr`, False when they disagree (the Subnet is left as it is).
+pub const CONDITION_MATCHES_FLAG: &str = "MatchesClusterCIDR";
+/// `MatchesClusterCIDR=True` reason.
+pub const REASON_CIDR_MATCHES: &str = "CIDRMatches";
+/// `MatchesClusterCIDR=False` reason.
+pub const REASON_CIDR_MISMATCH: &str = "CIDRMismatch";
 
 impl SubnetStatus {
     /// The condition of type `type_`, if present.

@@ -21,6 +21,8 @@
 //!   created later (`metadata.creationTimestamp`; unknown counts as newest), ties broken by
 //!   name. An existing working Subnet is therefore never broken by a newcomer. Every other
 //!   Subnet counts, valid or not, so the outcome does not flap as others change state.
+//!   The controller-managed default Subnet (`yields`) counts as newer than every user
+//!   Subnet, whenever it was created: a user's Subnet never fails because of it.
 //! * **Node networks** may only overlap Subnets that reach the physical network themselves
 //!   (`vlanID` or `externalLogicalSwitch` set); an overlay Subnet overlapping them is an error.
 //! * **`excludes`** in the result are `excludeIPs` plus, in external mode, the platform's ranges
@@ -54,6 +56,8 @@ pub struct ValidationContext {
     pub node_networks: Vec<IpNet>,
     /// `Some` in external mode (the controller shares the platform's OVN), `None` standalone.
     pub external: Option<ExternalContext>,
+    /// The validated Subnet is the controller-managed default: it counts as newest.
+    pub yields: bool,
 }
 
 /// Another Subnet, as far as conflicts go.
@@ -63,6 +67,8 @@ pub struct OtherSubnet {
     pub created: Option<Time>,
     pub default: bool,
     pub namespaces: Vec<String>,
+    /// The controller-managed default Subnet: it counts as newest.
+    pub yields: bool,
 }
 
 impl OtherSubnet {
@@ -79,6 +85,7 @@ impl OtherSubnet {
             created,
             default: spec.default,
             namespaces: spec.namespaces.clone(),
+            yields: false,
         }
     }
 }
@@ -336,11 +343,11 @@ pub fn validate(
     }
 
     // Conflicts with other Subnets: only those older than this one count (see module docs).
-    let me = order_key(ctx.created.as_ref(), name);
+    let me = order_key(ctx.yields, ctx.created.as_ref(), name);
     let older: Vec<(&String, &OtherSubnet)> = ctx
         .others
         .iter()
-        .filter(|(other, o)| *other != name && order_key(o.created.as_ref(), other) < me)
+        .filter(|(other, o)| *other != name && order_key(o.yields, o.created.as_ref(), other) < me)
         .collect();
 
     if let Some(cidrs) = &cidrs {
@@ -405,9 +412,14 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
     s.map(str::trim).filter(|s| !s.is_empty())
 }
 
-/// Creation order: known timestamps first (oldest first), unknown last; ties by name.
-fn order_key<'a>(created: Option<&'a Time>, name: &'a str) -> (bool, Option<&'a Time>, &'a str) {
-    (created.is_none(), created, name)
+/// Creation order: the managed default Subnet after every other; then known timestamps
+/// first (oldest first), unknown last; ties by name.
+fn order_key<'a>(
+    yields: bool,
+    created: Option<&'a Time>,
+    name: &'a str,
+) -> (bool, bool, Option<&'a Time>, &'a str) {
+    (yields, created.is_none(), created, name)
 }
 
 /// `cidr` → one CIDR per family, IPv4 first, for the cross-checks; `None` when the field is
@@ -1835,11 +1847,13 @@ mod tests {
                     created: Some(t(5)),
                     default: true,
                     namespaces: vec!["a".into()],
+                    yields: false,
                 })].into(),
                 service_cidrs: vec![net("10.96.0.0/16")],
                 join_cidrs: vec![net("100.64.0.0/16")],
                 node_networks: vec![net("192.168.0.0/16")],
                 external: created.map(|_| external_ctx().external.unwrap_or_default()),
+                yields: false,
             };
             match validate("red", &s, &ctx) {
                 Ok(v) => {

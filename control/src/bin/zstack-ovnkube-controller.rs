@@ -16,7 +16,7 @@ use clap::{Parser, ValueEnum};
 use control::controller::Controller;
 use control::reconcile::Reconciler;
 use control::source::kube::{KubeWriter, spawn_watchers};
-use control::translate::{ClusterConfig, Mode};
+use control::translate::{ClusterConfig, DefaultSubnet, Mode};
 use ovsdb::{Client, ClientConfig, TlsConfig};
 use tokio::sync::mpsc;
 
@@ -59,6 +59,13 @@ struct Args {
     /// Service CIDR(s), comma-separated (Subnets may not overlap them).
     #[arg(long, default_value = "10.96.0.0/16", value_delimiter = ',')]
     service_cidr: Vec<ipnet::IpNet>,
+    /// The cluster CIDR(s), comma-separated (IPv4 first): the controller creates and keeps
+    /// the default Subnet with it (absent or empty: no default Subnet).
+    #[arg(long, value_delimiter = ',')]
+    cluster_cidr: Vec<String>,
+    /// Name of the default Subnet --cluster-cidr creates.
+    #[arg(long, default_value = control::translate::DefaultSubnet::NAME)]
+    default_subnet_name: String,
     /// Kubeconfig file (default: $KUBECONFIG or in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -98,7 +105,40 @@ fn cluster_config(args: &Args) -> Result<ClusterConfig> {
         join_cidr: args.join_cidr,
         join_gateway,
         service_cidrs: args.service_cidr.clone(),
+        default_subnet: default_subnet(args)?,
     })
+}
+
+/// The default Subnet from --cluster-cidr (`None` when absent or empty).
+fn default_subnet(args: &Args) -> Result<Option<DefaultSubnet>> {
+    let cidrs = args
+        .cluster_cidr
+        .iter()
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let net = c
+                .parse::<ipnet::IpNet>()
+                .with_context(|| format!("--cluster-cidr {c:?} is not a CIDR"))?;
+            if net.trunc() != net {
+                bail!(
+                    "--cluster-cidr {net} has host bits set (did you mean {}?)",
+                    net.trunc()
+                );
+            }
+            Ok(net)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if cidrs.is_empty() {
+        return Ok(None);
+    }
+    if args.default_subnet_name.is_empty() {
+        bail!("--default-subnet-name must not be empty");
+    }
+    Ok(Some(DefaultSubnet {
+        name: args.default_subnet_name.clone(),
+        cidrs,
+    }))
 }
 
 /// Connects to an OVN database remote, with the NB TLS files for ssl: remotes.

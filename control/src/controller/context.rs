@@ -8,6 +8,7 @@ use ovsdb::nb::{LogicalSwitch, LogicalSwitchPort};
 use ovsdb::replica::View;
 use ovsdb::typed::Table;
 
+use super::default_subnet::is_managed;
 use super::state::ClusterState;
 use crate::model::IpRange;
 use crate::names::OWNER;
@@ -21,19 +22,16 @@ pub fn validation_context(
     name: &str,
     external: Option<&ExternalContext>,
 ) -> ValidationContext {
-    let created = state
-        .subnets
-        .get(name)
-        .and_then(|s| s.metadata.creation_timestamp.clone());
+    let me = state.subnets.get(name);
+    let created = me.and_then(|s| s.metadata.creation_timestamp.clone());
     let others = state
         .subnets
         .iter()
         .filter(|(n, _)| n.as_str() != name)
         .map(|(n, s)| {
-            (
-                n.clone(),
-                OtherSubnet::from_spec(&s.spec, s.metadata.creation_timestamp.clone()),
-            )
+            let mut other = OtherSubnet::from_spec(&s.spec, s.metadata.creation_timestamp.clone());
+            other.yields = is_managed(s);
+            (n.clone(), other)
         })
         .collect();
     ValidationContext {
@@ -43,6 +41,7 @@ pub fn validation_context(
         join_cidrs: vec![cfg.join_cidr],
         node_networks: Vec::new(),
         external: external.cloned(),
+        yields: me.is_some_and(is_managed),
     }
 }
 

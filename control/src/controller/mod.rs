@@ -1,6 +1,8 @@
 //! The controller: source events in, NB rows, pod/node annotations and Subnet status out.
 //!
 //! One level-triggered pass ([`Controller::sync`]) does, in order:
+//! 0. create the cluster's default Subnet when it is configured and missing
+//!    ([`default_subnet`]);
 //! 1. validate every Subnet (oldest first) — a Subnet that turns invalid keeps serving its
 //!    last valid spec, and its status says why it is Failed;
 //! 2. bring IPAM's subnets in line (a deleted Subnet's addresses are released);
@@ -18,6 +20,7 @@
 //! retry timer after an error.
 
 pub mod context;
+pub mod default_subnet;
 mod secondary;
 mod services;
 pub mod state;
@@ -104,6 +107,8 @@ pub struct Controller<W: Writer> {
     service_problems: BTreeSet<String>,
     /// Secondary (Multus) networks served ([`secondary`]).
     secondary: secondary::Secondary,
+    /// The last warning about the default Subnet (logged once per change).
+    default_note: Option<String>,
 }
 
 impl<W: Writer> Controller<W> {
@@ -132,6 +137,7 @@ impl<W: Writer> Controller<W> {
             policy_problems: BTreeSet::new(),
             service_problems: BTreeSet::new(),
             secondary: secondary::Secondary::default(),
+            default_note: None,
         }
     }
 
@@ -204,6 +210,7 @@ impl<W: Writer> Controller<W> {
             return Ok(report);
         }
         report.ran = true;
+        self.keep_default_subnet().await;
         self.track_chassis();
         self.validate_subnets();
         self.release_unserved_secondary();
@@ -297,11 +304,11 @@ impl<W: Writer> Controller<W> {
         let names: Vec<String> = names.into_iter().map(|(n, _)| n.clone()).collect();
         self.problems.clear();
         for name in names {
-            let Some(subnet) = self.state.subnets.get(&name) else {
+            let Some(spec) = default_subnet::effective_spec(&self.state, &name) else {
                 continue;
             };
             let ctx = context::validation_context(&self.cfg, &self.state, &name, external.as_ref());
-            match validate::validate(&name, &subnet.spec, &ctx) {
+            match validate::validate(&name, &spec, &ctx) {
                 Ok(valid) => {
                     self.served.insert(name, valid);
                 }
@@ -512,11 +519,19 @@ impl<W: Writer> Controller<W> {
         }
     }
 
-    /// The Subnet a pod draws from: one naming its namespace, else the default Subnet.
+    /// The Subnet a pod draws from: one naming its namespace, else the default Subnet (a
+    /// user's before the managed one, which may still serve a last valid `default: true`).
     fn subnet_for(&self, pod: &PodInfo) -> Option<&ValidSubnet> {
+        let managed = |s: &ValidSubnet| {
+            self.state
+                .subnets
+                .get(&s.name)
+                .is_some_and(default_subnet::is_managed)
+        };
         self.served
             .values()
             .find(|s| s.namespaces.iter().any(|n| n == &pod.namespace))
+            .or_else(|| self.served.values().find(|s| s.default && !managed(s)))
             .or_else(|| self.served.values().find(|s| s.default))
     }
 
@@ -634,6 +649,21 @@ impl<W: Writer> Controller<W> {
 
     /// The status a Subnet should carry now.
     fn subnet_status(&self, name: &str) -> SubnetStatus {
+        let mut st = self.validity_status(name);
+        if let Some(subnet) = self.state.subnets.get(name)
+            && default_subnet::is_managed(subnet)
+        {
+            st.conditions.extend(default_subnet::conditions(
+                &self.state,
+                self.cfg.default_subnet.as_ref(),
+                subnet,
+            ));
+        }
+        st
+    }
+
+    /// The status from validation and IPAM alone.
+    fn validity_status(&self, name: &str) -> SubnetStatus {
         if let Some(reason) = self.problems.get(name) {
             let mut st = validate::failed_status(&[]);
             st.reason = reason.clone();

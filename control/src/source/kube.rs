@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use serde_json::json;
@@ -178,6 +178,23 @@ impl Writer for KubeWriter {
             .await
             .map(|_| ())
             .map_err(|e| write_error(format!("node {name}"), e))
+    }
+
+    async fn create_subnet(&self, subnet: &Subnet) -> Result<Subnet, WriteError> {
+        let api: Api<Subnet> = Api::all(self.client.clone());
+        let name = subnet.metadata.name.clone().unwrap_or_default();
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        match api.create(&params, subnet).await {
+            // created meanwhile (our watch is behind): that one stands
+            Err(kube::Error::Api(s)) if s.code == 409 => api
+                .get(&name)
+                .await
+                .map_err(|e| write_error(format!("subnet {name}"), e)),
+            r => r.map_err(|e| write_error(format!("subnet {name}"), e)),
+        }
     }
 
     async fn subnet_status(&self, name: &str, status: &SubnetStatus) -> Result<(), WriteError> {

@@ -333,6 +333,25 @@ impl Writer for MemoryStore {
         Ok(())
     }
 
+    async fn create_subnet(&self, subnet: &Subnet) -> Result<Subnet, WriteError> {
+        let name = subnet.metadata.name.clone().unwrap_or_default();
+        let created = {
+            let mut objs = self.lock();
+            if let Some(old) = objs.subnets.get(&name) {
+                return Ok(old.clone());
+            }
+            let mut s = subnet.clone();
+            s.metadata.creation_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ));
+            objs.subnets.insert(name, s.clone());
+            s
+        };
+        self.emit(Event::Subnet(Box::new(created.clone())));
+        Ok(created)
+    }
+
     async fn subnet_status(&self, name: &str, status: &SubnetStatus) -> Result<(), WriteError> {
         let subnet = {
             let mut objs = self.lock();

@@ -146,6 +146,13 @@ pub trait Writer: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Creates a Subnet (the cluster's default, [`crate::controller::default_subnet`]) and
+    /// returns it as stored; one of that name already stored is returned as it is.
+    fn create_subnet(
+        &self,
+        subnet: &Subnet,
+    ) -> impl Future<Output = Result<Subnet, WriteError>> + Send;
+
     /// Replaces the Subnet's status.
     fn subnet_status(
         &self,

@@ -44,6 +44,32 @@ pub struct ClusterConfig {
     pub join_gateway: IpAddr,
     /// Service CIDRs (Subnets must not overlap them).
     pub service_cidrs: Vec<IpNet>,
+    /// The default Subnet the controller creates and keeps (`--cluster-cidr`); `None`: none.
+    pub default_subnet: Option<DefaultSubnet>,
+}
+
+/// The cluster's default Subnet as the controller's flags give it
+/// (see [`crate::controller::default_subnet`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefaultSubnet {
+    /// The Subnet's name (`--default-subnet-name`, default [`DefaultSubnet::NAME`]).
+    pub name: String,
+    /// Its CIDRs, IPv4 first (`--cluster-cidr`, one or one per family).
+    pub cidrs: Vec<IpNet>,
+}
+
+impl DefaultSubnet {
+    /// The default name of the default Subnet.
+    pub const NAME: &'static str = "cluster-default";
+
+    /// `spec.cidr` as the Subnet carries it (`v4,v6`).
+    pub fn cidr_field(&self) -> String {
+        self.cidrs
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 impl Default for ClusterConfig {
@@ -57,6 +83,7 @@ impl Default for ClusterConfig {
                 Ipv4Addr::new(10, 96, 0, 0),
                 16,
             ))],
+            default_subnet: None,
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use control::crd::SubnetStatus;
+use control::crd::{Subnet, SubnetStatus};
 use control::source::memory::MemoryStore;
 use control::source::{WriteError, Writer};
 
@@ -56,6 +56,14 @@ impl Writer for PersistingWriter {
     ) -> Result<(), WriteError> {
         let r = self.mem.annotate_node(name, annotations).await;
         self.saved(r)
+    }
+
+    async fn create_subnet(&self, subnet: &Subnet) -> Result<Subnet, WriteError> {
+        let r = self.mem.create_subnet(subnet).await;
+        if r.is_ok() {
+            self.persister.mark_dirty();
+        }
+        r
     }
 
     async fn subnet_status(&self, name: &str, status: &SubnetStatus) -> Result<(), WriteError> {
