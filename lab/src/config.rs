@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use ipnet::IpNet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LabError, Result};
@@ -76,6 +78,37 @@ pub struct LabConfig {
     /// of ovs-vswitchd and the agent initialises DPDK itself.
     #[serde(default)]
     pub datapath: Vec<String>,
+    /// The cluster CIDR(s) of the default Subnet the lab's controller creates and keeps
+    /// (`--cluster-cidr`); empty: none (also a lab saved before this setting existed).
+    #[serde(default)]
+    pub cluster_cidr: Vec<IpNet>,
+}
+
+/// The cluster CIDR a lab gets unless told otherwise.
+pub const DEFAULT_CLUSTER_CIDR: &str = "10.244.0.0/16";
+
+/// [`DEFAULT_CLUSTER_CIDR`] as a `cluster_cidr` value.
+pub fn default_cluster_cidr() -> Vec<IpNet> {
+    DEFAULT_CLUSTER_CIDR.parse().into_iter().collect()
+}
+
+/// Parses `zovn lab up --cluster-cidr`: `none` (or empty) for no default Subnet, else one
+/// CIDR or an IPv4 and an IPv6 CIDR separated by a comma.
+pub fn parse_cluster_cidr(value: &str) -> Result<Vec<IpNet>> {
+    let value = value.trim();
+    if value.is_empty() || value == "none" {
+        return Ok(Vec::new());
+    }
+    value
+        .split(',')
+        .map(|c| {
+            c.trim().parse::<IpNet>().map_err(|_| {
+                LabError::Invalid(format!(
+                    "cluster CIDR {c:?} is not a CIDR (give e.g. 10.244.0.0/16, or none)"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// The datapath values `LabConfig::datapath` accepts.
@@ -92,6 +125,7 @@ impl LabConfig {
             dpdk: Dpdk::Off,
             encap: Encap::Geneve,
             datapath: Vec::new(),
+            cluster_cidr: default_cluster_cidr(),
         }
     }
 
@@ -143,6 +177,22 @@ impl LabConfig {
                 self.nodes
             )));
         }
+        if let Some(bad) = self.cluster_cidr.iter().find(|c| c.trunc() != **c) {
+            return Err(LabError::Invalid(format!(
+                "cluster CIDR {bad} has host bits set (did you mean {}?)",
+                bad.trunc()
+            )));
+        }
+        if self.cluster_cidr.len() > 2
+            || (self.cluster_cidr.len() == 2
+                && !(self.cluster_cidr[0].addr().is_ipv4()
+                    && self.cluster_cidr[1].addr().is_ipv6()))
+        {
+            return Err(LabError::Invalid(format!(
+                "cluster CIDR {:?}: give one CIDR, or an IPv4 and an IPv6 CIDR (IPv4 first)",
+                self.cluster_cidr
+            )));
+        }
         if !self.dir.is_absolute() {
             return Err(LabError::Invalid(format!(
                 "lab dir {} must be absolute",
@@ -164,6 +214,39 @@ mod tests {
         let d = Dpdk::Nodes(vec![2]);
         assert!(!d.node(1) && d.node(2) && d.any(2) && !d.any(1));
         assert_eq!(Dpdk::from(true), Dpdk::All);
+    }
+
+    #[test]
+    fn cluster_cidr_values() {
+        assert_eq!(parse_cluster_cidr("none").unwrap(), Vec::<IpNet>::new());
+        assert_eq!(parse_cluster_cidr("").unwrap(), Vec::<IpNet>::new());
+        assert_eq!(
+            parse_cluster_cidr(DEFAULT_CLUSTER_CIDR).unwrap(),
+            default_cluster_cidr()
+        );
+        assert_eq!(
+            parse_cluster_cidr("10.244.0.0/16, fd00::/64")
+                .unwrap()
+                .len(),
+            2
+        );
+        assert!(parse_cluster_cidr("10.244.0/16").is_err());
+        let mut c = LabConfig::new("/tmp/x", "lab");
+        assert_eq!(c.cluster_cidr, default_cluster_cidr());
+        c.cluster_cidr = parse_cluster_cidr("10.244.0.1/16").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("did you mean 10.244.0.0/16")
+        );
+        c.cluster_cidr = parse_cluster_cidr("fd00::/64,10.244.0.0/16").unwrap();
+        assert!(c.validate().is_err());
+        // a manifest saved before the setting existed: no default Subnet
+        let mut v = serde_json::to_value(LabConfig::new("/tmp/x", "lab")).unwrap();
+        v.as_object_mut().unwrap().remove("cluster_cidr");
+        let old: LabConfig = serde_json::from_value(v).unwrap();
+        assert!(old.cluster_cidr.is_empty());
     }
 
     #[test]

@@ -419,6 +419,7 @@ impl Bench {
         eprintln!("cni-add: lab up (prefix {})", self.prefix);
         self.lab_started = true;
         let mut lab = Lab::up(LabConfig {
+            cluster_cidr: Vec::new(),
             dir: self.lab_dir.clone(),
             prefix: self.prefix.clone(),
             nodes: 1,

@@ -59,6 +59,7 @@ impl AgentLab {
             stopped: Vec::new(),
         };
         let mut lab = Lab::up(LabConfig {
+            cluster_cidr: lab::default_cluster_cidr(),
             dir: dir.clone(),
             prefix: scratch.prefix.clone(),
             nodes: 2,

@@ -200,6 +200,7 @@ async fn kube_lab(s: &tests::Scratch, n: usize) -> KubeLab {
         lab_dir: Some(lab_dir.clone()),
     };
     let mut lab = Lab::up(LabConfig {
+        cluster_cidr: lab::default_cluster_cidr(),
         dir: lab_dir.clone(),
         prefix: s.prefix.clone(),
         nodes: n,

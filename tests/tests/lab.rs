@@ -101,6 +101,7 @@ fn central_raft_leader_failover() {
 
 fn lab_config(dir: &Path, prefix: &str, nodes: usize) -> LabConfig {
     LabConfig {
+        cluster_cidr: lab::default_cluster_cidr(),
         dir: dir.join("lab"),
         prefix: prefix.to_string(),
         nodes,

@@ -161,6 +161,7 @@ fn lab_apply_examples_restart_and_delete() {
     let s = tests::scratch("lap");
     let dir = s.dir.path().join("lab");
     let cfg = LabConfig {
+        cluster_cidr: lab::default_cluster_cidr(),
         dir: dir.clone(),
         prefix: s.prefix.clone(),
         nodes: 2,

@@ -1,6 +1,6 @@
 //! The object-store daemon (`zovn lab serve`): one process holding the lab's
 //! [`LabStore`], the real [`Controller`] reading it (NB from the lab manifest, default
-//! [`ClusterConfig`]), and the unix socket serving [`protocol`](super::protocol) requests.
+//! [`ClusterConfig`] with the lab's default Subnet from its cluster CIDR), and the unix socket serving [`protocol`](super::protocol) requests.
 //!
 //! Start-up: own session and umask 077, pidfile, NB connection and replica, `store.json`
 //! loaded (if any), one Node per lab node registered, `mark_synced`, controller task,
@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use control::controller::Controller;
 use control::reconcile::Reconciler;
 use control::source::memory::MemoryStore;
-use control::translate::ClusterConfig;
+use control::translate::{ClusterConfig, DefaultSubnet};
 use ovsdb::{Client, ClientConfig, Replica};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -91,7 +91,15 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
 
-    let cfg = ClusterConfig::default();
+    // the default Subnet from the lab's cluster CIDR (`zovn lab up --cluster-cidr`)
+    let cluster_cidr = &lab.config().cluster_cidr;
+    let cfg = ClusterConfig {
+        default_subnet: (!cluster_cidr.is_empty()).then(|| DefaultSubnet {
+            name: DefaultSubnet::NAME.to_string(),
+            cidrs: cluster_cidr.clone(),
+        }),
+        ..ClusterConfig::default()
+    };
     let nb = ClientConfig::parse(&nb_remote).with_context(|| format!("NB remote {nb_remote}"))?;
     let client = Client::connect(nb)
         .await

@@ -133,6 +133,10 @@ pub struct UpArgs {
     /// Prefix of every netns/interface name (1-8 chars [a-z0-9]).
     #[arg(long, default_value = "zovn")]
     pub prefix: String,
+    /// The cluster CIDR(s) (IPv4 first, comma separated): the lab's controller creates and
+    /// keeps the default Subnet `cluster-default` with it; `none` for no default Subnet.
+    #[arg(long, default_value = lab::DEFAULT_CLUSTER_CIDR)]
+    pub cluster_cidr: String,
 }
 
 #[derive(Debug, Args)]

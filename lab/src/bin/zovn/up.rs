@@ -21,6 +21,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         raft: a.raft,
         dpdk: Dpdk::from(a.dpdk),
         datapath: a.datapath.clone(),
+        cluster_cidr: lab::parse_cluster_cidr(&a.cluster_cidr)?,
         encap: match a.encap {
             EncapArg::Geneve => Encap::Geneve,
             EncapArg::Vxlan => Encap::Vxlan,
