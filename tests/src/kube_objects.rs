@@ -126,4 +126,27 @@ impl KubeAndOvn {
                 .expect("start zstack-ovnkube-controller"),
         )
     }
+
+    /// [`KubeAndOvn::controller`] with more flags (e.g. `--cluster-cidr`).
+    pub fn controller_with_args(
+        kube_api: &crate::kube::KubeApi,
+        nb: &str,
+        log: &std::path::Path,
+        extra: &[&str],
+    ) -> KillOnDrop {
+        let out = std::fs::File::create(log).expect("controller log");
+        let err = out.try_clone().expect("controller log");
+        KillOnDrop(
+            std::process::Command::new(crate::workspace_bin("zstack-ovnkube-controller"))
+                .args(["--nb", nb, "--kubeconfig"])
+                .arg(kube_api.kubeconfig_path())
+                .args(extra)
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .expect("start zstack-ovnkube-controller"),
+        )
+    }
 }
