@@ -1,5 +1,5 @@
 //! The controller's default Subnet on a real kube-apiserver 1.20 + etcd and a real OVN NB
-//! + northd: `zstack-ovnkube-controller --cluster-cidr 10.244.0.0/16` creates the Subnet
+//! and northd: `zstack-ovnkube-controller --cluster-cidr 10.244.0.0/16` creates the Subnet
 //! `cluster-default` (labelled as ours); a pod in a fresh namespace with no user Subnet gets
 //! an address in it; deleted, the Subnet comes back; a user's `default: true` Subnet created
 //! afterwards wins for new pods, the first pod keeps its address, and the managed Subnet's
