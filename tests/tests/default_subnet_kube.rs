@@ -3,13 +3,16 @@
 //! `cluster-default` (labelled as ours); a pod in a fresh namespace with no user Subnet gets
 //! an address in it; deleted, the Subnet comes back; a user's `default: true` Subnet created
 //! afterwards wins for new pods, the first pod keeps its address, and the managed Subnet's
-//! status says it yields.
+//! status says it yields; restarted with another `--cluster-cidr`, the controller leaves the
+//! Subnet as it is and its `MatchesClusterCIDR` condition says they disagree.
 
 use std::time::Duration;
 
 use api::keys::{MANAGED_BY, MANAGED_BY_CONTROLLER};
 use api::pod_networks::{POD_NETWORKS, decode_pod_networks};
-use api::subnet::{CONDITION_CLUSTER_DEFAULT, REASON_YIELDS, Subnet};
+use api::subnet::{
+    CONDITION_CLUSTER_DEFAULT, CONDITION_MATCHES_FLAG, REASON_CIDR_MISMATCH, REASON_YIELDS, Subnet,
+};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Api;
 use kube::api::DeleteParams;
@@ -51,7 +54,7 @@ async fn controller_keeps_the_default_subnet_on_real_kube_apiserver() {
         central: _central,
         nb,
     } = KubeAndOvn::start(s.dir.path(), true).await;
-    let _controller = KubeAndOvn::controller_with_args(
+    let controller = KubeAndOvn::controller_with_args(
         &kube_api,
         &nb,
         &s.dir.path().join("controller.log"),
@@ -165,5 +168,37 @@ async fn controller_keeps_the_default_subnet_on_real_kube_apiserver() {
     let second = pod_ip(&pods, "second").await;
     assert!(second.starts_with("10.16."), "second pod: {second}");
     // the first pod keeps its address
+    assert_eq!(pod_ip(&pods, "first").await, first);
+
+    // restarted with another --cluster-cidr: the Subnet is left as it is, its condition
+    // says that the flag and the Subnet disagree
+    drop(controller);
+    let _controller = KubeAndOvn::controller_with_args(
+        &kube_api,
+        &nb,
+        &s.dir.path().join("controller2.log"),
+        &["--cluster-cidr", "10.250.0.0/16"],
+    );
+    let mismatch = eventually("MatchesClusterCIDR=False", BOUND, || {
+        let api = subnets.clone();
+        async move {
+            let sn = api.get("cluster-default").await.ok()?;
+            let c = sn.status?.condition(CONDITION_MATCHES_FLAG)?.clone();
+            (c.reason == REASON_CIDR_MISMATCH).then_some(c)
+        }
+    })
+    .await;
+    assert_eq!(mismatch.status, "False");
+    assert!(
+        mismatch.message.contains("--cluster-cidr is 10.250.0.0/16"),
+        "{}",
+        mismatch.message
+    );
+    let kept = subnets
+        .get("cluster-default")
+        .await
+        .expect("cluster-default");
+    assert_eq!(kept.spec.cidr, "10.244.0.0/16");
+    assert_eq!(kept.metadata.uid, back.metadata.uid);
     assert_eq!(pod_ip(&pods, "first").await, first);
 }
