@@ -1,0 +1,653 @@
+//! The Helm chart `deploy/helm/zstack-ovn` through the real Helm engine (helm 3.17.2):
+//! lint and render of the four profiles with assertions on the objects, the schema's
+//! refusals with their messages, and every rendered object accepted by the real
+//! kube-apiserver 1.20.2 (server-side dry run, then create).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::{Value, json};
+use tests::helm::{self, PROFILES, args, containers, named, of_kind};
+
+const IMAGE: &str = "zstack-ovn/zstack-ovn:0.1.0";
+const NS: &str = "kube-system";
+
+fn render(helm: &Path, profile: &str) -> Vec<Value> {
+    helm::render(helm, profile, "zs", NS).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+fn container<'a>(w: &'a Value, name: &str) -> &'a Value {
+    containers(w)
+        .into_iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no container {name} in {}", w["metadata"]["name"]))
+}
+
+fn names(objs: &[&Value]) -> BTreeSet<String> {
+    objs.iter()
+        .map(|o| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn every_profile_lints_strict() {
+    let Some(helm) = helm::require_helm("helm_chart::every_profile_lints_strict") else {
+        return;
+    };
+    for p in PROFILES {
+        let r = helm::lint(&helm, p).expect("helm lint");
+        assert!(r.ok, "helm lint --strict {p}: {}{}", r.stdout, r.stderr);
+        assert!(r.stdout.contains("0 chart(s) failed"), "{p}: {}", r.stdout);
+    }
+}
+
+#[test]
+fn every_image_is_the_one_make_images_builds() {
+    let Some(helm) = helm::require_helm("helm_chart::every_image_is_the_one_make_images_builds")
+    else {
+        return;
+    };
+    for p in PROFILES {
+        let objs = render(&helm, p);
+        let mut n = 0;
+        for o in &objs {
+            for c in containers(o) {
+                assert_eq!(
+                    c["image"], IMAGE,
+                    "{p}: {} {}",
+                    o["metadata"]["name"], c["name"]
+                );
+                n += 1;
+            }
+        }
+        assert!(n >= 5, "{p}: only {n} containers");
+    }
+}
+
+#[test]
+fn standalone_single_runs_nb_sb_and_northd_in_one_pod() {
+    let Some(helm) = helm::require_helm("helm_chart::standalone_single") else {
+        return;
+    };
+    let objs = render(&helm, "single");
+    let central = named(&objs, "Deployment", "zs-zstack-ovn-central").expect("central Deployment");
+    assert_eq!(central["spec"]["replicas"], 1);
+    assert_eq!(central["spec"]["strategy"]["type"], "Recreate");
+    let cs: Vec<_> = containers(central)
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
+    assert_eq!(cs, vec![json!("nbdb"), json!("sbdb"), json!("northd")]);
+    assert!(of_kind(&objs, "StatefulSet").is_empty());
+    assert!(named(&objs, "Service", "zs-zstack-ovn-nbdb").is_some());
+    assert!(named(&objs, "Service", "zs-zstack-ovn-sbdb").is_some());
+    let ctl = named(&objs, "Deployment", "zs-zstack-ovn-controller").expect("controller");
+    assert_eq!(ctl["spec"]["replicas"], 2);
+    let a = args(container(ctl, "controller"));
+    for want in [
+        "--mode=standalone",
+        "--nb=tcp:$(ZS_ZSTACK_OVN_NBDB_SERVICE_HOST):6641",
+        "--sb=tcp:$(ZS_ZSTACK_OVN_SBDB_SERVICE_HOST):6642",
+        "--cluster-cidr=10.244.0.0/16",
+        "--leader-elect",
+        "--leader-elect-lease-name=zs-zstack-ovn-controller",
+        "--metrics-addr=0.0.0.0:10660",
+    ] {
+        assert!(
+            a.iter().any(|x| x == want),
+            "controller args lack {want}: {a:?}"
+        );
+    }
+    let c = container(ctl, "controller");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let env: BTreeMap<_, _> = c["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap_or_default(), e.clone()))
+        .collect();
+    assert_eq!(
+        env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    assert_eq!(
+        env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    // the default node DaemonSet, full OVS, no pool: no affinity at all
+    let ds = of_kind(&objs, "DaemonSet");
+    assert_eq!(
+        names(&ds),
+        BTreeSet::from(["zs-zstack-ovn-node".to_string()])
+    );
+    let node = ds[0];
+    assert!(node["spec"]["template"]["spec"]["affinity"].is_null());
+    let cs: Vec<_> = containers(node).iter().map(|c| c["name"].clone()).collect();
+    assert_eq!(
+        cs,
+        vec![
+            json!("install-cni"),
+            json!("ovsdb-server"),
+            json!("ovs-vswitchd"),
+            json!("ovn-controller"),
+            json!("agent")
+        ]
+    );
+    let vs = container(node, "ovs-vswitchd");
+    let vswitchd = vs["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "VSWITCHD")
+        .expect("VSWITCHD");
+    assert_eq!(
+        vswitchd["value"],
+        "/usr/lib/openvswitch-switch/ovs-vswitchd"
+    );
+}
+
+#[test]
+fn host_managed_ovs_leaves_only_the_agent() {
+    let Some(helm) = helm::require_helm("helm_chart::host_managed_ovs") else {
+        return;
+    };
+    let objs = helm::render_with(
+        &helm,
+        "single",
+        "zs",
+        NS,
+        &["--set", "ovs.hostManaged=true"],
+    )
+    .expect("render");
+    let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
+    let cs: Vec<_> = containers(node).iter().map(|c| c["name"].clone()).collect();
+    assert_eq!(cs, vec![json!("install-cni"), json!("agent")]);
+    assert!(
+        !args(container(node, "agent"))
+            .iter()
+            .any(|a| a.starts_with("--vswitchd-restart-cmd"))
+    );
+}
+
+#[test]
+fn standalone_ha_is_a_parallel_raft_statefulset_with_a_pdb() {
+    let Some(helm) = helm::require_helm("helm_chart::standalone_ha") else {
+        return;
+    };
+    let objs = render(&helm, "ha");
+    let sts = of_kind(&objs, "StatefulSet");
+    assert_eq!(
+        names(&sts),
+        BTreeSet::from([
+            "zs-zstack-ovn-nbdb".to_string(),
+            "zs-zstack-ovn-sbdb".to_string()
+        ])
+    );
+    for (s, port, raft) in [(sts[0], 6641, 6643), (sts[1], 6642, 6644)] {
+        let name = s["metadata"]["name"].as_str().expect("name");
+        assert_eq!(s["spec"]["replicas"], 3, "{name}");
+        assert_eq!(s["spec"]["podManagementPolicy"], "Parallel", "{name}");
+        let anti = &s["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+        assert_eq!(anti[0]["topologyKey"], "kubernetes.io/hostname", "{name}");
+        assert_eq!(
+            s["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+            "2Gi"
+        );
+        let db = &containers(s)[0];
+        let ports: Vec<_> = db["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .map(|p| p["containerPort"].clone())
+            .collect();
+        assert_eq!(ports, vec![json!(port), json!(raft)], "{name}");
+        let headless = named(&objs, "Service", &format!("{name}-raft")).expect("headless Service");
+        assert_eq!(headless["spec"]["clusterIP"], "None");
+        assert_eq!(s["spec"]["serviceName"], format!("{name}-raft"));
+        for i in 0..3 {
+            assert!(
+                named(&objs, "Service", &format!("{name}-{i}")).is_some(),
+                "{name}-{i}"
+            );
+        }
+        let pdb = named(&objs, "PodDisruptionBudget", name).expect("PDB");
+        // the test apiserver is 1.20.2: policy/v1 came in 1.21
+        assert_eq!(pdb["apiVersion"], "policy/v1beta1");
+        assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    }
+    assert_eq!(
+        named(&objs, "StatefulSet", "zs-zstack-ovn-sbdb").expect("sbdb")["spec"]["volumeClaimTemplates"]
+            [0]["spec"]["storageClassName"],
+        Value::Null
+    );
+    assert!(named(&objs, "Deployment", "zs-zstack-ovn-central").is_none());
+    let ctl = named(&objs, "Deployment", "zs-zstack-ovn-controller").expect("controller");
+    assert_eq!(ctl["spec"]["replicas"], 3);
+    let a = args(container(ctl, "controller"));
+    let nb = a.iter().find(|x| x.starts_with("--nb=")).expect("--nb");
+    assert_eq!(nb.matches("tcp:$(ZS_ZSTACK_OVN_NBDB_").count(), 3, "{nb}");
+    let newer = helm::render_with(&helm, "ha", "zs", NS, &["--kube-version", "1.25.0"])
+        .expect("render 1.25");
+    assert!(
+        of_kind(&newer, "PodDisruptionBudget")
+            .iter()
+            .all(|p| p["apiVersion"] == "policy/v1")
+    );
+}
+
+#[test]
+fn external_tls_has_no_central_and_passes_the_tls_files() {
+    let Some(helm) = helm::require_helm("helm_chart::external_tls") else {
+        return;
+    };
+    let objs = render(&helm, "external-tls");
+    assert!(of_kind(&objs, "StatefulSet").is_empty());
+    assert!(of_kind(&objs, "PodDisruptionBudget").is_empty());
+    assert!(named(&objs, "Deployment", "zs-zstack-ovn-central").is_none());
+    assert!(named(&objs, "ServiceAccount", "zs-zstack-ovn-central").is_none());
+    assert!(of_kind(&objs, "Service").is_empty(), "no central Services");
+    let secret = named(&objs, "Secret", "zs-zstack-ovn-ovn-tls").expect("TLS Secret");
+    for k in ["ca.crt", "tls.crt", "tls.key"] {
+        assert!(
+            secret["stringData"][k]
+                .as_str()
+                .is_some_and(|s| s.starts_with("-----BEGIN")),
+            "{k}"
+        );
+    }
+    let ctl = named(&objs, "Deployment", "zs-zstack-ovn-controller").expect("controller");
+    let a = args(container(ctl, "controller"));
+    for want in [
+        "--mode=external",
+        "--nb=ssl:192.0.2.10:6641,ssl:192.0.2.11:6641,ssl:192.0.2.12:6641",
+        "--sb=ssl:192.0.2.10:6642,ssl:192.0.2.11:6642,ssl:192.0.2.12:6642",
+        "--nb-ca=/etc/zstack-ovn/tls/ca.crt",
+        "--nb-cert=/etc/zstack-ovn/tls/tls.crt",
+        "--nb-key=/etc/zstack-ovn/tls/tls.key",
+        "--log-json",
+    ] {
+        assert!(
+            a.iter().any(|x| x == want),
+            "controller args lack {want}: {a:?}"
+        );
+    }
+    let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
+    assert!(
+        args(container(node, "agent"))
+            .iter()
+            .any(|x| x == "--sb=ssl:192.0.2.10:6642,ssl:192.0.2.11:6642,ssl:192.0.2.12:6642")
+    );
+    for c in ["ovn-controller", "agent"] {
+        let mounts = container(node, c)["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .clone();
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m["mountPath"] == "/etc/zstack-ovn/tls"),
+            "{c}"
+        );
+    }
+    let rust_log = container(ctl, "controller")["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "RUST_LOG")
+        .expect("RUST_LOG")
+        .clone();
+    assert_eq!(rust_log["value"], "debug");
+}
+
+/// Node labels → does this nodeAffinity (required terms) admit the node?
+fn admits(affinity: &Value, labels: &BTreeMap<&str, &str>) -> bool {
+    let terms = &affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    let Some(terms) = terms.as_array() else {
+        return true;
+    };
+    terms.iter().any(|t| {
+        t["matchExpressions"]
+            .as_array()
+            .expect("expressions")
+            .iter()
+            .all(|e| {
+                let key = e["key"].as_str().expect("key");
+                let vals: Vec<&str> = e["values"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str())
+                    .collect();
+                let have = labels.get(key);
+                match e["operator"].as_str().expect("operator") {
+                    "In" => have.is_some_and(|h| vals.contains(h)),
+                    "NotIn" => have.is_none_or(|h| !vals.contains(h)),
+                    "Exists" => have.is_some(),
+                    "DoesNotExist" => have.is_none(),
+                    op => panic!("operator {op}"),
+                }
+            })
+    })
+}
+
+fn selects(node_selector: &Value, labels: &BTreeMap<&str, &str>) -> bool {
+    node_selector.as_object().is_none_or(|m| {
+        m.iter()
+            .all(|(k, v)| labels.get(k.as_str()).copied() == v.as_str())
+    })
+}
+
+#[test]
+fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
+    let Some(helm) = helm::require_helm("helm_chart::dpdk_pools") else {
+        return;
+    };
+    let objs = render(&helm, "dpdk-pools");
+    let ds = of_kind(&objs, "DaemonSet");
+    assert_eq!(
+        names(&ds),
+        BTreeSet::from([
+            "zs-zstack-ovn-node".to_string(),
+            "zs-zstack-ovn-node-dpdk-1g".to_string(),
+            "zs-zstack-ovn-node-dpdk-2m".to_string(),
+        ])
+    );
+    // every node runs exactly one node DaemonSet
+    let nodes: Vec<BTreeMap<&str, &str>> = vec![
+        BTreeMap::new(),
+        BTreeMap::from([("network.zstack.io/datapath", "dpdk"), ("hugepages", "1g")]),
+        BTreeMap::from([("network.zstack.io/datapath", "dpdk")]),
+        BTreeMap::from([("hugepages", "1g")]),
+        BTreeMap::from([
+            ("network.zstack.io/datapath", "dpdk-small"),
+            ("hugepages", "1g"),
+        ]),
+        BTreeMap::from([("network.zstack.io/datapath", "dpdk-small")]),
+        BTreeMap::from([("network.zstack.io/datapath", "kernel"), ("zone", "a")]),
+    ];
+    for labels in &nodes {
+        let running: Vec<_> = ds
+            .iter()
+            .filter(|d| {
+                let spec = &d["spec"]["template"]["spec"];
+                selects(&spec["nodeSelector"], labels) && admits(&spec["affinity"], labels)
+            })
+            .map(|d| d["metadata"]["name"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(running.len(), 1, "node {labels:?} runs {running:?}");
+    }
+    for (pool, size, amount) in [("dpdk-1g", "1Gi", "4Gi"), ("dpdk-2m", "2Mi", "2Gi")] {
+        let d = named(&objs, "DaemonSet", &format!("zs-zstack-ovn-node-{pool}")).expect("pool");
+        let vs = container(d, "ovs-vswitchd");
+        let bin = vs["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"] == "VSWITCHD")
+            .expect("VSWITCHD");
+        assert_eq!(
+            bin["value"], "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
+            "{pool}"
+        );
+        let key = format!("hugepages-{size}");
+        assert_eq!(vs["resources"]["requests"][&key], amount, "{pool}");
+        assert_eq!(vs["resources"]["limits"][&key], amount, "{pool}");
+        assert!(vs["resources"]["requests"]["memory"].is_string(), "{pool}");
+        let vols = d["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .expect("volumes");
+        let hp = vols
+            .iter()
+            .find(|v| v["name"] == "hugepages")
+            .expect("hugepages volume");
+        assert_eq!(
+            hp["emptyDir"]["medium"],
+            format!("HugePages-{size}"),
+            "{pool}"
+        );
+        let cm = named(
+            &objs,
+            "ConfigMap",
+            &format!("zs-zstack-ovn-node-{pool}-datapath"),
+        )
+        .expect("datapath ConfigMap");
+        let cfg: Value =
+            serde_norway::from_str(cm["data"]["datapath.yaml"].as_str().expect("yaml"))
+                .expect("datapath yaml");
+        assert_eq!(cfg["hugepages"]["size"], size, "{pool}");
+    }
+    let one_g = named(&objs, "DaemonSet", "zs-zstack-ovn-node-dpdk-1g").expect("pool");
+    assert_eq!(
+        container(one_g, "agent")["securityContext"]["privileged"],
+        true,
+        "vhost pool"
+    );
+    let two_m = named(&objs, "DaemonSet", "zs-zstack-ovn-node-dpdk-2m").expect("pool");
+    let vols = two_m["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes");
+    assert!(
+        vols.iter()
+            .any(|v| v["hostPath"]["path"] == "/run/zstack-ovn/vhost")
+    );
+    let default = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("default");
+    assert_eq!(
+        container(default, "ovs-vswitchd")["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"] == "VSWITCHD")
+            .expect("VSWITCHD")["value"],
+        "/usr/lib/openvswitch-switch/ovs-vswitchd"
+    );
+}
+
+/// ClusterRole name → resource → verbs, as designed (docs/install.md, templates/rbac.yaml).
+fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>> {
+    let r = |rules: &[(&str, &str, &[&'static str])]| {
+        rules
+            .iter()
+            .map(|(g, res, verbs)| (format!("{g}/{res}"), verbs.to_vec()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    BTreeMap::from([
+        (
+            "zs-zstack-ovn-controller",
+            r(&[
+                ("", "pods", &["list", "watch", "patch"]),
+                ("", "nodes", &["list", "watch", "patch"]),
+                ("", "namespaces", &["list", "watch"]),
+                ("", "services", &["list", "watch"]),
+                ("", "endpoints", &["list", "watch"]),
+                ("discovery.k8s.io", "endpointslices", &["list", "watch"]),
+                ("networking.k8s.io", "networkpolicies", &["list", "watch"]),
+                ("network.zstack.io", "subnets", &["list", "watch", "create"]),
+                ("network.zstack.io", "subnets/status", &["patch"]),
+                (
+                    "k8s.cni.cncf.io",
+                    "network-attachment-definitions",
+                    &["list", "watch"],
+                ),
+                ("kubevirt.io", "virtualmachines", &["list", "watch"]),
+                ("events.k8s.io", "events", &["create", "patch"]),
+            ]),
+        ),
+        (
+            "zs-zstack-ovn-node",
+            r(&[
+                ("", "pods", &["get", "list", "watch"]),
+                ("", "nodes", &["get", "list", "watch", "patch"]),
+                ("", "services", &["list", "watch"]),
+                ("network.zstack.io", "subnets", &["list", "watch"]),
+                ("", "events", &["create"]),
+                ("events.k8s.io", "events", &["create", "patch"]),
+            ]),
+        ),
+        (
+            "zs-zstack-ovn-controller-leader",
+            r(&[(
+                "coordination.k8s.io",
+                "leases",
+                &["get", "create", "update"],
+            )]),
+        ),
+    ])
+}
+
+#[test]
+fn every_role_grants_exactly_the_designed_verbs() {
+    let Some(helm) = helm::require_helm("helm_chart::rbac") else {
+        return;
+    };
+    let objs = render(&helm, "single");
+    let mut got = BTreeMap::new();
+    for role in of_kind(&objs, "ClusterRole")
+        .into_iter()
+        .chain(of_kind(&objs, "Role"))
+    {
+        let mut m: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
+        for rule in role["rules"].as_array().expect("rules") {
+            for g in rule["apiGroups"].as_array().expect("groups") {
+                for res in rule["resources"].as_array().expect("resources") {
+                    let verbs = rule["verbs"]
+                        .as_array()
+                        .expect("verbs")
+                        .iter()
+                        .map(|v| &*v.as_str().expect("verb").to_string().leak())
+                        .collect();
+                    let k = format!(
+                        "{}/{}",
+                        g.as_str().expect("group"),
+                        res.as_str().expect("resource")
+                    );
+                    assert!(m.insert(k.clone(), verbs).is_none(), "{k} twice");
+                }
+            }
+        }
+        got.insert(
+            role["metadata"]["name"]
+                .as_str()
+                .expect("name")
+                .to_string()
+                .leak() as &str,
+            m,
+        );
+    }
+    assert_eq!(got, designed_rbac());
+    // no wildcard anywhere; OVN central has an account without token and no role
+    let central = named(&objs, "ServiceAccount", "zs-zstack-ovn-central").expect("central SA");
+    assert_eq!(central["automountServiceAccountToken"], false);
+    assert_eq!(of_kind(&objs, "ServiceAccount").len(), 3);
+}
+
+#[test]
+fn schema_refuses_bad_values_naming_the_key() {
+    let Some(helm) = helm::require_helm("helm_chart::schema_refusals") else {
+        return;
+    };
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &[
+                "--set",
+                "nodePools[0].name=p",
+                "--set",
+                "nodePools[0].nodeSelector.a=b",
+                "--set",
+                "nodePools[0].datapathConfig.datapath=vpp",
+            ],
+            &[
+                "nodePools.0.datapathConfig.datapath",
+                "must be one of the following",
+            ],
+        ),
+        (
+            &["--set", "ovn.standalone.haMode=HA"],
+            &["ovn.standalone.haMode", "\"single\", \"ha\""],
+        ),
+        (
+            &["--set", "ovn.mode=external"],
+            &["ovn.nbdbAddress", "ovn.sbdbAddress"],
+        ),
+        (
+            &["--set", "nodePools[0].name=p"],
+            &["nodePools.0", "nodeSelector is required"],
+        ),
+        (
+            &[
+                "--set",
+                "nodePools[0].name=p",
+                "--set-json",
+                "nodePools[0].nodeSelector={}",
+            ],
+            &["nodePools.0.nodeSelector"],
+        ),
+        (
+            &["--set", "ovn.ssl.enabled=true"],
+            &["ovn.ssl.caCert", "ovn.ssl.clientCert", "ovn.ssl.clientKey"],
+        ),
+        (
+            &["--set", "network.clusterCIDR=10.244.0.0"],
+            &["network.clusterCIDR"],
+        ),
+        (
+            &["--set", "network.joinCIDR=100.64/16"],
+            &["network.joinCIDR"],
+        ),
+        (
+            &["--set", "controller.replicas=0"],
+            &["controller.replicas", "greater than or equal to 1"],
+        ),
+        (
+            &["--set", "ovn.standalone.nbdb.replicas=0"],
+            &["ovn.standalone.nbdb.replicas"],
+        ),
+        (&["--set", "tunnel.type=gre"], &["tunnel.type"]),
+        (&["--set", "logging.format=xml"], &["logging.format"]),
+        (
+            &["--set", "controller.replica=2"],
+            &["controller", "replica"],
+        ),
+    ];
+    for (set, want) in cases {
+        let r = helm::template(&helm, "zs", NS, set).expect("helm");
+        assert!(!r.ok, "{set:?} was accepted");
+        for w in *want {
+            assert!(
+                r.stderr.contains(w),
+                "{set:?}: stderr lacks {w:?}:\n{}",
+                r.stderr
+            );
+        }
+    }
+    // the good twins pass
+    for set in [
+        &[
+            "--set",
+            "ovn.mode=external",
+            "--set",
+            "ovn.nbdbAddress=tcp:10.0.0.1:6641",
+            "--set",
+            "ovn.sbdbAddress=tcp:10.0.0.1:6642",
+        ][..],
+        &[
+            "--set",
+            "ovn.ssl.enabled=true",
+            "--set",
+            "ovn.ssl.secretName=mine",
+        ][..],
+        &[
+            "--set-json",
+            r#"network.clusterCIDR="10.244.0.0/16,fd00:10:244::/56""#,
+        ][..],
+        &["--set", "network.clusterCIDR="][..],
+    ] {
+        let r = helm::template(&helm, "zs", NS, set).expect("helm");
+        assert!(r.ok, "{set:?}: {}", r.stderr);
+    }
+}
