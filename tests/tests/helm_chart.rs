@@ -651,3 +651,112 @@ fn schema_refuses_bad_values_naming_the_key() {
         assert!(r.ok, "{set:?}: {}", r.stderr);
     }
 }
+
+/// Creates `obj` (server-side dry run when `dry_run`) through discovery of its kind.
+async fn create_dynamic(
+    client: &kube::Client,
+    namespace: &str,
+    obj: &Value,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    use kube::discovery::Scope;
+    let (group, version) = match obj["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .split_once('/')
+    {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (
+            String::new(),
+            obj["apiVersion"].as_str().unwrap_or_default().to_string(),
+        ),
+    };
+    let gvk = GroupVersionKind::gvk(&group, &version, obj["kind"].as_str().unwrap_or_default());
+    let (ar, caps): (ApiResource, _) = kube::discovery::pinned_kind(client, &gvk).await?;
+    let api: kube::Api<DynamicObject> = if caps.scope == Scope::Namespaced {
+        kube::Api::namespaced_with(client.clone(), namespace, &ar)
+    } else {
+        kube::Api::all_with(client.clone(), &ar)
+    };
+    let o: DynamicObject = serde_json::from_value(obj.clone())?;
+    let pp = PostParams {
+        dry_run,
+        ..Default::default()
+    };
+    api.create(&pp, &o).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rendered_profile_is_accepted_by_the_real_apiserver() {
+    let test = "helm_chart::every_rendered_profile_is_accepted_by_the_real_apiserver";
+    let Some(helm) = helm::require_helm(test) else {
+        return;
+    };
+    if !tests::require_real(test, &["etcd"]) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let scratch = tests::scratch("helmapply");
+    let api = tests::kube::KubeApi::start(scratch.dir.path())
+        .await
+        .expect("kube-apiserver");
+    let client = api.client().await.expect("client");
+
+    // the chart's CRDs first (helm installs crds/ before templates), then wait until served
+    let crd_text =
+        std::fs::read_to_string(helm::chart_dir().join("crds/subnet.yaml")).expect("crd");
+    for crd in helm::parse_documents(&crd_text).expect("crd yaml") {
+        let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_json::from_value(crd).expect("CRD");
+        tests::kube_objects::install_crd(&client, crd).await;
+    }
+
+    let mut counts = BTreeMap::new();
+    for p in PROFILES {
+        // one namespace and release per profile: cluster-scoped names do not collide
+        let ns = format!("zovn-{p}");
+        let release = format!("r-{p}");
+        let objs = helm::render(&helm, p, &release, &ns).unwrap_or_else(|e| panic!("{e:#}"));
+        create_dynamic(
+            &client,
+            "",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            false,
+        )
+        .await
+        .expect("namespace");
+        for o in &objs {
+            create_dynamic(&client, &ns, o, true)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{p}: dry run of {} {} refused: {e:#}",
+                        o["kind"], o["metadata"]["name"]
+                    )
+                });
+        }
+        for o in &objs {
+            create_dynamic(&client, &ns, o, false)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{p}: create of {} {} refused: {e:#}",
+                        o["kind"], o["metadata"]["name"]
+                    )
+                });
+        }
+        // what was created is there: the workloads, read back
+        let apps: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            kube::Api::namespaced(client.clone(), &ns);
+        let ds = apps
+            .list(&Default::default())
+            .await
+            .expect("list DaemonSets");
+        assert_eq!(ds.items.len(), of_kind(&objs, "DaemonSet").len(), "{p}");
+        counts.insert(*p, objs.len());
+    }
+    eprintln!("objects accepted (dry run, then create) per profile: {counts:?}");
+    assert_eq!(counts.len(), PROFILES.len());
+}

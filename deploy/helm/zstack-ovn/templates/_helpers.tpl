@@ -74,7 +74,7 @@ app.kubernetes.io/component: {{ .component }}
 - name: ovn-tls
   secret:
     secretName: {{ include "zovn.tlsSecret" . }}
-    defaultMode: 0400
+    defaultMode: 256  # 0400 (decimal: YAML 1.1 and 1.2 parsers agree)
 {{- end }}
 {{- end -}}
 
@@ -96,7 +96,7 @@ app.kubernetes.io/component: {{ .component }}
 - name: scripts
   configMap:
     name: {{ include "zovn.fullname" . }}-scripts
-    defaultMode: 0555
+    defaultMode: 365  # 0555 (decimal: YAML 1.1 and 1.2 parsers agree)
 {{- end -}}
 
 {{/* POD_IP / NODE_NAME from the downward API */}}
