@@ -760,3 +760,39 @@ async fn every_rendered_profile_is_accepted_by_the_real_apiserver() {
     eprintln!("objects accepted (dry run, then create) per profile: {counts:?}");
     assert_eq!(counts.len(), PROFILES.len());
 }
+
+#[test]
+fn every_start_script_is_valid_bash() {
+    let Some(helm) = helm::require_helm("helm_chart::start_scripts_parse") else {
+        return;
+    };
+    let objs = render(&helm, "ha");
+    let cm = named(&objs, "ConfigMap", "zs-zstack-ovn-scripts").expect("scripts ConfigMap");
+    let scripts = cm["data"].as_object().expect("data");
+    assert!(scripts.len() >= 6, "{:?}", scripts.keys());
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, body) in scripts {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body.as_str().expect("script")).expect("write");
+        let out = std::process::Command::new("bash")
+            .arg("-n")
+            .arg(&p)
+            .output()
+            .expect("bash -n");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // every script a container runs is in the ConfigMap
+    for o in &objs {
+        for c in containers(o) {
+            for a in c["command"].as_array().into_iter().flatten() {
+                if let Some(s) = a.as_str().and_then(|a| a.strip_prefix("/zovn/scripts/")) {
+                    assert!(scripts.contains_key(s), "{} runs missing {s}", c["name"]);
+                }
+            }
+        }
+    }
+}
