@@ -796,3 +796,114 @@ fn every_start_script_is_valid_bash() {
         }
     }
 }
+
+/// The chart's Raft start script, for real: three NB members started by
+/// `ovsdb-central.sh` exactly as the ha StatefulSet runs it (member 0 creates the cluster,
+/// 1 and 2 join through member 0's address), each in its own mount namespace (its own
+/// `/var/lib/ovn` and `/run`) inside one private network namespace, on 127.0.0.1-3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let test = "helm_chart::the_ha_start_script_forms_a_three_member_raft_cluster";
+    let Some(helm) = helm::require_helm(test) else {
+        return;
+    };
+    if !tests::require_real(
+        test,
+        &["ovsdb-server", "ovsdb-tool", "ovn-nbctl", "ip", "unshare"],
+    ) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let scratch = tests::scratch("helmraft");
+    let objs = render(&helm, "ha");
+    let cm = named(&objs, "ConfigMap", "zs-zstack-ovn-scripts").expect("scripts");
+    let scripts = scratch.dir.path().join("scripts");
+    std::fs::create_dir_all(&scripts).expect("mkdir");
+    for (name, body) in cm["data"].as_object().expect("data") {
+        std::fs::write(scripts.join(name), body.as_str().expect("script")).expect("write");
+    }
+    let ns = format!("{}helm", scratch.prefix);
+    tests::sh(&["ip", "netns", "add", &ns]);
+    struct DelNs(String);
+    impl Drop for DelNs {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _ns = DelNs(ns.clone());
+    tests::sh(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
+    let mut members = Vec::new();
+    for i in 0..3 {
+        let data = scratch.dir.path().join(format!("data-{i}"));
+        std::fs::create_dir_all(&data).expect("mkdir");
+        let log =
+            std::fs::File::create(scratch.dir.path().join(format!("member-{i}.log"))).expect("log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns, "bash", "-c"])
+            .arg(r#"mount -t tmpfs tmpfs /run && mount --bind "$DATA" /var/lib/ovn && exec bash "$SCRIPTS/ovsdb-central.sh""#)
+            .env("DATA", &data)
+            .env("SCRIPTS", &scripts)
+            .env("DB", "nb")
+            .env("MODE", "ha")
+            .env("POD_NAME", format!("zs-zstack-ovn-nbdb-{i}"))
+            .env("POD_IP", format!("127.0.0.{}", i + 1))
+            .env("PEER0", "127.0.0.1")
+            .env("OVN_SSL", "false")
+            .env("TLS_DIR", "/nonexistent")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start member");
+        members.push(tests::kube_objects::KillOnDrop(child));
+    }
+    let all = "tcp:127.0.0.1:6641,tcp:127.0.0.2:6641,tcp:127.0.0.3:6641";
+    let nbctl = |db: &str, args: &[&str]| {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns,
+                "ovn-nbctl",
+                "--timeout=5",
+                &format!("--db={db}"),
+            ])
+            .args(args)
+            .output()
+            .expect("ovn-nbctl");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    // a write through the leader (ovn-nbctl finds it among the members)
+    tests::kube_objects::eventually(
+        "the Raft cluster accepts a write",
+        Duration::from_secs(60),
+        || async { nbctl(all, &["--may-exist", "ls-add", "chart-raft"]).map(|_| ()) },
+    )
+    .await;
+    // every member holds it: each is a cluster member, not a standalone copy
+    for i in 1..=3 {
+        let db = format!("tcp:127.0.0.{i}:6641");
+        tests::kube_objects::eventually(
+            &format!("member {i} has the switch"),
+            Duration::from_secs(30),
+            || async {
+                nbctl(&db, &["--no-leader-only", "ls-list"]).filter(|o| o.contains("chart-raft"))
+            },
+        )
+        .await;
+    }
+    for i in 0..3 {
+        let db = scratch.dir.path().join(format!("data-{i}/ovnnb_db.db"));
+        let local = tests::sh(&["ovsdb-tool", "db-local-address", &db.to_string_lossy()]);
+        assert_eq!(local.trim(), format!("tcp:127.0.0.{}:6643", i + 1));
+        assert_eq!(
+            tests::sh(&["ovsdb-tool", "db-is-clustered", &db.to_string_lossy()]).trim(),
+            ""
+        );
+    }
+    drop(members);
+}
