@@ -907,3 +907,121 @@ async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
     }
     drop(members);
 }
+
+/// The node pod's start scripts, for real: `node-ovsdb.sh`, `node-vswitchd.sh` (kernel
+/// build) and `node-ovn-controller.sh` from the rendered ConfigMap, in one private mount
+/// namespace (own `/run` and `/etc/openvswitch`) and network namespace, as the node pod's
+/// containers share the host paths. The database is created, the chassis id is the node
+/// name, and every daemon answers on its control socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_start_scripts_bring_up_ovs_and_ovn_controller() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let test = "helm_chart::the_node_start_scripts_bring_up_ovs_and_ovn_controller";
+    let Some(helm) = helm::require_helm(test) else {
+        return;
+    };
+    if !tests::require_real(
+        test,
+        &[
+            "ovsdb-server",
+            "ovs-vswitchd",
+            "ovn-controller",
+            "nsenter",
+            "unshare",
+        ],
+    ) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let scratch = tests::scratch("helmnode");
+    let objs = render(&helm, "single");
+    let cm = named(&objs, "ConfigMap", "zs-zstack-ovn-scripts").expect("scripts");
+    let scripts = scratch.dir.path().join("scripts");
+    std::fs::create_dir_all(&scripts).expect("mkdir");
+    for (name, body) in cm["data"].as_object().expect("data") {
+        std::fs::write(scripts.join(name), body.as_str().expect("script")).expect("write");
+    }
+    let log = std::fs::File::create(scratch.dir.path().join("node.log")).expect("log");
+    let node = format!("{}node", scratch.prefix);
+    let child = Command::new("unshare")
+        .args(["-m", "-n", "--propagation", "private", "bash", "-c"])
+        .arg(concat!(
+            "mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /etc/openvswitch && ip link set lo up && ",
+            "(bash \"$SCRIPTS/node-ovsdb.sh\" & bash \"$SCRIPTS/node-vswitchd.sh\" & ",
+            "bash \"$SCRIPTS/node-ovn-controller.sh\" & wait)"
+        ))
+        .env("SCRIPTS", &scripts)
+        .env("NODE_NAME", &node)
+        .env("VSWITCHD", "/usr/lib/openvswitch-switch/ovs-vswitchd")
+        .env("OVN_SSL", "false")
+        .env("TLS_DIR", "/nonexistent")
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start the node scripts");
+    // the whole process group (bash and the three daemons) goes when the test ends
+    struct KillGroup(std::process::Child);
+    impl Drop for KillGroup {
+        fn drop(&mut self) {
+            let pgid = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
+            let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = self.0.wait();
+        }
+    }
+    let pid = child.id().to_string();
+    let _group = KillGroup(child);
+    let inside = |args: &[&str]| {
+        let out = Command::new("nsenter")
+            .args(["-t", &pid, "-m", "-n", "--"])
+            .args(args)
+            .output()
+            .expect("nsenter");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    // each container's readiness probe, as kubelet runs it
+    let node_ds = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node DaemonSet");
+    for c in ["ovsdb-server", "ovs-vswitchd", "ovn-controller"] {
+        let probe: Vec<String> = container(node_ds, c)["readinessProbe"]["exec"]["command"]
+            .as_array()
+            .expect("exec probe")
+            .iter()
+            .map(|a| a.as_str().expect("arg").to_string())
+            .collect();
+        let probe: Vec<&str> = probe.iter().map(String::as_str).collect();
+        tests::kube_objects::eventually(
+            &format!("{c}'s readiness probe {probe:?}"),
+            Duration::from_secs(60),
+            || async { inside(&probe) },
+        )
+        .await;
+    }
+    let id = inside(&[
+        "ovs-vsctl",
+        "--timeout=5",
+        "get",
+        "Open_vSwitch",
+        ".",
+        "external_ids:system-id",
+    ])
+    .expect("system-id");
+    assert_eq!(id.trim_matches('"'), node);
+    // ovs-vswitchd writes the datapath types it supports into the database
+    let types = inside(&[
+        "ovs-vsctl",
+        "--timeout=5",
+        "get",
+        "Open_vSwitch",
+        ".",
+        "datapath_types",
+    ]);
+    assert!(
+        types.as_deref().is_some_and(|t| t.contains("netdev")),
+        "datapath_types {types:?}"
+    );
+}

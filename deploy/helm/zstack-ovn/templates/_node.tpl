@@ -151,7 +151,7 @@ spec:
           env:
             {{- include "zovn.downwardEnv" $ | nindent 12 }}
           readinessProbe:
-            exec: {command: [ovs-appctl, -t, /var/run/ovn/ovn-controller.ctl, version]}
+            exec: {command: [ovn-appctl, -t, ovn-controller, version]}
             periodSeconds: 10
           # OVSDB and OpenFlow over unix sockets, SB over TCP: no capability
           securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
