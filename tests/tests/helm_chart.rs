@@ -1025,3 +1025,126 @@ async fn the_node_start_scripts_bring_up_ovs_and_ovn_controller() {
         "datapath_types {types:?}"
     );
 }
+
+/// OVN central `single`, for real: the pod's three containers (`ovsdb-central.sh` for NB
+/// and SB, `northd.sh` on their unix sockets, as the Deployment sets them) in one private
+/// mount and network namespace; a logical switch written to NB reaches SB through northd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_single_central_scripts_run_nb_sb_and_northd() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let test = "helm_chart::the_single_central_scripts_run_nb_sb_and_northd";
+    let Some(helm) = helm::require_helm(test) else {
+        return;
+    };
+    if !tests::require_real(
+        test,
+        &[
+            "ovsdb-server",
+            "ovsdb-tool",
+            "ovn-northd",
+            "ovn-nbctl",
+            "ovn-sbctl",
+            "nsenter",
+            "unshare",
+        ],
+    ) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let scratch = tests::scratch("helmcentral");
+    let objs = render(&helm, "single");
+    let cm = named(&objs, "ConfigMap", "zs-zstack-ovn-scripts").expect("scripts");
+    let scripts = scratch.dir.path().join("scripts");
+    std::fs::create_dir_all(&scripts).expect("mkdir");
+    for (name, body) in cm["data"].as_object().expect("data") {
+        std::fs::write(scripts.join(name), body.as_str().expect("script")).expect("write");
+    }
+    // northd's remotes exactly as the Deployment passes them
+    let central = named(&objs, "Deployment", "zs-zstack-ovn-central").expect("central");
+    let env = |name: &str| {
+        container(central, "northd")["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["value"].as_str())
+            .expect("northd env")
+            .to_string()
+    };
+    let data = scratch.dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let log = std::fs::File::create(scratch.dir.path().join("central.log")).expect("log");
+    let child = Command::new("unshare")
+        .args(["-m", "-n", "--propagation", "private", "bash", "-c"])
+        .arg(concat!(
+            "mount -t tmpfs tmpfs /run && mount --bind \"$DATA\" /var/lib/ovn && ip link set lo up && ",
+            "(DB=nb bash \"$SCRIPTS/ovsdb-central.sh\" & DB=sb bash \"$SCRIPTS/ovsdb-central.sh\" & ",
+            "bash \"$SCRIPTS/northd.sh\" & wait)"
+        ))
+        .env("SCRIPTS", &scripts)
+        .env("DATA", &data)
+        .env("MODE", "single")
+        .env("POD_IP", "127.0.0.1")
+        .env("NB_REMOTE", env("NB_REMOTE"))
+        .env("SB_REMOTE", env("SB_REMOTE"))
+        .env("OVN_SSL", "false")
+        .env("TLS_DIR", "/nonexistent")
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start the central scripts");
+    struct KillGroup(std::process::Child);
+    impl Drop for KillGroup {
+        fn drop(&mut self) {
+            let pgid = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
+            let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = self.0.wait();
+        }
+    }
+    let pid = child.id().to_string();
+    let _group = KillGroup(child);
+    let inside = |args: &[&str]| {
+        let out = Command::new("nsenter")
+            .args(["-t", &pid, "-m", "-n", "--"])
+            .args(args)
+            .output()
+            .expect("nsenter");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    // clients reach the servers on the pod address (what the Services target)
+    tests::kube_objects::eventually("NB accepts a switch", Duration::from_secs(60), || async {
+        inside(&[
+            "ovn-nbctl",
+            "--timeout=5",
+            "--db=tcp:127.0.0.1:6641",
+            "--may-exist",
+            "ls-add",
+            "chart-single",
+        ])
+    })
+    .await;
+    tests::kube_objects::eventually(
+        "northd puts it into SB",
+        Duration::from_secs(60),
+        || async {
+            inside(&[
+                "ovn-sbctl",
+                "--timeout=5",
+                "--db=tcp:127.0.0.1:6642",
+                "--bare",
+                "--columns=external_ids",
+                "list",
+                "Datapath_Binding",
+            ])
+            .filter(|o| o.contains("chart-single"))
+        },
+    )
+    .await;
+    assert!(data.join("ovnnb_db.db").is_file() && data.join("ovnsb_db.db").is_file());
+}
