@@ -1,7 +1,8 @@
 //! The Helm chart `deploy/helm/zstack-ovn` through the real Helm engine (helm 3.17.2):
 //! lint and render of the four profiles with assertions on the objects, the schema's
-//! refusals with their messages, and every rendered object accepted by the real
-//! kube-apiserver 1.20.2 (server-side dry run, then create).
+//! refusals with their messages, every rendered object accepted by the real
+//! kube-apiserver 1.20.2 (server-side dry run, then create), and the chart's start scripts
+//! run for real (OVN central single and 3-member Raft, the node's OVS and ovn-controller).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
