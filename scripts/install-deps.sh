@@ -31,6 +31,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+"$(dirname "$0")/install-helm.sh"                # helm 3.17.2 for the chart tests (not a Debian package)
+
 command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain >= 1.95 (rustup) and retry"
 rustc_minor=$(rustc --version | sed -E 's/rustc 1\.([0-9]+).*/\1/')
 [ "$rustc_minor" -ge 95 ] || die "rustc $(rustc --version) is older than 1.95"

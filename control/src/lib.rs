@@ -4,7 +4,7 @@
 //! Services with their Endpoints, NetworkPolicies, Multus NetworkAttachmentDefinitions) into the OVN Northbound database. Pure translators
 //! produce the desired rows, a reconciler diffs them against an [`ovsdb`] replica and writes
 //! batched transactions touching only rows it owns. Ships the `zstack-ovnkube-controller`
-//! binary and `crdgen` (writes `deploy/crds/subnet.yaml` from the Rust types).
+//! binary and `crdgen` (writes `deploy/helm/zstack-ovn/crds/subnet.yaml` from the Rust types).
 //!
 //! What the controller shares with the node agent (annotation keys and codecs, the Subnet
 //! CRD types, the Service model, persistent names and their hash) lives in the contract

@@ -72,7 +72,7 @@ async fn controller_binary_on_real_kube_apiserver() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("ckube");
-    // the Subnet CRD from the Rust types (deploy/crds/subnet.yaml is checked equal to them)
+    // the Subnet CRD from the Rust types (deploy/helm/zstack-ovn/crds/subnet.yaml is checked equal to them)
     let KubeAndOvn {
         kube_api,
         client,

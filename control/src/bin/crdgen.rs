@@ -1,7 +1,7 @@
 //! Writes the Subnet CRD YAML to stdout, or to the path given as the first argument:
 //!
 //! ```sh
-//! cargo run -p control --bin crdgen -- deploy/crds/subnet.yaml
+//! cargo run -p control --bin crdgen -- deploy/helm/zstack-ovn/crds/subnet.yaml
 //! ```
 
 use std::process::ExitCode;

@@ -5,7 +5,7 @@ use super::*;
 
 const CHECKED_IN: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../deploy/crds/subnet.yaml"
+    "/../deploy/helm/zstack-ovn/crds/subnet.yaml"
 ));
 
 #[test]
@@ -13,7 +13,7 @@ fn checked_in_yaml_matches_the_rust_types() {
     let now = crd_yaml().expect("CRD serialises");
     assert!(
         now == CHECKED_IN,
-        "deploy/crds/subnet.yaml is stale: run `cargo run -p control --bin crdgen -- deploy/crds/subnet.yaml`"
+        "deploy/helm/zstack-ovn/crds/subnet.yaml is stale: run `cargo run -p control --bin crdgen -- deploy/helm/zstack-ovn/crds/subnet.yaml`"
     );
 }
 

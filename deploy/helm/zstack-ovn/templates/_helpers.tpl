@@ -1,0 +1,118 @@
+{{/* Names: <release>-zstack-ovn, or the release name when it already says zstack-ovn. */}}
+{{- define "zovn.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "zovn.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* selector labels of one component: (dict "ctx" . "component" "controller") */}}
+{{- define "zovn.selector" -}}
+app.kubernetes.io/name: {{ .ctx.Chart.Name }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* image of a component: (dict "ctx" . "override" .Values.controller.image) */}}
+{{- define "zovn.image" -}}
+{{- $o := .override | default dict -}}
+{{- $repo := $o.repository | default .ctx.Values.image.repository -}}
+{{- $tag := $o.tag | default .ctx.Values.image.tag | default .ctx.Chart.AppVersion -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
+
+{{/* tcp or ssl */}}
+{{- define "zovn.proto" -}}
+{{- if .Values.ovn.ssl.enabled }}ssl{{ else }}tcp{{ end -}}
+{{- end -}}
+
+{{/* The env var kubelet sets to a Service's ClusterIP (service links). Clients reach OVN
+     central through ClusterIPs, not DNS names: cluster DNS runs in pods, which need this
+     network plugin first. */}}
+{{- define "zovn.svcHost" -}}
+{{- printf "$(%s_SERVICE_HOST)" (. | upper | replace "-" "_") -}}
+{{- end -}}
+
+{{/* OVN remote list of one database: (dict "ctx" . "db" "nb"|"sb") */}}
+{{- define "zovn.remote" -}}
+{{- $v := .ctx.Values -}}
+{{- $port := ternary 6641 6642 (eq .db "nb") -}}
+{{- if eq $v.ovn.mode "external" -}}
+{{- ternary $v.ovn.nbdbAddress $v.ovn.sbdbAddress (eq .db "nb") -}}
+{{- else if eq $v.ovn.standalone.haMode "ha" -}}
+{{- $dbv := ternary $v.ovn.standalone.nbdb $v.ovn.standalone.sbdb (eq .db "nb") -}}
+{{- $out := list -}}
+{{- range $i := until (int $dbv.replicas) -}}
+{{- $svc := printf "%s-%sdb-%d" (include "zovn.fullname" $.ctx) $.db $i -}}
+{{- $out = append $out (printf "%s:%s:%d" (include "zovn.proto" $.ctx) (include "zovn.svcHost" $svc) $port) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- else -}}
+{{- $svc := printf "%s-%sdb" (include "zovn.fullname" .ctx) .db -}}
+{{- printf "%s:%s:%d" (include "zovn.proto" .ctx) (include "zovn.svcHost" $svc) $port -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "zovn.tlsSecret" -}}
+{{- .Values.ovn.ssl.secretName | default (printf "%s-ovn-tls" (include "zovn.fullname" .)) -}}
+{{- end -}}
+
+{{/* Where TLS material is mounted in every container that talks to OVN. */}}
+{{- define "zovn.tlsDir" -}}/etc/zstack-ovn/tls{{- end -}}
+
+{{- define "zovn.tlsVolume" -}}
+{{- if .Values.ovn.ssl.enabled }}
+- name: ovn-tls
+  secret:
+    secretName: {{ include "zovn.tlsSecret" . }}
+    defaultMode: 256  # 0400 (decimal: YAML 1.1 and 1.2 parsers agree)
+{{- end }}
+{{- end -}}
+
+{{- define "zovn.tlsMount" -}}
+{{- if .Values.ovn.ssl.enabled }}
+- name: ovn-tls
+  mountPath: {{ include "zovn.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "zovn.scriptsMount" -}}
+- name: scripts
+  mountPath: /zovn/scripts
+  readOnly: true
+{{- end -}}
+
+{{- define "zovn.scriptsVolume" -}}
+- name: scripts
+  configMap:
+    name: {{ include "zovn.fullname" . }}-scripts
+    defaultMode: 365  # 0555 (decimal: YAML 1.1 and 1.2 parsers agree)
+{{- end -}}
+
+{{/* POD_IP / NODE_NAME from the downward API */}}
+{{- define "zovn.downwardEnv" -}}
+- name: POD_IP
+  valueFrom: {fieldRef: {fieldPath: status.podIP}}
+- name: POD_NAME
+  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+- name: POD_NAMESPACE
+  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+- name: NODE_NAME
+  valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+- name: HOST_IP
+  valueFrom: {fieldRef: {fieldPath: status.hostIP}}
+- name: OVN_SSL
+  value: {{ .Values.ovn.ssl.enabled | quote }}
+- name: TLS_DIR
+  value: {{ include "zovn.tlsDir" . }}
+{{- end -}}

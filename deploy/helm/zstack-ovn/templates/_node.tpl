@@ -1,0 +1,260 @@
+{{/*
+One node DaemonSet and its datapath ConfigMap.
+(dict "ctx" $ "suffix" "node" | "node-<pool>" "pool" <pool or empty dict> "exclude" <terms or nil>)
+Containers (one image, one daemon per container so kubelet restarts each on its own and its
+logs stay separate): ovsdb-server, ovs-vswitchd, ovn-controller and the agent; with
+ovs.hostManaged only the agent, on the host's OVS.
+*/}}
+{{- define "zovn.nodeDaemonSet" -}}
+{{- $ := .ctx -}}
+{{- $v := $.Values -}}
+{{- $p := .pool -}}
+{{- $fn := include "zovn.fullname" $ -}}
+{{- $name := printf "%s-%s" $fn .suffix -}}
+{{- $img := include "zovn.image" (dict "ctx" $ "override" $v.node.image) -}}
+{{- $dp := $p.datapathConfig | default $v.node.datapathConfig | default dict -}}
+{{- $dpdk := false -}}
+{{- if and $p.name (has ($dp.datapath | default "auto") (list "dpdk" "auto")) -}}{{- $dpdk = true -}}{{- end -}}
+{{- $hp := $p.hugepages | default dict -}}
+{{- $vhostRoot := $p.vhostSocketRoot | default $v.vhost.socketRoot -}}
+{{- $sel := dict "ctx" $ "component" .suffix -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ $name }}-datapath
+  labels: {{- include "zovn.labels" $ | nindent 4 }}
+data:
+  # the agent's --datapath-config (docs/datapath.md); a Node annotation overrides keys per node
+  datapath.yaml: |
+    {{- toYaml $dp | nindent 4 }}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ $name }}
+  labels: {{- include "zovn.labels" $ | nindent 4 }}
+    app.kubernetes.io/component: {{ .suffix }}
+    {{- with $p.name }}
+    network.zstack.io/node-pool: {{ . }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels: {{- include "zovn.selector" $sel | nindent 6 }}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate: {maxUnavailable: 1}
+  template:
+    metadata:
+      labels: {{- include "zovn.selector" $sel | nindent 8 }}
+      annotations:
+        checksum/datapath: {{ toYaml $dp | sha256sum }}
+    spec:
+      serviceAccountName: {{ $fn }}-node
+      # the node pod builds the host's network (br-int, tunnels, pod veths): host namespace
+      hostNetwork: true
+      dnsPolicy: ClusterFirstWithHostNet
+      priorityClassName: system-node-critical
+      {{- with $v.imagePullSecrets }}
+      imagePullSecrets: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $p.nodeSelector }}
+      nodeSelector: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .exclude }}
+      affinity:
+        nodeAffinity:
+          # nodes of no node pool (each pool runs its own DaemonSet): see docs/install.md
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms: {{- toYaml . | nindent 14 }}
+      {{- end }}
+      {{- with $v.node.tolerations }}
+      tolerations: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      initContainers:
+        # the CNI shim into the host's cni.binDir before the agent writes the conflist
+        - name: install-cni
+          image: {{ $img }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: [/bin/sh, -c, "cp -f /usr/local/bin/zstack-ovn-cni /host/cni-bin/.zstack-ovn-cni.tmp && mv -f /host/cni-bin/.zstack-ovn-cni.tmp /host/cni-bin/zstack-ovn-cni"]
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+          volumeMounts:
+            - {name: cni-bin, mountPath: /host/cni-bin}
+      containers:
+        {{- if not $v.ovs.hostManaged }}
+        - name: ovsdb-server
+          image: {{ $img }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: [/bin/bash, /zovn/scripts/node-ovsdb.sh]
+          readinessProbe:
+            exec: {command: [ovs-appctl, -t, /var/run/openvswitch/ovsdb-server.ctl, version]}
+            periodSeconds: 10
+          # only unix sockets and files: no capability
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+          volumeMounts:
+            {{- include "zovn.scriptsMount" $ | nindent 12 }}
+            - {name: ovs-run, mountPath: /var/run/openvswitch}
+            - {name: ovs-etc, mountPath: /etc/openvswitch}
+        - name: ovs-vswitchd
+          image: {{ $img }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: [/bin/bash, /zovn/scripts/node-vswitchd.sh]
+          env:
+            {{- include "zovn.downwardEnv" $ | nindent 12 }}
+            - name: VSWITCHD
+              value: {{ ternary "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk" "/usr/lib/openvswitch-switch/ovs-vswitchd" $dpdk }}
+            {{- if $dpdk }}
+            # PMD and hugepage memory stays resident
+            - {name: VSWITCHD_OPTS, value: "--mlockall"}
+            {{- end }}
+          readinessProbe:
+            exec: {command: [ovs-appctl, -t, /var/run/openvswitch/ovs-vswitchd.ctl, version]}
+            periodSeconds: 10
+          {{- if $dpdk }}
+          resources:
+            # hugepages need requests == limits and a memory request beside them
+            requests: &vswitchd-res
+              memory: {{ $p.memory | default "1Gi" }}
+              {{- if $hp.size }}
+              hugepages-{{ $hp.size }}: {{ $hp.amount }}
+              {{- end }}
+            limits: *vswitchd-res
+          securityContext:
+            # DPDK PMDs bind NICs through VFIO (/dev/vfio) and need physical addresses of
+            # hugepages: not expressible with capabilities alone
+            privileged: true
+          {{- else }}
+          {{- with $v.node.resources }}
+          resources: {{- toYaml . | nindent 12 }}
+          {{- end }}
+          securityContext:
+            capabilities:
+              drop: [ALL]
+              # NET_ADMIN: datapath ports, netlink; NET_RAW: raw sockets (AF_XDP, tap);
+              # SYS_NICE: handler/revalidator priorities; IPC_LOCK: --mlockall (AF_XDP umem);
+              # SYS_MODULE: load the openvswitch module when the host has not
+              add: [NET_ADMIN, NET_RAW, SYS_NICE, IPC_LOCK, SYS_MODULE]
+          {{- end }}
+          volumeMounts:
+            {{- include "zovn.scriptsMount" $ | nindent 12 }}
+            - {name: ovs-run, mountPath: /var/run/openvswitch}
+            - {name: ovs-etc, mountPath: /etc/openvswitch}
+            # modprobe openvswitch (read-only)
+            - {name: modules, mountPath: /lib/modules, readOnly: true}
+            {{- if $dpdk }}
+            - {name: hugepages, mountPath: /dev/hugepages}
+            - {name: vhost-root, mountPath: /var/run/zstack-ovn/vhost}
+            {{- end }}
+        - name: ovn-controller
+          image: {{ $img }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: [/bin/bash, /zovn/scripts/node-ovn-controller.sh]
+          env:
+            {{- include "zovn.downwardEnv" $ | nindent 12 }}
+          readinessProbe:
+            exec: {command: [ovn-appctl, -t, ovn-controller, version]}
+            periodSeconds: 10
+          # OVSDB and OpenFlow over unix sockets, SB over TCP: no capability
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+          volumeMounts:
+            {{- include "zovn.scriptsMount" $ | nindent 12 }}
+            {{- include "zovn.tlsMount" $ | nindent 12 }}
+            - {name: ovs-run, mountPath: /var/run/openvswitch}
+            - {name: ovn-run, mountPath: /var/run/ovn}
+        {{- end }}
+        - name: agent
+          image: {{ $img }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: [/usr/local/bin/zstack-ovnkube-node]
+          args:
+            - --node-name=$(NODE_NAME)
+            - --pods=kube
+            - --sb={{ include "zovn.remote" (dict "ctx" $ "db" "sb") }}
+            - --encap-type={{ $v.tunnel.type }}
+            - --encap-ip=$(HOST_IP)
+            {{- if $v.network.mtu }}
+            - --mtu={{ $v.network.mtu }}
+            {{- end }}
+            - --cni-conf-dir=/host/cni-conf
+            - --cni-bin-dir=/host/cni-bin
+            - --cni-shim=/usr/local/bin/zstack-ovn-cni
+            - --metrics-addr=0.0.0.0:{{ $v.node.metricsPort }}
+            - --datapath-config=/etc/zstack-ovn/datapath.yaml
+            {{- if not $v.ovs.hostManaged }}
+            - --vswitchd-ctl=/var/run/openvswitch/ovs-vswitchd.ctl
+            # the container exits; kubelet starts it again with the new start-time settings
+            - --vswitchd-restart-cmd=ovs-appctl -t /var/run/openvswitch/ovs-vswitchd.ctl exit
+            {{- end }}
+          env:
+            {{- include "zovn.downwardEnv" $ | nindent 12 }}
+            - name: RUST_LOG
+              value: {{ $v.logging.level | quote }}
+          ports:
+            - {name: metrics, containerPort: {{ $v.node.metricsPort }}}
+          livenessProbe:
+            httpGet: {path: /healthz, port: {{ $v.node.metricsPort }}}
+            initialDelaySeconds: 10
+            periodSeconds: 10
+            failureThreshold: 6
+          readinessProbe:
+            httpGet: {path: /readyz, port: {{ $v.node.metricsPort }}}
+            periodSeconds: 5
+          {{- with $v.node.resources }}
+          resources: {{- toYaml . | nindent 12 }}
+          {{- end }}
+          securityContext:
+            {{- if $p.vhost }}
+            # vhost-user sockets are bind-mounted into pods' volumes (Bidirectional
+            # propagation into /var/lib/kubelet/pods requires a privileged container)
+            privileged: true
+            {{- else }}
+            capabilities:
+              drop: [ALL]
+              # NET_ADMIN: veths, addresses, routes, nftables (host Service NAT);
+              # NET_RAW: gratuitous ARP / ND; SYS_ADMIN: setns into pod network namespaces;
+              # SYS_PTRACE: open /proc/<pid>/ns/net of pod processes
+              add: [NET_ADMIN, NET_RAW, SYS_ADMIN, SYS_PTRACE]
+            {{- end }}
+          volumeMounts:
+            {{- include "zovn.tlsMount" $ | nindent 12 }}
+            - {name: datapath, mountPath: /etc/zstack-ovn/datapath.yaml, subPath: datapath.yaml, readOnly: true}
+            # OVS database and vswitchd control sockets (the pod's or the host's OVS)
+            - {name: ovs-run, mountPath: /var/run/openvswitch}
+            # CNI server socket the host's shim connects to; vhost-user sockets under vhost/
+            - {name: zovn-run, mountPath: /var/run/zstack-ovn}
+            # per-sandbox state that survives agent restarts
+            - {name: zovn-state, mountPath: /var/lib/zstack-ovn}
+            # pod network namespaces created by the runtime (mounted after the pod starts)
+            - {name: netns, mountPath: /var/run/netns, mountPropagation: HostToContainer}
+            - {name: cni-conf, mountPath: /host/cni-conf}
+            - {name: cni-bin, mountPath: /host/cni-bin}
+            {{- if $p.vhost }}
+            - {name: vhost-root, mountPath: /var/run/zstack-ovn/vhost}
+            - {name: kubelet-pods, mountPath: /var/lib/kubelet/pods, mountPropagation: Bidirectional}
+            {{- end }}
+      volumes:
+        {{- include "zovn.scriptsVolume" $ | nindent 8 }}
+        {{- include "zovn.tlsVolume" $ | nindent 8 }}
+        - name: datapath
+          configMap: {name: {{ $name }}-datapath}
+        - {name: ovs-run, hostPath: {path: /var/run/openvswitch, type: DirectoryOrCreate}}
+        - {name: ovs-etc, hostPath: {path: /etc/openvswitch, type: DirectoryOrCreate}}
+        - {name: ovn-run, hostPath: {path: /var/run/ovn, type: DirectoryOrCreate}}
+        - {name: modules, hostPath: {path: /lib/modules, type: Directory}}
+        - {name: zovn-run, hostPath: {path: /var/run/zstack-ovn, type: DirectoryOrCreate}}
+        - {name: zovn-state, hostPath: {path: /var/lib/zstack-ovn/node, type: DirectoryOrCreate}}
+        - {name: netns, hostPath: {path: /var/run/netns, type: DirectoryOrCreate}}
+        - {name: cni-conf, hostPath: {path: {{ $v.cni.confDir }}, type: DirectoryOrCreate}}
+        - {name: cni-bin, hostPath: {path: {{ $v.cni.binDir }}, type: DirectoryOrCreate}}
+        {{- if or $dpdk $p.vhost }}
+        - {name: vhost-root, hostPath: {path: {{ $vhostRoot }}, type: DirectoryOrCreate}}
+        {{- end }}
+        {{- if $p.vhost }}
+        - {name: kubelet-pods, hostPath: {path: /var/lib/kubelet/pods, type: Directory}}
+        {{- end }}
+        {{- if and $dpdk $hp.size }}
+        - name: hugepages
+          emptyDir: {medium: HugePages-{{ $hp.size }}}
+        {{- else if $dpdk }}
+        - {name: hugepages, hostPath: {path: /dev/hugepages, type: Directory}}
+        {{- end }}
+{{- end -}}

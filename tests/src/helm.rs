@@ -1,0 +1,187 @@
+//! The Helm chart `deploy/helm/zstack-ovn` through the real Helm engine.
+//!
+//! - **Binary.** Helm is not a Debian package: `scripts/install-helm.sh` (run by
+//!   `make deps`) puts helm v3.17.2 at `${ZOVN_CACHE:-/var/cache/zovn}/helm-3.17.2/helm`.
+//!   [`require_helm`] finds it there (or at `$ZOVN_HELM`); when it is missing the test skips
+//!   with the reason, or fails under `ZOVN_REQUIRE_REAL=1`.
+//! - **Profiles.** The chart's `ci/*-values.yaml` (helm's convention for CI values files):
+//!   `single`, `ha`, `external-tls`, `dpdk-pools`.
+//! - [`render`] runs `helm template` against Kubernetes 1.20.2 (the tests' apiserver) and
+//!   parses every document into JSON values; [`lint`] runs `helm lint --strict`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The Helm version `scripts/install-helm.sh` installs.
+pub const HELM_VERSION: &str = "3.17.2";
+
+/// The four value profiles under the chart's `ci/` directory.
+pub const PROFILES: &[&str] = &["single", "ha", "external-tls", "dpdk-pools"];
+
+/// `deploy/helm/zstack-ovn` in this source tree.
+pub fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/zstack-ovn")
+}
+
+/// The values file of `profile`.
+pub fn profile_values(profile: &str) -> PathBuf {
+    chart_dir()
+        .join("ci")
+        .join(format!("{profile}-values.yaml"))
+}
+
+/// Where `scripts/install-helm.sh` puts helm (or `$ZOVN_HELM`).
+pub fn helm_path() -> PathBuf {
+    std::env::var_os("ZOVN_HELM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            crate::kube::cache_dir()
+                .join(format!("helm-{HELM_VERSION}"))
+                .join("helm")
+        })
+}
+
+/// The helm binary, or None after printing why the test skips (a panic under
+/// `ZOVN_REQUIRE_REAL=1`). Records the run for `scripts/run-tests.sh`.
+pub fn require_helm(test: &str) -> Option<PathBuf> {
+    let p = helm_path();
+    if p.is_file() {
+        crate::record_real_run(test);
+        return Some(p);
+    }
+    let reason = format!(
+        "helm is not installed at {} (run scripts/install-helm.sh)",
+        p.display()
+    );
+    if std::env::var("ZOVN_REQUIRE_REAL").as_deref() == Ok("1") {
+        panic!("{test}: real components required (ZOVN_REQUIRE_REAL=1) but {reason}");
+    }
+    eprintln!("SKIP {test}: {reason}");
+    None
+}
+
+/// The outcome of one helm command.
+pub struct HelmRun {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs helm with `args`.
+pub fn run(helm: &Path, args: &[&str]) -> Result<HelmRun> {
+    let out = Command::new(helm)
+        .args(args)
+        .output()
+        .with_context(|| format!("run {} {args:?}", helm.display()))?;
+    Ok(HelmRun {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// `helm template <release> <chart> -n <namespace> --kube-version 1.20.2 <extra>`.
+pub fn template(helm: &Path, release: &str, namespace: &str, extra: &[&str]) -> Result<HelmRun> {
+    let chart = chart_dir();
+    let chart = chart.to_string_lossy();
+    let mut args = vec![
+        "template",
+        release,
+        &chart,
+        "-n",
+        namespace,
+        "--kube-version",
+        crate::kube::KUBE_VERSION,
+    ];
+    args.extend_from_slice(extra);
+    run(helm, &args)
+}
+
+/// Renders `profile` and returns every object (in helm's install order).
+pub fn render(helm: &Path, profile: &str, release: &str, namespace: &str) -> Result<Vec<Value>> {
+    render_with(helm, profile, release, namespace, &[])
+}
+
+/// [`render`] with extra helm arguments (e.g. `--set`, another `--kube-version`).
+pub fn render_with(
+    helm: &Path,
+    profile: &str,
+    release: &str,
+    namespace: &str,
+    extra: &[&str],
+) -> Result<Vec<Value>> {
+    let values = profile_values(profile);
+    let values = values.to_string_lossy();
+    let mut args = vec!["-f", &*values];
+    args.extend_from_slice(extra);
+    let r = template(helm, release, namespace, &args)?;
+    if !r.ok {
+        bail!("helm template {profile}: {}", r.stderr);
+    }
+    parse_documents(&r.stdout)
+}
+
+/// Every non-empty YAML document of `text`, as JSON.
+pub fn parse_documents(text: &str) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(text) {
+        let v = Value::deserialize(doc).context("parse a rendered document")?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// `helm lint --strict` of `profile` (Kubernetes 1.20.2).
+pub fn lint(helm: &Path, profile: &str) -> Result<HelmRun> {
+    let chart = chart_dir();
+    let values = profile_values(profile);
+    run(
+        helm,
+        &[
+            "lint",
+            "--strict",
+            &chart.to_string_lossy(),
+            "-f",
+            &values.to_string_lossy(),
+            "--kube-version",
+            crate::kube::KUBE_VERSION,
+        ],
+    )
+}
+
+/// The objects of `kind`.
+pub fn of_kind<'a>(objs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objs.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+/// The object of `kind` named `name`.
+pub fn named<'a>(objs: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    objs.iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+}
+
+/// Every container and init container of a workload's pod template.
+pub fn containers(workload: &Value) -> Vec<&Value> {
+    let spec = &workload["spec"]["template"]["spec"];
+    ["initContainers", "containers"]
+        .iter()
+        .filter_map(|k| spec[*k].as_array())
+        .flatten()
+        .collect()
+}
+
+/// The string items of a container's `args`.
+pub fn args(container: &Value) -> Vec<String> {
+    container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect()
+}
