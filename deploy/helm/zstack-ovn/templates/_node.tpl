@@ -130,16 +130,15 @@ spec:
             capabilities:
               drop: [ALL]
               # NET_ADMIN: datapath ports, netlink; NET_RAW: raw sockets (AF_XDP, tap);
-              # SYS_NICE: handler/revalidator priorities; IPC_LOCK: --mlockall (AF_XDP umem);
-              # SYS_MODULE: load the openvswitch module when the host has not
-              add: [NET_ADMIN, NET_RAW, SYS_NICE, IPC_LOCK, SYS_MODULE]
+              # SYS_NICE: handler/revalidator priorities; IPC_LOCK: --mlockall (AF_XDP umem).
+              # No SYS_MODULE: br-int is always a userspace (netdev) bridge, so the
+              # openvswitch kernel module is never needed.
+              add: [NET_ADMIN, NET_RAW, SYS_NICE, IPC_LOCK]
           {{- end }}
           volumeMounts:
             {{- include "zovn.scriptsMount" $ | nindent 12 }}
             - {name: ovs-run, mountPath: /var/run/openvswitch}
             - {name: ovs-etc, mountPath: /etc/openvswitch}
-            # modprobe openvswitch (read-only)
-            - {name: modules, mountPath: /lib/modules, readOnly: true}
             {{- if $dpdk }}
             - {name: hugepages, mountPath: /dev/hugepages}
             - {name: vhost-root, mountPath: /var/run/zstack-ovn/vhost}
@@ -239,7 +238,6 @@ spec:
         - {name: ovs-run, hostPath: {path: /var/run/openvswitch, type: DirectoryOrCreate}}
         - {name: ovs-etc, hostPath: {path: /etc/openvswitch, type: DirectoryOrCreate}}
         - {name: ovn-run, hostPath: {path: /var/run/ovn, type: DirectoryOrCreate}}
-        - {name: modules, hostPath: {path: /lib/modules, type: Directory}}
         - {name: zovn-run, hostPath: {path: /var/run/zstack-ovn, type: DirectoryOrCreate}}
         - {name: zovn-state, hostPath: {path: /var/lib/zstack-ovn/node, type: DirectoryOrCreate}}
         - {name: netns, hostPath: {path: /var/run/netns, type: DirectoryOrCreate}}
