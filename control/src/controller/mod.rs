@@ -104,6 +104,8 @@ pub struct Controller<W: Writer> {
     service_problems: BTreeSet<String>,
     /// Secondary (Multus) networks served ([`secondary`]).
     secondary: secondary::Secondary,
+    /// Pass latency, NB transactions, errors, Subnet usage ([`crate::metrics`]).
+    metrics: Option<std::sync::Arc<crate::metrics::ControllerMetrics>>,
 }
 
 impl<W: Writer> Controller<W> {
@@ -132,6 +134,7 @@ impl<W: Writer> Controller<W> {
             policy_problems: BTreeSet::new(),
             service_problems: BTreeSet::new(),
             secondary: secondary::Secondary::default(),
+            metrics: None,
         }
     }
 
@@ -139,6 +142,15 @@ impl<W: Writer> Controller<W> {
     /// (standalone mode only).
     pub fn with_southbound(mut self, sb: ovsdb::Client) -> Self {
         self.sb = Some(sb);
+        self
+    }
+
+    /// Records each pass of [`Controller::run`] in `metrics`.
+    pub fn with_metrics(
+        mut self,
+        metrics: std::sync::Arc<crate::metrics::ControllerMetrics>,
+    ) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -178,7 +190,22 @@ impl<W: Writer> Controller<W> {
             while let Ok(ev) = rx.try_recv() {
                 self.state.apply(ev);
             }
-            match self.sync().await {
+            let started = std::time::Instant::now();
+            let result = self.sync().await;
+            if let Some(m) = &self.metrics {
+                match &result {
+                    Ok(r) if r.ran => {
+                        m.pass_ok(started.elapsed(), r.nb.transactions);
+                        m.set_usage(&self.ipam);
+                    }
+                    Ok(_) => {}
+                    Err(e) => m.pass_failed(
+                        started.elapsed(),
+                        matches!(e, ControllerError::Reconcile(_)),
+                    ),
+                }
+            }
+            match result {
                 Ok(report) => {
                     retry_at = None;
                     backoff = Duration::from_millis(200);
