@@ -10,7 +10,8 @@
 //!   lease duration + 2 × retry period + start-up slack (the figures are printed);
 //!   `leaseTransitions` grew;
 //! - SIGTERM of a leader: it releases the Lease, a standby takes over well before the
-//!   lease duration, and the SIGTERMed process exits 0.
+//!   lease duration, and the SIGTERMed process exits 0;
+//! - a leader that finds another holder in the Lease stops and exits non-zero.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -330,4 +331,36 @@ async fn one_leader_takeover_on_kill_and_release_on_term() {
         || async { (metric(ca, "zstack_ovn_controller_leader").await == Some(1.0)).then_some(()) },
     )
     .await;
+
+    // Another identity writes the Lease (as a partitioned leader's successor would): ctl-c
+    // sees it at its next renewal, stops and exits non-zero.
+    let mut lease = leases.get(LEASE).await.expect("get Lease");
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.holder_identity = Some("intruder".into());
+        spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+    }
+    leases
+        .replace(LEASE, &Default::default(), &lease)
+        .await
+        .expect("write the intruder into the Lease");
+    let status = eventually(
+        "ctl-c exits after losing the Lease",
+        Duration::from_secs(10),
+        || {
+            let st = ctls[2].proc.0.try_wait().ok().flatten();
+            async move { st }
+        },
+    )
+    .await;
+    assert!(
+        !status.success(),
+        "ctl-c exited with {status} after losing the Lease"
+    );
+    let log = ctls[2].log_text();
+    assert!(
+        log.contains("lost leadership") && log.contains("held by intruder"),
+        "{log}"
+    );
 }

@@ -182,16 +182,14 @@ async fn main() -> Result<()> {
     if let Some(addr) = args.metrics_addr {
         serve_endpoints(addr, metrics.clone(), role.clone()).await?;
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("SIGTERM handler")?;
     if !args.leader_elect {
+        // as before leader election existed: SIGTERM's default action ends the process
         metrics.leader.set(1);
         set_role(&role, Role::Leading);
-        return tokio::select! {
-            r = run_controller(&args, cfg, kube, metrics) => r,
-            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); Ok(()) }
-        };
+        return run_controller(&args, cfg, kube, metrics).await;
     }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("SIGTERM handler")?;
 
     let identity = match &args.leader_elect_identity {
         Some(id) if !id.is_empty() => id.clone(),
