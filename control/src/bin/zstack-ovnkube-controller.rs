@@ -7,7 +7,10 @@
 //!     --nb-ca /etc/ovn/ca.pem --nb-cert /etc/ovn/cert.pem --nb-key /etc/ovn/key.pem
 //! ```
 //! The Kubernetes connection comes from `--kubeconfig`, `$KUBECONFIG`, or the in-cluster
-//! service account.
+//! service account. `--metrics-addr` serves `/metrics`, `/healthz` and `/readyz` (crate
+//! [`endpoints`]). With `--leader-elect` the process first acquires a Lease
+//! ([`control::leader`]) and only then connects to the NB, starts its watchers and runs the
+//! controller; losing the Lease ends the process with a non-zero status, SIGTERM releases it.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
