@@ -11,7 +11,9 @@
 //!   `leaseTransitions` grew;
 //! - SIGTERM of a leader: it releases the Lease, a standby takes over well before the
 //!   lease duration, and the SIGTERMed process exits 0;
-//! - a leader that finds another holder in the Lease stops and exits non-zero.
+//! - a leader that finds another holder in the Lease stops and exits non-zero;
+//! - a leader whose apiserver stops answering (SIGSTOP) exits non-zero within the renew
+//!   deadline.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -361,6 +363,72 @@ async fn one_leader_takeover_on_kill_and_release_on_term() {
     let log = ctls[2].log_text();
     assert!(
         log.contains("lost leadership") && log.contains("held by intruder"),
+        "{log}"
+    );
+}
+
+/// Sends SIGCONT to a stopped process when dropped (the test's end, however it ends).
+struct ContOnDrop(Pid);
+
+impl Drop for ContOnDrop {
+    fn drop(&mut self) {
+        let _ = kill(self.0, Signal::SIGCONT);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_stops_within_the_renew_deadline() {
+    let mut bins = vec!["etcd"];
+    bins.extend_from_slice(tests::OVSDB_BINS);
+    if !tests::require_real("control_leader_cannot_renew_stops", &bins) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("cleader-renew");
+    let dir = s.dir.path();
+    let KubeAndOvn {
+        kube_api,
+        client,
+        central: _central,
+        nb,
+    } = KubeAndOvn::start(dir, true).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let mut ctl = start(&kube_api, &nb, dir, "ctl-a");
+    eventually("ctl-a holds the Lease", Duration::from_secs(30), || async {
+        holder(&leases).await.filter(|(h, _)| h == "ctl-a")
+    })
+    .await;
+    let addr = ctl.addr().await;
+    eventually("ctl-a leads", Duration::from_secs(20), || async {
+        (metric(addr, "zstack_ovn_controller_leader").await == Some(1.0)).then_some(())
+    })
+    .await;
+
+    // The apiserver stops answering: no renewal can succeed.
+    let apiserver =
+        Pid::from_raw(i32::try_from(kube_api.pids().1.expect("kube-apiserver runs")).expect("pid"));
+    kill(apiserver, Signal::SIGSTOP).expect("SIGSTOP kube-apiserver");
+    let _cont = ContOnDrop(apiserver);
+    let stopped = Instant::now();
+    let status = eventually("ctl-a exits", Duration::from_secs(15), || {
+        let st = ctl.proc.0.try_wait().ok().flatten();
+        async move { st }
+    })
+    .await;
+    let after = stopped.elapsed();
+    println!(
+        "leader without the apiserver exited after {:.2} s (renew deadline 3 s, retry {RETRY_SECS} s)",
+        after.as_secs_f64()
+    );
+    assert!(!status.success(), "ctl-a exited with {status}");
+    // the last renewal was at most a retry period before the stop
+    assert!(
+        after.as_secs_f64() <= 3.0 + RETRY_SECS + 1.0,
+        "exited after {after:?}"
+    );
+    let log = ctl.log_text();
+    assert!(
+        log.contains("lost leadership") && log.contains("renew deadline"),
         "{log}"
     );
 }
