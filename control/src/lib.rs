@@ -19,6 +19,8 @@
 //! | [`names`] | row names and the `external_ids` ownership marks (persistent ones from [`api::names`]) |
 //! | [`translate`] | pure translators: model → [`desired::DesiredNb`] |
 //! | [`controller`] | the level-triggered pass: validate, IPAM, translate, reconcile, write back |
+//! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease (client-go's protocol) |
+//! | [`metrics`] | the controller's Prometheus metrics |
 //! | [`chassis`] | SB chassis cleanup when a node is deleted |
 //! | [`annotation`] | re-export of [`api::pod_networks`] (the `k8s.ovn.org/pod-networks` codec) |
 //! | [`source`] | object sources (kube-rs watchers, in-process store) and writers |
@@ -33,6 +35,8 @@ pub mod controller;
 pub mod crd;
 pub mod desired;
 pub mod ipam;
+pub mod leader;
+pub mod metrics;
 pub mod model;
 pub mod multus;
 pub mod names;

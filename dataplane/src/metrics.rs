@@ -1,7 +1,5 @@
-//! Prometheus metrics of the agent and a minimal `/metrics` HTTP endpoint.
+//! Prometheus metrics of the agent (served by the [`endpoints`] crate).
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
@@ -9,8 +7,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 type Labels = Vec<(String, String)>;
 
@@ -155,61 +151,6 @@ impl Metrics {
         }
         out
     }
-}
-
-/// Serves `GET /metrics` on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    loop {
-        let (mut conn, _) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "metrics accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let mut buf = Vec::with_capacity(1024);
-            let read = tokio::time::timeout(Duration::from_secs(5), async {
-                let mut chunk = [0u8; 1024];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16384 {
-                    match conn.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-            })
-            .await;
-            if read.is_err() {
-                return;
-            }
-            let head = String::from_utf8_lossy(&buf);
-            let path = head.split_whitespace().nth(1).unwrap_or("");
-            let (status, ctype, body) = if head.starts_with("GET ") && path == "/metrics" {
-                (
-                    "200 OK",
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    metrics.scrape().await,
-                )
-            } else {
-                ("404 Not Found", "text/plain", "not found\n".to_string())
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = conn.write_all(resp.as_bytes()).await;
-            let _ = conn.shutdown().await;
-        });
-    }
-}
-
-/// Binds `addr` and returns the listener and its actual address (for port 0).
-pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
-    let l = TcpListener::bind(addr).await?;
-    let a = l.local_addr()?;
-    Ok((l, a))
 }
 
 #[cfg(test)]

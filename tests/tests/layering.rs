@@ -6,7 +6,7 @@
 //!   perf, tests
 //!      lab
 //!   control   dataplane
-//!   api  ovsdb  cni  vhost      (cni, vhost -> api only; api -> nothing)
+//!   api  ovsdb  endpoints  cni  vhost      (cni, vhost -> api only; api -> nothing)
 //! ```
 //!
 //! The graph comes from `cargo metadata` (the `cargo` running the tests, `$CARGO`); every
@@ -20,11 +20,20 @@ use std::process::Command;
 fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     const BOTTOM: &[&str] = &[];
     const CONTRACT: &[&str] = &["api"];
-    const MIDDLE: &[&str] = &["api", "ovsdb", "cni", "vhost"];
-    const LAB: &[&str] = &["api", "ovsdb", "cni", "vhost", "control", "dataplane"];
+    const MIDDLE: &[&str] = &["api", "ovsdb", "endpoints", "cni", "vhost"];
+    const LAB: &[&str] = &[
+        "api",
+        "ovsdb",
+        "endpoints",
+        "cni",
+        "vhost",
+        "control",
+        "dataplane",
+    ];
     const TOP: &[&str] = &[
         "api",
         "ovsdb",
+        "endpoints",
         "cni",
         "vhost",
         "control",
@@ -34,6 +43,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     BTreeMap::from([
         ("api", BOTTOM),
         ("ovsdb", BOTTOM),
+        ("endpoints", BOTTOM),
         // a placeholder with no workspace dependency while it is a member
         ("bpf", BOTTOM),
         ("cni", CONTRACT),

@@ -34,6 +34,12 @@ const BINS: &[&str] = &[
 
 /// `/metrics` of an agent (it listens on 127.0.0.1 inside the node netns).
 fn metrics(node: &Node) -> String {
+    get(node, "/metrics")
+}
+
+/// The whole answer (status line, headers, body) to `GET path` on the agent's
+/// `--metrics-addr`.
+fn get(node: &Node, path: &str) -> String {
     let text = std::fs::read_to_string(&node.log).unwrap_or_default();
     let addr = text
         .lines()
@@ -44,7 +50,7 @@ fn metrics(node: &Node) -> String {
         .to_string();
     let (host, port) = addr.rsplit_once(':').expect("host:port");
     let script = format!(
-        "exec 3<>/dev/tcp/{host}/{port}; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
+        "exec 3<>/dev/tcp/{host}/{port}; printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
     );
     let out = in_ns(&node.netns, &["bash", "-c", &script]);
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -141,6 +147,16 @@ fn node_agent_cni_end_to_end() {
 
     let m = metrics(&lab.nodes[0]);
     assert!(m.contains("zstack_ovn_cni_add_seconds_count 1"), "{m}");
+    let h = get(&lab.nodes[0], "/healthz");
+    assert!(
+        h.starts_with("HTTP/1.1 200") && h.ends_with("\r\n\r\nok\n"),
+        "{h}"
+    );
+    let r = get(&lab.nodes[0], "/readyz");
+    assert!(
+        r.starts_with("HTTP/1.1 200") && r.contains("CNI server listening"),
+        "{r}"
+    );
     assert!(
         m.contains(r#"zstack_ovn_cni_requests_total{command="CHECK",result="ok"} 1"#),
         "{m}"

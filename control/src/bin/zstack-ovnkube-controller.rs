@@ -7,13 +7,20 @@
 //!     --nb-ca /etc/ovn/ca.pem --nb-cert /etc/ovn/cert.pem --nb-key /etc/ovn/key.pem
 //! ```
 //! The Kubernetes connection comes from `--kubeconfig`, `$KUBECONFIG`, or the in-cluster
-//! service account.
+//! service account. `--metrics-addr` serves `/metrics`, `/healthz` and `/readyz` (crate
+//! [`endpoints`]). With `--leader-elect` the process first acquires a Lease
+//! ([`control::leader`]) and only then connects to the NB, starts its watchers and runs the
+//! controller; losing the Lease ends the process with a non-zero status, SIGTERM releases it.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use control::controller::Controller;
+use control::leader::{Elector, LeaseConfig};
+use control::metrics::ControllerMetrics;
 use control::reconcile::Reconciler;
 use control::source::kube::{KubeWriter, spawn_watchers};
 use control::translate::{ClusterConfig, DefaultSubnet, Mode};
@@ -72,6 +79,41 @@ struct Args {
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
+    /// Listen address of `/metrics` (Prometheus), `/healthz` and `/readyz` (port 0: any; the
+    /// bound address is logged).
+    #[arg(long)]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Elect a leader on a coordination.k8s.io/v1 Lease: only the holder connects to the NB
+    /// and reconciles; the others stand by.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    leader_elect_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "zstack-ovn-controller")]
+    leader_elect_lease_name: String,
+    /// Our identity in the Lease (default: <hostname>-<pid>).
+    #[arg(long, env = "POD_NAME")]
+    leader_elect_identity: Option<String>,
+    /// Seconds a leader's Lease lasts after its last renewal, as seen by the standbys.
+    #[arg(long, default_value = "15", value_parser = seconds)]
+    leader_elect_lease_duration: Duration,
+    /// Seconds within which the leader must renew, else it stops and exits non-zero.
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    leader_elect_renew_deadline: Duration,
+    /// Seconds between acquire and renew attempts.
+    #[arg(long, default_value = "2", value_parser = seconds)]
+    leader_elect_retry_period: Duration,
+}
+
+/// A positive number of seconds (fractions allowed).
+fn seconds(s: &str) -> std::result::Result<Duration, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s}: {e}"))?;
+    if !(v.is_finite() && v > 0.0 && v < 86400.0) {
+        return Err(format!("{s}: need a number of seconds in (0, 86400)"));
+    }
+    Ok(Duration::from_secs_f64(v))
 }
 
 async fn kube_client(path: Option<&PathBuf>) -> Result<kube::Client> {
@@ -177,17 +219,152 @@ async fn main() -> Result<()> {
         bail!("--cluster-id must not be empty: it marks the rows this controller owns");
     }
 
-    let client = connect(&args, &args.nb).await?;
+    let kube = kube_client(args.kubeconfig.as_ref()).await?;
+    let metrics = Arc::new(ControllerMetrics::new());
+    let role = Arc::new(Mutex::new(Role::Starting));
+    if let Some(addr) = args.metrics_addr {
+        serve_endpoints(addr, metrics.clone(), role.clone()).await?;
+    }
+    if !args.leader_elect {
+        // as before leader election existed: SIGTERM's default action ends the process
+        metrics.leader.set(1);
+        set_role(&role, Role::Leading);
+        return run_controller(&args, cfg, kube, metrics).await;
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("SIGTERM handler")?;
+
+    let identity = match &args.leader_elect_identity {
+        Some(id) if !id.is_empty() => id.clone(),
+        _ => format!("{}-{}", hostname(), std::process::id()),
+    };
+    let mut elector = Elector::new(
+        kube.clone(),
+        LeaseConfig {
+            namespace: args.leader_elect_namespace.clone(),
+            name: args.leader_elect_lease_name.clone(),
+            identity: identity.clone(),
+            lease_duration: args.leader_elect_lease_duration,
+            renew_deadline: args.leader_elect_renew_deadline,
+            retry_period: args.leader_elect_retry_period,
+        },
+    )?;
+    tracing::info!(identity = %identity, lease = %format!("{}/{}", args.leader_elect_namespace, args.leader_elect_lease_name), "leader election: acquiring the Lease");
+    // Standby: nothing but Lease reads until we hold it (never two writers).
+    tokio::select! {
+        _ = elector.acquire(|holder| set_role(&role, Role::Standby(holder.to_string()))) => {}
+        _ = term.recv() => {
+            tracing::info!("SIGTERM while standing by: stopping");
+            return Ok(());
+        }
+    }
+    tracing::info!(identity = %identity, "became leader");
+    metrics.leader.set(1);
+    set_role(&role, Role::Leading);
+    let outcome = tokio::select! {
+        r = run_controller(&args, cfg, kube, metrics.clone()) => Outcome::Stopped(r),
+        lost = elector.hold() => Outcome::Lost(lost),
+        _ = term.recv() => Outcome::Term,
+    };
+    // the controller future is dropped here: no more NB or Kubernetes writes
+    metrics.leader.set(0);
+    match outcome {
+        Outcome::Lost(why) => {
+            tracing::error!(reason = %why, "lost leadership: stopping all work; exiting non-zero to restart as a standby");
+            std::process::exit(1);
+        }
+        Outcome::Term => {
+            tracing::info!("SIGTERM: releasing the Lease");
+            if let Err(e) = elector.release().await {
+                tracing::warn!(error = %e, "could not release the Lease: the successor waits for its expiry");
+            }
+            Ok(())
+        }
+        Outcome::Stopped(r) => {
+            if let Err(e) = elector.release().await {
+                tracing::warn!(error = %e, "could not release the Lease");
+            }
+            r
+        }
+    }
+}
+
+enum Outcome {
+    Stopped(Result<()>),
+    Lost(control::leader::LostReason),
+    Term,
+}
+
+/// What `/readyz` reports.
+#[derive(Clone, Debug)]
+enum Role {
+    Starting,
+    Standby(String),
+    Leading,
+}
+
+fn set_role(role: &Mutex<Role>, r: Role) {
+    *role.lock().unwrap_or_else(|p| p.into_inner()) = r;
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "zstack-ovnkube-controller".to_string())
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `addr`.
+async fn serve_endpoints(
+    addr: std::net::SocketAddr,
+    metrics: Arc<ControllerMetrics>,
+    role: Arc<Mutex<Role>>,
+) -> Result<()> {
+    let (l, bound) = endpoints::bind(addr)
+        .await
+        .with_context(|| format!("metrics address {addr}"))?;
+    tracing::info!(addr = %bound, "metrics listening on http://{bound}/metrics (and /healthz, /readyz)");
+    let m = metrics.clone();
+    let render: endpoints::Render = Arc::new(move || {
+        let m = m.clone();
+        Box::pin(async move { m.render() })
+    });
+    let ready: endpoints::Ready = Arc::new(move || {
+        let r = role.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match r {
+            Role::Starting => endpoints::Readiness::not_ready("not ready: starting"),
+            Role::Standby(h) => endpoints::Readiness::ready(format!("standby: leader is {h}")),
+            Role::Leading if metrics.synced() => endpoints::Readiness::ready("leader: synced"),
+            Role::Leading => {
+                endpoints::Readiness::not_ready("not ready: leader, first sync pending")
+            }
+        }
+    });
+    tokio::spawn(endpoints::serve(
+        l,
+        endpoints::Endpoints::new(render, ready),
+    ));
+    Ok(())
+}
+
+/// Connects to the NB (and SB), starts the watchers and runs the controller.
+async fn run_controller(
+    args: &Args,
+    cfg: ClusterConfig,
+    kube: kube::Client,
+    metrics: Arc<ControllerMetrics>,
+) -> Result<()> {
+    let client = connect(args, &args.nb).await?;
     let rec = Reconciler::start(client, &cfg.cluster_id)
         .await
         .context("start the NB replica")?;
-    let kube = kube_client(args.kubeconfig.as_ref()).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     spawn_watchers(kube.clone(), tx);
     tracing::info!(nb = %args.nb, mode = ?cfg.mode, cluster_id = %cfg.cluster_id, "controller started");
-    let mut controller = Controller::new(cfg, rec, KubeWriter::new(kube));
+    let mut controller = Controller::new(cfg, rec, KubeWriter::new(kube)).with_metrics(metrics);
     if let Some(sb) = &args.sb {
-        controller = controller.with_southbound(connect(&args, sb).await?);
+        controller = controller.with_southbound(connect(args, sb).await?);
     }
     controller.run(rx).await.context("controller stopped")
 }

@@ -109,6 +109,8 @@ pub struct Controller<W: Writer> {
     secondary: secondary::Secondary,
     /// The last warning about the default Subnet (logged once per change).
     default_note: Option<String>,
+    /// Pass latency, NB transactions, errors, Subnet usage ([`crate::metrics`]).
+    metrics: Option<std::sync::Arc<crate::metrics::ControllerMetrics>>,
 }
 
 impl<W: Writer> Controller<W> {
@@ -138,6 +140,7 @@ impl<W: Writer> Controller<W> {
             service_problems: BTreeSet::new(),
             secondary: secondary::Secondary::default(),
             default_note: None,
+            metrics: None,
         }
     }
 
@@ -145,6 +148,15 @@ impl<W: Writer> Controller<W> {
     /// (standalone mode only).
     pub fn with_southbound(mut self, sb: ovsdb::Client) -> Self {
         self.sb = Some(sb);
+        self
+    }
+
+    /// Records each pass of [`Controller::run`] in `metrics`.
+    pub fn with_metrics(
+        mut self,
+        metrics: std::sync::Arc<crate::metrics::ControllerMetrics>,
+    ) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -184,7 +196,22 @@ impl<W: Writer> Controller<W> {
             while let Ok(ev) = rx.try_recv() {
                 self.state.apply(ev);
             }
-            match self.sync().await {
+            let started = std::time::Instant::now();
+            let result = self.sync().await;
+            if let Some(m) = &self.metrics {
+                match &result {
+                    Ok(r) if r.ran => {
+                        m.pass_ok(started.elapsed(), r.nb.transactions);
+                        m.set_usage(&self.ipam);
+                    }
+                    Ok(_) => {}
+                    Err(e) => m.pass_failed(
+                        started.elapsed(),
+                        matches!(e, ControllerError::Reconcile(_)),
+                    ),
+                }
+            }
+            match result {
                 Ok(report) => {
                     retry_at = None;
                     backoff = Duration::from_millis(200);

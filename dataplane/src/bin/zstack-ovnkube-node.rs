@@ -57,7 +57,7 @@ struct Args {
     /// Per-sandbox state (restart safety).
     #[arg(long, default_value = "/var/lib/zstack-ovn/node")]
     state_dir: PathBuf,
-    /// Prometheus `/metrics` listen address (port 0: any).
+    /// Listen address of `/metrics` (Prometheus), `/healthz` and `/readyz` (port 0: any).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
     /// The node's datapath configuration (YAML/JSON; see docs/datapath.md).
@@ -209,12 +209,30 @@ async fn main() -> anyhow::Result<()> {
     }
     agent.restore().await;
 
+    // /readyz: ready once the first datapath pass is done (above) and the CNI server listens
+    let cni_listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
     if let Some(addr) = args.metrics_addr {
-        let (l, bound) = dataplane::metrics::bind(addr)
+        let (l, bound) = endpoints::bind(addr)
             .await
             .with_context(|| format!("metrics address {addr}"))?;
-        tracing::info!(addr = %bound, "metrics listening on http://{bound}/metrics");
-        tokio::spawn(dataplane::metrics::serve(l, metrics.clone()));
+        tracing::info!(addr = %bound, "metrics listening on http://{bound}/metrics (and /healthz, /readyz)");
+        let m = metrics.clone();
+        let render: endpoints::Render = Arc::new(move || {
+            let m = m.clone();
+            Box::pin(async move { m.scrape().await })
+        });
+        let listening = cni_listening.clone();
+        let ready: endpoints::Ready = Arc::new(move || {
+            if listening.load(std::sync::atomic::Ordering::SeqCst) {
+                endpoints::Readiness::ready("ready: datapath configured, CNI server listening")
+            } else {
+                endpoints::Readiness::not_ready("not ready: CNI server not listening yet")
+            }
+        });
+        tokio::spawn(endpoints::serve(
+            l,
+            endpoints::Endpoints::new(render, ready),
+        ));
     }
 
     let listener = dataplane::server::bind(&args.cni_socket)
@@ -239,6 +257,7 @@ async fn main() -> anyhow::Result<()> {
         anyhow::bail!("--cni-conf-dir, --cni-bin-dir and --cni-shim go together");
     }
     tracing::info!(socket = %args.cni_socket.display(), node = %args.node_name, "CNI server ready");
+    cni_listening.store(true, std::sync::atomic::Ordering::SeqCst);
 
     tokio::spawn(agent.clone().watch());
     if let Some(ctl) = &args.vswitchd_ctl {

@@ -1,0 +1,156 @@
+//! # endpoints — the HTTP endpoints of the daemons
+//!
+//! A tiny HTTP/1.1 server (one request per connection, `Connection: close`) shared by the
+//! controller and the node agent:
+//!
+//! | path | answer |
+//! |---|---|
+//! | `GET /metrics` | 200, the text of the [`Endpoints`]' render callback (Prometheus/OpenMetrics) |
+//! | `GET /healthz` | 200 `ok` while the process runs |
+//! | `GET /readyz` | 200 or 503 with a one-line reason from the readiness callback |
+//! | anything else | 404 (405 for another method on a known path) |
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Renders the metrics text on each scrape.
+pub type Render = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = String> + Send>> + Send + Sync>;
+
+/// Tells whether the daemon is ready and why (one line).
+pub type Ready = Arc<dyn Fn() -> Readiness + Send + Sync>;
+
+/// The answer of `/readyz`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Readiness {
+    pub ready: bool,
+    /// One line, e.g. "leader: synced" or "not ready: NB not connected".
+    pub reason: String,
+}
+
+impl Readiness {
+    pub fn ready(reason: impl Into<String>) -> Self {
+        Readiness {
+            ready: true,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn not_ready(reason: impl Into<String>) -> Self {
+        Readiness {
+            ready: false,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What the server answers with.
+#[derive(Clone)]
+pub struct Endpoints {
+    render: Render,
+    ready: Ready,
+}
+
+impl std::fmt::Debug for Endpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Endpoints")
+    }
+}
+
+/// The content type of `/metrics`.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+impl Endpoints {
+    /// `render` answers `/metrics`, `ready` answers `/readyz`.
+    pub fn new(render: Render, ready: Ready) -> Self {
+        Endpoints { render, ready }
+    }
+
+    /// The status line, content type and body for a request head.
+    async fn answer(&self, head: &str) -> (&'static str, &'static str, String) {
+        let mut words = head.split_whitespace();
+        let method = words.next().unwrap_or("");
+        let path = words.next().unwrap_or("");
+        let path = path.split('?').next().unwrap_or("");
+        if !matches!(path, "/metrics" | "/healthz" | "/readyz") {
+            return ("404 Not Found", "text/plain", "not found\n".to_string());
+        }
+        if method != "GET" {
+            return (
+                "405 Method Not Allowed",
+                "text/plain",
+                "method not allowed\n".to_string(),
+            );
+        }
+        match path {
+            "/metrics" => ("200 OK", METRICS_CONTENT_TYPE, (self.render)().await),
+            "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
+            _ => {
+                let r = (self.ready)();
+                let status = if r.ready {
+                    "200 OK"
+                } else {
+                    "503 Service Unavailable"
+                };
+                (status, "text/plain", format!("{}\n", r.reason.trim_end()))
+            }
+        }
+    }
+}
+
+/// Binds `addr` and returns the listener and its actual address (for port 0).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(addr).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}
+
+/// Serves the endpoints on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, endpoints: Endpoints) {
+    loop {
+        let conn = match listener.accept().await {
+            Ok((c, _)) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "endpoints: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let endpoints = endpoints.clone();
+        tokio::spawn(async move { handle(conn, &endpoints).await });
+    }
+}
+
+/// Reads one request head (5 s, 16 KiB at most) and answers it.
+async fn handle(mut conn: TcpStream, endpoints: &Endpoints) {
+    let mut buf = Vec::with_capacity(1024);
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut chunk = [0u8; 1024];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16384 {
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await;
+    if read.is_err() {
+        return;
+    }
+    let head = String::from_utf8_lossy(&buf);
+    let (status, ctype, body) = endpoints.answer(&head).await;
+    let resp = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = conn.write_all(resp.as_bytes()).await;
+    let _ = conn.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests;
