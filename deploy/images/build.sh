@@ -37,6 +37,15 @@ REPO=docker.io/zstack-ovn/zstack-ovn
 PACKAGES=(
   openvswitch-switch          # ovsdb-server, ovs-vswitchd (kernel/AF_XDP), ovs-vsctl, ovs-appctl, ovsdb-tool
   openvswitch-switch-dpdk     # ovs-vswitchd-dpdk and the DPDK libraries it links
+  # DPDK drivers, loaded at EAL init from /usr/lib/x86_64-linux-gnu/dpdk/pmds-23 (Recommends
+  # of `dpdk`, which --no-install-recommends drops): the mempool ring handler no DPDK
+  # mempool works without, then the PMDs of common NICs (Intel, Mellanox/NVIDIA ConnectX,
+  # AWS ENA, virtio/vmxnet3 VMs) and the virtual devices (tap, virtio_user, vhost,
+  # af_packet, af_xdp, bonding)
+  librte-mempool-ring23
+  librte-net-i40e23 librte-net-iavf23 librte-net-ice23 librte-net-ixgbe23 librte-net-e1000-23
+  librte-net-mlx5-23 librte-net-ena23 librte-net-virtio23 librte-net-vmxnet3-23
+  librte-net-tap23 librte-net-vhost23 librte-net-af-packet23 librte-net-af-xdp23 librte-net-bond23
   ovn-central                 # ovn-northd, the NB/SB schemas
   ovn-host                    # ovn-controller
   iproute2 nftables ethtool   # the node agent's ip/nft/ethtool calls
@@ -78,6 +87,7 @@ if [ -s "$base" ] && [ "${ZOVN_IMAGE_REFRESH:-0}" != 1 ]; then
   log "Debian layer from cache: $base"
 else
   log "mmdebstrap $SUITE ($VARIANT + ${#PACKAGES[@]} packages) -> $base"
+  t0=$(date +%s)
   dpkgopts=()
   for o in "${DPKG_OPTS[@]}"; do dpkgopts+=("--dpkgopt=$o"); done
   mmdebstrap --mode=root --variant="$VARIANT" --format=tar \
@@ -91,6 +101,7 @@ else
     "deb $SECURITY $SUITE-security main" >"$WORK/mmdebstrap.log" 2>&1 ||
     { tail -30 "$WORK/mmdebstrap.log" >&2; die "mmdebstrap failed"; }
   mv "$WORK/base.tar" "$base"
+  log "Debian layer built in $(( $(date +%s) - t0 )) s"
 fi
 
 # 2. release binaries (after the Debian layer: cargo may wait on another build's lock)
