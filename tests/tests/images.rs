@@ -242,8 +242,29 @@ fn images_make_import_and_run() {
     // make images (into the scratch dir)
     let out = s.dir.path().join("out");
     let t = Instant::now();
-    let build = Command::new(root.join("deploy/images/build.sh"))
-        .env("OUT", &out)
+    // a clean environment: under the variables `cargo test` sets for a test (CARGO_PKG_*,
+    // LD_LIBRARY_PATH, RUSTUP_TOOLCHAIN, ...) the nested release build was seen to rebuild
+    // its dependencies (kube-client, ...) instead of reusing `make images`' artifacts
+    let mut build = Command::new(root.join("deploy/images/build.sh"));
+    build.env_clear().env("OUT", &out);
+    for (k, v) in std::env::vars_os() {
+        let k_str = k.to_string_lossy();
+        if [
+            "PATH",
+            "HOME",
+            "TMPDIR",
+            "RUSTUP_HOME",
+            "CARGO_HOME",
+            "SOURCE_DATE_EPOCH",
+        ]
+        .contains(&k_str.as_ref())
+            || k_str.starts_with("ZOVN_IMAGE_")
+            || k_str.starts_with("DEBIAN_")
+        {
+            build.env(k, v);
+        }
+    }
+    let build = build
         .stdin(Stdio::null())
         .output()
         .expect("run deploy/images/build.sh");
