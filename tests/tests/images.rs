@@ -239,7 +239,8 @@ fn images_make_import_and_run() {
         None => eprintln!("images: no deploy/helm/zstack-ovn in this tree; checked {name}"),
     }
 
-    // make images (into the scratch dir)
+    // make images (into the scratch dir), from the commit read now
+    let head = tests::sh(&["git", "-C", &root.to_string_lossy(), "rev-parse", "HEAD"]);
     let out = s.dir.path().join("out");
     let t = Instant::now();
     // a clean environment: under the variables `cargo test` sets for a test (CARGO_PKG_*,
@@ -309,7 +310,6 @@ fn images_make_import_and_run() {
     let config = json(&blob(&layout, &manifest["config"]["digest"]));
     let labels = &config["config"]["Labels"];
     assert_eq!(labels["org.opencontainers.image.version"], version.as_str());
-    let head = tests::sh(&["git", "-C", &root.to_string_lossy(), "rev-parse", "HEAD"]);
     assert_eq!(labels["org.opencontainers.image.revision"], head.trim());
     let env = config["config"]["Env"].to_string();
     assert!(
