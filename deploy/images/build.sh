@@ -71,8 +71,10 @@ VERSION=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
 NAME="$REPO:$VERSION"
 SOURCE_URL=$(sed -nE 's/^repository = "([^"]+)"/\1/p' Cargo.toml | head -1)
 REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
-CREATED=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+# not exported: cargo would see a new value after every commit and rebuild the release
+# artifacts (seen); mmdebstrap gets it explicitly
+SDE=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+CREATED=$(date -u -d "@$SDE" +%Y-%m-%dT%H:%M:%SZ)
 start=$(date +%s)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zovn-images.XXXXXX")
@@ -90,7 +92,7 @@ else
   t0=$(date +%s)
   dpkgopts=()
   for o in "${DPKG_OPTS[@]}"; do dpkgopts+=("--dpkgopt=$o"); done
-  mmdebstrap --mode=root --variant="$VARIANT" --format=tar \
+  SOURCE_DATE_EPOCH=$SDE mmdebstrap --mode=root --variant="$VARIANT" --format=tar \
     --include="$(IFS=,; echo "${PACKAGES[*]}")" \
     --aptopt='APT::Install-Recommends "false"' \
     --aptopt='APT::Install-Suggests "false"' \
@@ -106,7 +108,7 @@ fi
 
 # 2. release binaries (after the Debian layer: cargo may wait on another build's lock)
 log "cargo build --release (${BINS[*]})"
-"$CARGO" build --release -q -p control -p dataplane -p cni -p lab \
+env -u SOURCE_DATE_EPOCH "$CARGO" build --release -q -p control -p dataplane -p cni -p lab \
   "${BINS[@]/#/--bin=}"
 
 # 3. our layer: /usr/local/bin, always rebuilt
@@ -115,7 +117,7 @@ for b in "${BINS[@]}"; do
   objcopy --strip-debug "target/release/$b" "$WORK/bins/usr/local/bin/$b"
   chmod 0755 "$WORK/bins/usr/local/bin/$b"
 done
-tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
+tar --sort=name --mtime="@$SDE" --owner=0 --group=0 --numeric-owner \
   -C "$WORK/bins" -cf "$WORK/bins.tar" usr/local/bin
 
 # 4. the OCI layout
@@ -153,7 +155,7 @@ with open(path, "w") as f:
 PY
 
 archive="$OUT/zstack-ovn-$VERSION.oci.tar"
-tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
+tar --sort=name --mtime="@$SDE" --owner=0 --group=0 --numeric-owner \
   -C "$L" -cf "$archive.tmp" oci-layout index.json blobs
 mv "$archive.tmp" "$archive"
 log "$archive: $NAME, $(du -m "$archive" | cut -f1) MiB (layers gzip: Debian $(du -m "$base" | cut -f1) MiB uncompressed, binaries $(du -m "$WORK/bins.tar" | cut -f1) MiB uncompressed), $(( $(date +%s) - start )) s"

@@ -243,9 +243,8 @@ fn images_make_import_and_run() {
     let head = tests::sh(&["git", "-C", &root.to_string_lossy(), "rev-parse", "HEAD"]);
     let out = s.dir.path().join("out");
     let t = Instant::now();
-    // a clean environment: under the variables `cargo test` sets for a test (CARGO_PKG_*,
-    // LD_LIBRARY_PATH, RUSTUP_TOOLCHAIN, ...) the nested release build was seen to rebuild
-    // its dependencies (kube-client, ...) instead of reusing `make images`' artifacts
+    // a clean environment: the nested release build sees what `make images` from a shell
+    // sees, not the variables `cargo test` sets for a test (CARGO_PKG_*, LD_LIBRARY_PATH)
     let mut build = Command::new(root.join("deploy/images/build.sh"));
     build.env_clear().env("OUT", &out);
     for (k, v) in std::env::vars_os() {
