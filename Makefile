@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB_DIR ?= /tmp/zovn-lab
 NODES ?= 2
 
-.PHONY: lab test test-netpol deps build lint codegen bench-ovsdb clean-lab
+.PHONY: lab test test-netpol deps build lint codegen bench-ovsdb clean-lab images
 
 deps:
 	@scripts/install-deps.sh
@@ -24,6 +24,13 @@ test:
 # the NetworkPolicy corpus on real traffic alone, with its progress (also part of `test`)
 test-netpol: build
 	cargo test -p tests --test netpol_lab -- --nocapture
+
+# the one image (controller, OVN central, every node pool) as an OCI archive:
+# target/images/zstack-ovn-<version>.oci.tar named docker.io/zstack-ovn/zstack-ovn:<version>.
+# Debian bookworm (mmdebstrap, cached in /var/cache/zovn/images/) + the release binaries
+# (umoci); no registry, no daemon. Root. See docs/images.md.
+images:
+	@CARGO="$(CARGO)" deploy/images/build.sh
 
 lint:
 	$(CARGO) fmt --all --check

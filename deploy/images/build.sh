@@ -1,0 +1,161 @@
+#!/bin/bash
+# build.sh - `make images`: the one zstack-ovn image (controller, OVN central, every node
+# pool) as an OCI archive, target/images/zstack-ovn-<version>.oci.tar, built offline
+# except for Debian's archive: no registry pull, no daemon.
+#
+#   1. layer 1, Debian bookworm: mmdebstrap --variant=essential with only PACKAGES below, no
+#      Recommends, no docs/man/locales, apt lists and caches removed. The tarball is cached
+#      in $ZOVN_IMAGE_CACHE (default /var/cache/zovn/images/) under the sha256 of everything
+#      that shapes it (suite, mirrors, variant, packages, dpkg options): a warm build only
+#      re-adds it. Delete the file (or set ZOVN_IMAGE_REFRESH=1) to pick up Debian updates;
+#   2. release binaries: cargo build --release (zstack-ovnkube-controller, zstack-ovnkube-node,
+#      zstack-ovn-cni, zovn), debug info stripped on the way into the image;
+#   3. layer 2, ours: /usr/local/bin/<the four binaries>, always rebuilt (cheap);
+#   4. umoci: OCI layout, config (PATH, labels org.opencontainers.image.*, a harmless
+#      default command `zovn --help`: the chart gives every container its command), then
+#      index.json names the image docker.io/zstack-ovn/zstack-ovn:<version> in both
+#      org.opencontainers.image.ref.name and io.containerd.image.name, so that
+#      `ctr -n k8s.io images import` names it without --base-name.
+#
+# Timestamps come from SOURCE_DATE_EPOCH (default: the commit time of HEAD).
+# Runs as root (mmdebstrap root mode). Env: CARGO, OUT (output dir), ZOVN_IMAGE_CACHE,
+# ZOVN_IMAGE_REFRESH, DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+CARGO=${CARGO:-cargo}
+OUT=${OUT:-$ROOT/target/images}
+CACHE=${ZOVN_IMAGE_CACHE:-/var/cache/zovn/images}
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SECURITY=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+SUITE=bookworm
+VARIANT=essential
+REPO=docker.io/zstack-ovn/zstack-ovn
+
+# What the chart runs (docs/images.md explains each):
+PACKAGES=(
+  openvswitch-switch          # ovsdb-server, ovs-vswitchd (kernel/AF_XDP), ovs-vsctl, ovs-appctl, ovsdb-tool
+  openvswitch-switch-dpdk     # ovs-vswitchd-dpdk and the DPDK libraries it links
+  # DPDK drivers, loaded at EAL init from /usr/lib/x86_64-linux-gnu/dpdk/pmds-23 (Recommends
+  # of `dpdk`, which --no-install-recommends drops): the mempool ring handler no DPDK
+  # mempool works without, then the PMDs of common NICs (Intel, Mellanox/NVIDIA ConnectX,
+  # AWS ENA, virtio/vmxnet3 VMs) and the virtual devices (tap, virtio_user, vhost,
+  # af_packet, af_xdp, bonding)
+  librte-mempool-ring23
+  librte-net-i40e23 librte-net-iavf23 librte-net-ice23 librte-net-ixgbe23 librte-net-e1000-23
+  librte-net-mlx5-23 librte-net-ena23 librte-net-virtio23 librte-net-vmxnet3-23
+  librte-net-tap23 librte-net-vhost23 librte-net-af-packet23 librte-net-af-xdp23 librte-net-bond23
+  ovn-central                 # ovn-northd, the NB/SB schemas
+  ovn-host                    # ovn-controller
+  iproute2 nftables ethtool   # the node agent's ip/nft/ethtool calls
+  procps ca-certificates bash # ps/pgrep for the start scripts, TLS roots, the chart's scripts
+)
+BINS=(zstack-ovnkube-controller zstack-ovnkube-node zstack-ovn-cni zovn)
+DPKG_OPTS=(
+  'path-exclude=/usr/share/man/*'
+  'path-exclude=/usr/share/info/*'
+  'path-exclude=/usr/share/locale/*'
+  'path-include=/usr/share/locale/locale.alias'
+  'path-exclude=/usr/share/doc/*'
+  'path-include=/usr/share/doc/*/copyright'
+)
+
+log() { echo "images: $*" >&2; }
+die() { log "$*"; exit 1; }
+[ "$(id -u)" = 0 ] || die "run as root (mmdebstrap builds the root filesystem in root mode)"
+scripts/install-image-deps.sh
+
+VERSION=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
+[ -n "$VERSION" ] || die "no workspace version in Cargo.toml"
+NAME="$REPO:$VERSION"
+SOURCE_URL=$(sed -nE 's/^repository = "([^"]+)"/\1/p' Cargo.toml | head -1)
+REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# not exported: cargo would see a new value after every commit and rebuild the release
+# artifacts (seen); mmdebstrap gets it explicitly
+SDE=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+CREATED=$(date -u -d "@$SDE" +%Y-%m-%dT%H:%M:%SZ)
+start=$(date +%s)
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/zovn-images.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$OUT" "$CACHE"
+
+# 1. the Debian layer, cached by what shapes it
+key=$( { echo "format 1 $SUITE $VARIANT $MIRROR $SECURITY"; printf '%s\n' "${PACKAGES[@]}" "${DPKG_OPTS[@]}"; } |
+  sha256sum | cut -c1-16)
+base="$CACHE/rootfs-$SUITE-$key.tar"
+if [ -s "$base" ] && [ "${ZOVN_IMAGE_REFRESH:-0}" != 1 ]; then
+  log "Debian layer from cache: $base"
+else
+  log "mmdebstrap $SUITE ($VARIANT + ${#PACKAGES[@]} packages) -> $base"
+  t0=$(date +%s)
+  dpkgopts=()
+  for o in "${DPKG_OPTS[@]}"; do dpkgopts+=("--dpkgopt=$o"); done
+  SOURCE_DATE_EPOCH=$SDE mmdebstrap --mode=root --variant="$VARIANT" --format=tar \
+    --include="$(IFS=,; echo "${PACKAGES[*]}")" \
+    --aptopt='APT::Install-Recommends "false"' \
+    --aptopt='APT::Install-Suggests "false"' \
+    "${dpkgopts[@]}" \
+    --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*.log "$1"/var/log/apt' \
+    "$SUITE" "$WORK/base.tar" \
+    "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main" \
+    "deb $SECURITY $SUITE-security main" >"$WORK/mmdebstrap.log" 2>&1 ||
+    { tail -30 "$WORK/mmdebstrap.log" >&2; die "mmdebstrap failed"; }
+  mv "$WORK/base.tar" "$base"
+  log "Debian layer built in $(( $(date +%s) - t0 )) s"
+fi
+
+# 2. release binaries (after the Debian layer: cargo may wait on another build's lock)
+log "cargo build --release (${BINS[*]})"
+env -u SOURCE_DATE_EPOCH "$CARGO" build --release -q -p control -p dataplane -p cni -p lab \
+  "${BINS[@]/#/--bin=}"
+
+# 3. our layer: /usr/local/bin, always rebuilt
+mkdir -p "$WORK/bins/usr/local/bin"
+for b in "${BINS[@]}"; do
+  objcopy --strip-debug "target/release/$b" "$WORK/bins/usr/local/bin/$b"
+  chmod 0755 "$WORK/bins/usr/local/bin/$b"
+done
+tar --sort=name --mtime="@$SDE" --owner=0 --group=0 --numeric-owner \
+  -C "$WORK/bins" -cf "$WORK/bins.tar" usr/local/bin
+
+# 4. the OCI layout
+L="$WORK/oci"
+umoci init --layout "$L"
+umoci new --image "$L:$VERSION"
+umoci raw add-layer --image "$L:$VERSION" --history.created "$CREATED" \
+  --history.created_by "mmdebstrap $SUITE: ${PACKAGES[*]}" "$base"
+umoci raw add-layer --image "$L:$VERSION" --history.created "$CREATED" \
+  --history.created_by "zstack-ovn $VERSION release binaries (${BINS[*]})" "$WORK/bins.tar"
+umoci config --image "$L:$VERSION" --created "$CREATED" --history.created "$CREATED" \
+  --history.created_by "config" --os linux --architecture amd64 \
+  --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  --config.cmd /usr/local/bin/zovn --config.cmd --help \
+  --config.label "org.opencontainers.image.title=zstack-ovn" \
+  --config.label "org.opencontainers.image.version=$VERSION" \
+  --config.label "org.opencontainers.image.source=$SOURCE_URL" \
+  --config.label "org.opencontainers.image.revision=$REVISION" \
+  --config.label "org.opencontainers.image.created=$CREATED"
+umoci gc --layout "$L"
+# umoci tags cannot hold '/' or ':': name the image in index.json itself (no blob digest
+# covers index.json, so this edit keeps the layout valid)
+python3 - "$L/index.json" "$NAME" <<'PY'
+import json, sys
+path, name = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    index = json.load(f)
+assert len(index["manifests"]) == 1, index
+index["manifests"][0]["annotations"] = {
+    "org.opencontainers.image.ref.name": name,
+    "io.containerd.image.name": name,
+}
+with open(path, "w") as f:
+    json.dump(index, f, sort_keys=True, separators=(",", ":"))
+PY
+
+archive="$OUT/zstack-ovn-$VERSION.oci.tar"
+tar --sort=name --mtime="@$SDE" --owner=0 --group=0 --numeric-owner \
+  -C "$L" -cf "$archive.tmp" oci-layout index.json blobs
+mv "$archive.tmp" "$archive"
+log "$archive: $NAME, $(du -m "$archive" | cut -f1) MiB (layers gzip: Debian $(du -m "$base" | cut -f1) MiB uncompressed, binaries $(du -m "$WORK/bins.tar" | cut -f1) MiB uncompressed), $(( $(date +%s) - start )) s"
