@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -145,11 +144,7 @@ impl Metrics {
 
     /// The text exposition.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        if encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        endpoints::render_registry(&self.registry)
     }
 }
 

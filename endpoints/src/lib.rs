@@ -9,6 +9,8 @@
 //! | `GET /healthz` | 200 `ok` while the process runs |
 //! | `GET /readyz` | 200 or 503 with a one-line reason from the readiness callback |
 //! | anything else | 404 (405 for another method on a known path) |
+//!
+//! [`render_registry`] gives a `prometheus-client` registry's text for the render callback.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -18,6 +20,15 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+/// The text exposition of `registry` (OpenMetrics); empty if encoding fails.
+pub fn render_registry(registry: &prometheus_client::registry::Registry) -> String {
+    let mut out = String::new();
+    if prometheus_client::encoding::text::encode(&mut out, registry).is_err() {
+        out.clear();
+    }
+    out
+}
 
 /// Renders the metrics text on each scrape.
 pub type Render = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = String> + Send>> + Send + Sync>;
