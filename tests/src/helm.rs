@@ -8,6 +8,9 @@
 //!   `single`, `ha`, `external-tls`, `dpdk-pools`.
 //! - [`render`] runs `helm template` against Kubernetes 1.20.2 (the tests' apiserver) and
 //!   parses every document into JSON values; [`lint`] runs `helm lint --strict`.
+//! - The tests render release [`RELEASE`] into [`NAMESPACE`] ([`render_profile`]), find
+//!   objects ([`of_kind`], [`named`], [`container`]) and write the start scripts of the
+//!   rendered ConfigMap to a directory ([`write_scripts`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,6 +21,15 @@ use serde_json::Value;
 
 /// The Helm version `scripts/install-helm.sh` installs.
 pub const HELM_VERSION: &str = "3.17.2";
+
+/// The release name the tests render.
+pub const RELEASE: &str = "zs";
+
+/// The namespace the tests render into.
+pub const NAMESPACE: &str = "kube-system";
+
+/// The ConfigMap holding the start scripts (release [`RELEASE`]).
+pub const SCRIPTS_CONFIGMAP: &str = "zs-zstack-ovn-scripts";
 
 /// The four value profiles under the chart's `ci/` directory.
 pub const PROFILES: &[&str] = &["single", "ha", "external-tls", "dpdk-pools"];
@@ -125,6 +137,11 @@ pub fn render_with(
     parse_documents(&r.stdout)
 }
 
+/// [`render`] of release [`RELEASE`] into [`NAMESPACE`]; panics on failure (test support).
+pub fn render_profile(helm: &Path, profile: &str) -> Vec<Value> {
+    render(helm, profile, RELEASE, NAMESPACE).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
 /// Every non-empty YAML document of `text`, as JSON.
 pub fn parse_documents(text: &str) -> Result<Vec<Value>> {
     let mut out = Vec::new();
@@ -184,4 +201,34 @@ pub fn args(container: &Value) -> Vec<String> {
         .flatten()
         .filter_map(|a| a.as_str().map(str::to_string))
         .collect()
+}
+
+/// The container `name` of a workload; panics if there is none (test support).
+pub fn container<'a>(workload: &'a Value, name: &str) -> &'a Value {
+    containers(workload)
+        .into_iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no container {name} in {}", workload["metadata"]["name"]))
+}
+
+/// The start scripts of the rendered ConfigMap (file name to body); panics if it is
+/// missing (test support).
+pub fn scripts(objs: &[Value]) -> &serde_json::Map<String, Value> {
+    named(objs, "ConfigMap", SCRIPTS_CONFIGMAP)
+        .and_then(|cm| cm["data"].as_object())
+        .unwrap_or_else(|| panic!("no ConfigMap {SCRIPTS_CONFIGMAP} with data"))
+}
+
+/// Writes every start script of the rendered ConfigMap into `dir/scripts` and returns that
+/// directory; panics on failure (test support).
+pub fn write_scripts(objs: &[Value], dir: &Path) -> PathBuf {
+    let out = dir.join("scripts");
+    std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("mkdir {}: {e}", out.display()));
+    for (name, body) in scripts(objs) {
+        let body = body
+            .as_str()
+            .unwrap_or_else(|| panic!("script {name} is not a string"));
+        std::fs::write(out.join(name), body).unwrap_or_else(|e| panic!("write {name}: {e}"));
+    }
+    out
 }

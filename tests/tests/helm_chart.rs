@@ -1,28 +1,18 @@
 //! The Helm chart `deploy/helm/zstack-ovn` through the real Helm engine (helm 3.17.2):
 //! lint and render of the four profiles with assertions on the objects, the schema's
-//! refusals with their messages, every rendered object accepted by the real
-//! kube-apiserver 1.20.2 (server-side dry run, then create), and the chart's start scripts
-//! run for real (OVN central single and 3-member Raft, the node's OVS and ovn-controller).
+//! refusals with their messages, and every rendered object accepted by the real
+//! kube-apiserver 1.20.2 (server-side dry run, then create). The start scripts run for
+//! real in `helm_scripts.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use serde_json::{Value, json};
-use tests::helm::{self, PROFILES, args, containers, named, of_kind};
+use tests::helm::{
+    self, NAMESPACE as NS, PROFILES, RELEASE, args, container, containers, named, of_kind,
+    render_profile as render,
+};
 
 const IMAGE: &str = "zstack-ovn/zstack-ovn:0.1.0";
-const NS: &str = "kube-system";
-
-fn render(helm: &Path, profile: &str) -> Vec<Value> {
-    helm::render(helm, profile, "zs", NS).unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-fn container<'a>(w: &'a Value, name: &str) -> &'a Value {
-    containers(w)
-        .into_iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no container {name} in {}", w["metadata"]["name"]))
-}
 
 fn names(objs: &[&Value]) -> BTreeSet<String> {
     objs.iter()
@@ -233,7 +223,7 @@ fn standalone_ha_is_a_parallel_raft_statefulset_with_a_pdb() {
     let a = args(container(ctl, "controller"));
     let nb = a.iter().find(|x| x.starts_with("--nb=")).expect("--nb");
     assert_eq!(nb.matches("tcp:$(ZS_ZSTACK_OVN_NBDB_").count(), 3, "{nb}");
-    let newer = helm::render_with(&helm, "ha", "zs", NS, &["--kube-version", "1.25.0"])
+    let newer = helm::render_with(&helm, "ha", RELEASE, NS, &["--kube-version", "1.25.0"])
         .expect("render 1.25");
     assert!(
         of_kind(&newer, "PodDisruptionBudget")
@@ -616,7 +606,7 @@ fn schema_refuses_bad_values_naming_the_key() {
         ),
     ];
     for (set, want) in cases {
-        let r = helm::template(&helm, "zs", NS, set).expect("helm");
+        let r = helm::template(&helm, RELEASE, NS, set).expect("helm");
         assert!(!r.ok, "{set:?} was accepted");
         for w in *want {
             assert!(
@@ -648,7 +638,7 @@ fn schema_refuses_bad_values_naming_the_key() {
         ][..],
         &["--set", "network.clusterCIDR="][..],
     ] {
-        let r = helm::template(&helm, "zs", NS, set).expect("helm");
+        let r = helm::template(&helm, RELEASE, NS, set).expect("helm");
         assert!(r.ok, "{set:?}: {}", r.stderr);
     }
 }
@@ -760,392 +750,4 @@ async fn every_rendered_profile_is_accepted_by_the_real_apiserver() {
     }
     eprintln!("objects accepted (dry run, then create) per profile: {counts:?}");
     assert_eq!(counts.len(), PROFILES.len());
-}
-
-#[test]
-fn every_start_script_is_valid_bash() {
-    let Some(helm) = helm::require_helm("helm_chart::start_scripts_parse") else {
-        return;
-    };
-    let objs = render(&helm, "ha");
-    let cm = named(&objs, "ConfigMap", "zs-zstack-ovn-scripts").expect("scripts ConfigMap");
-    let scripts = cm["data"].as_object().expect("data");
-    assert!(scripts.len() >= 6, "{:?}", scripts.keys());
-    let dir = tempfile::tempdir().expect("tempdir");
-    for (name, body) in scripts {
-        let p = dir.path().join(name);
-        std::fs::write(&p, body.as_str().expect("script")).expect("write");
-        let out = std::process::Command::new("bash")
-            .arg("-n")
-            .arg(&p)
-            .output()
-            .expect("bash -n");
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    // every script a container runs is in the ConfigMap
-    for o in &objs {
-        for c in containers(o) {
-            for a in c["command"].as_array().into_iter().flatten() {
-                if let Some(s) = a.as_str().and_then(|a| a.strip_prefix("/zovn/scripts/")) {
-                    assert!(scripts.contains_key(s), "{} runs missing {s}", c["name"]);
-                }
-            }
-        }
-    }
-}
-
-/// The chart's Raft start script, for real: three NB members started by
-/// `ovsdb-central.sh` exactly as the ha StatefulSet runs it (member 0 creates the cluster,
-/// 1 and 2 join through member 0's address), each in its own mount namespace (its own
-/// `/var/lib/ovn` and `/run`) inside one private network namespace, on 127.0.0.1-3.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
-    use std::process::{Command, Stdio};
-    use std::time::Duration;
-    let test = "helm_chart::the_ha_start_script_forms_a_three_member_raft_cluster";
-    let Some(helm) = helm::require_helm(test) else {
-        return;
-    };
-    if !tests::require_real(
-        test,
-        &["ovsdb-server", "ovsdb-tool", "ovn-nbctl", "ip", "unshare"],
-    ) {
-        return;
-    }
-    let _heavy = tests::heavy_lock();
-    let scratch = tests::scratch("helmraft");
-    let objs = render(&helm, "ha");
-    let cm = named(&objs, "ConfigMap", "zs-zstack-ovn-scripts").expect("scripts");
-    let scripts = scratch.dir.path().join("scripts");
-    std::fs::create_dir_all(&scripts).expect("mkdir");
-    for (name, body) in cm["data"].as_object().expect("data") {
-        std::fs::write(scripts.join(name), body.as_str().expect("script")).expect("write");
-    }
-    let ns = format!("{}helm", scratch.prefix);
-    tests::sh(&["ip", "netns", "add", &ns]);
-    struct DelNs(String);
-    impl Drop for DelNs {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _ns = DelNs(ns.clone());
-    tests::sh(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-    let mut members = Vec::new();
-    for i in 0..3 {
-        let data = scratch.dir.path().join(format!("data-{i}"));
-        std::fs::create_dir_all(&data).expect("mkdir");
-        let log =
-            std::fs::File::create(scratch.dir.path().join(format!("member-{i}.log"))).expect("log");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns, "bash", "-c"])
-            .arg(r#"mount -t tmpfs tmpfs /run && mount --bind "$DATA" /var/lib/ovn && exec bash "$SCRIPTS/ovsdb-central.sh""#)
-            .env("DATA", &data)
-            .env("SCRIPTS", &scripts)
-            .env("DB", "nb")
-            .env("MODE", "ha")
-            .env("POD_NAME", format!("zs-zstack-ovn-nbdb-{i}"))
-            .env("POD_IP", format!("127.0.0.{}", i + 1))
-            .env("PEER0", "127.0.0.1")
-            .env("OVN_SSL", "false")
-            .env("TLS_DIR", "/nonexistent")
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start member");
-        members.push(tests::kube_objects::KillOnDrop(child));
-    }
-    let all = "tcp:127.0.0.1:6641,tcp:127.0.0.2:6641,tcp:127.0.0.3:6641";
-    let nbctl = |db: &str, args: &[&str]| {
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &ns,
-                "ovn-nbctl",
-                "--timeout=5",
-                &format!("--db={db}"),
-            ])
-            .args(args)
-            .output()
-            .expect("ovn-nbctl");
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    // a write through the leader (ovn-nbctl finds it among the members)
-    tests::kube_objects::eventually(
-        "the Raft cluster accepts a write",
-        Duration::from_secs(60),
-        || async { nbctl(all, &["--may-exist", "ls-add", "chart-raft"]).map(|_| ()) },
-    )
-    .await;
-    // every member holds it: each is a cluster member, not a standalone copy
-    for i in 1..=3 {
-        let db = format!("tcp:127.0.0.{i}:6641");
-        tests::kube_objects::eventually(
-            &format!("member {i} has the switch"),
-            Duration::from_secs(30),
-            || async {
-                nbctl(&db, &["--no-leader-only", "ls-list"]).filter(|o| o.contains("chart-raft"))
-            },
-        )
-        .await;
-    }
-    for i in 0..3 {
-        let db = scratch.dir.path().join(format!("data-{i}/ovnnb_db.db"));
-        let local = tests::sh(&["ovsdb-tool", "db-local-address", &db.to_string_lossy()]);
-        assert_eq!(local.trim(), format!("tcp:127.0.0.{}:6643", i + 1));
-        assert_eq!(
-            tests::sh(&["ovsdb-tool", "db-is-clustered", &db.to_string_lossy()]).trim(),
-            ""
-        );
-    }
-    drop(members);
-}
-
-/// The node pod's start scripts, for real: `node-ovsdb.sh`, `node-vswitchd.sh` (kernel
-/// build) and `node-ovn-controller.sh` from the rendered ConfigMap, in one private mount
-/// namespace (own `/run` and `/etc/openvswitch`) and network namespace, as the node pod's
-/// containers share the host paths. The database is created, the chassis id is the node
-/// name, and every daemon answers on its control socket.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_node_start_scripts_bring_up_ovs_and_ovn_controller() {
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
-    use std::time::Duration;
-    let test = "helm_chart::the_node_start_scripts_bring_up_ovs_and_ovn_controller";
-    let Some(helm) = helm::require_helm(test) else {
-        return;
-    };
-    if !tests::require_real(
-        test,
-        &[
-            "ovsdb-server",
-            "ovs-vswitchd",
-            "ovn-controller",
-            "nsenter",
-            "unshare",
-        ],
-    ) {
-        return;
-    }
-    let _heavy = tests::heavy_lock();
-    let scratch = tests::scratch("helmnode");
-    let objs = render(&helm, "single");
-    let cm = named(&objs, "ConfigMap", "zs-zstack-ovn-scripts").expect("scripts");
-    let scripts = scratch.dir.path().join("scripts");
-    std::fs::create_dir_all(&scripts).expect("mkdir");
-    for (name, body) in cm["data"].as_object().expect("data") {
-        std::fs::write(scripts.join(name), body.as_str().expect("script")).expect("write");
-    }
-    let log = std::fs::File::create(scratch.dir.path().join("node.log")).expect("log");
-    let node = format!("{}node", scratch.prefix);
-    let child = Command::new("unshare")
-        .args(["-m", "-n", "--propagation", "private", "bash", "-c"])
-        .arg(concat!(
-            "mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /etc/openvswitch && ip link set lo up && ",
-            "(bash \"$SCRIPTS/node-ovsdb.sh\" & bash \"$SCRIPTS/node-vswitchd.sh\" & ",
-            "bash \"$SCRIPTS/node-ovn-controller.sh\" & wait)"
-        ))
-        .env("SCRIPTS", &scripts)
-        .env("NODE_NAME", &node)
-        .env("VSWITCHD", "/usr/lib/openvswitch-switch/ovs-vswitchd")
-        .env("OVN_SSL", "false")
-        .env("TLS_DIR", "/nonexistent")
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log)
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("start the node scripts");
-    // the whole process group (bash and the three daemons) goes when the test ends
-    struct KillGroup(std::process::Child);
-    impl Drop for KillGroup {
-        fn drop(&mut self) {
-            let pgid = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
-            let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
-            let _ = self.0.wait();
-        }
-    }
-    let pid = child.id().to_string();
-    let _group = KillGroup(child);
-    let inside = |args: &[&str]| {
-        let out = Command::new("nsenter")
-            .args(["-t", &pid, "-m", "-n", "--"])
-            .args(args)
-            .output()
-            .expect("nsenter");
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
-    // each container's readiness probe, as kubelet runs it
-    let node_ds = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node DaemonSet");
-    for c in ["ovsdb-server", "ovs-vswitchd", "ovn-controller"] {
-        let probe: Vec<String> = container(node_ds, c)["readinessProbe"]["exec"]["command"]
-            .as_array()
-            .expect("exec probe")
-            .iter()
-            .map(|a| a.as_str().expect("arg").to_string())
-            .collect();
-        let probe: Vec<&str> = probe.iter().map(String::as_str).collect();
-        tests::kube_objects::eventually(
-            &format!("{c}'s readiness probe {probe:?}"),
-            Duration::from_secs(60),
-            || async { inside(&probe) },
-        )
-        .await;
-    }
-    let id = inside(&[
-        "ovs-vsctl",
-        "--timeout=5",
-        "get",
-        "Open_vSwitch",
-        ".",
-        "external_ids:system-id",
-    ])
-    .expect("system-id");
-    assert_eq!(id.trim_matches('"'), node);
-    // ovs-vswitchd writes the datapath types it supports into the database
-    let types = inside(&[
-        "ovs-vsctl",
-        "--timeout=5",
-        "get",
-        "Open_vSwitch",
-        ".",
-        "datapath_types",
-    ]);
-    assert!(
-        types.as_deref().is_some_and(|t| t.contains("netdev")),
-        "datapath_types {types:?}"
-    );
-}
-
-/// OVN central `single`, for real: the pod's three containers (`ovsdb-central.sh` for NB
-/// and SB, `northd.sh` on their unix sockets, as the Deployment sets them) in one private
-/// mount and network namespace; a logical switch written to NB reaches SB through northd.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_single_central_scripts_run_nb_sb_and_northd() {
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
-    use std::time::Duration;
-    let test = "helm_chart::the_single_central_scripts_run_nb_sb_and_northd";
-    let Some(helm) = helm::require_helm(test) else {
-        return;
-    };
-    if !tests::require_real(
-        test,
-        &[
-            "ovsdb-server",
-            "ovsdb-tool",
-            "ovn-northd",
-            "ovn-nbctl",
-            "ovn-sbctl",
-            "nsenter",
-            "unshare",
-        ],
-    ) {
-        return;
-    }
-    let _heavy = tests::heavy_lock();
-    let scratch = tests::scratch("helmcentral");
-    let objs = render(&helm, "single");
-    let cm = named(&objs, "ConfigMap", "zs-zstack-ovn-scripts").expect("scripts");
-    let scripts = scratch.dir.path().join("scripts");
-    std::fs::create_dir_all(&scripts).expect("mkdir");
-    for (name, body) in cm["data"].as_object().expect("data") {
-        std::fs::write(scripts.join(name), body.as_str().expect("script")).expect("write");
-    }
-    // northd's remotes exactly as the Deployment passes them
-    let central = named(&objs, "Deployment", "zs-zstack-ovn-central").expect("central");
-    let env = |name: &str| {
-        container(central, "northd")["env"]
-            .as_array()
-            .expect("env")
-            .iter()
-            .find(|e| e["name"] == name)
-            .and_then(|e| e["value"].as_str())
-            .expect("northd env")
-            .to_string()
-    };
-    let data = scratch.dir.path().join("data");
-    std::fs::create_dir_all(&data).expect("mkdir");
-    let log = std::fs::File::create(scratch.dir.path().join("central.log")).expect("log");
-    let child = Command::new("unshare")
-        .args(["-m", "-n", "--propagation", "private", "bash", "-c"])
-        .arg(concat!(
-            "mount -t tmpfs tmpfs /run && mount --bind \"$DATA\" /var/lib/ovn && ip link set lo up && ",
-            "(DB=nb bash \"$SCRIPTS/ovsdb-central.sh\" & DB=sb bash \"$SCRIPTS/ovsdb-central.sh\" & ",
-            "bash \"$SCRIPTS/northd.sh\" & wait)"
-        ))
-        .env("SCRIPTS", &scripts)
-        .env("DATA", &data)
-        .env("MODE", "single")
-        .env("POD_IP", "127.0.0.1")
-        .env("NB_REMOTE", env("NB_REMOTE"))
-        .env("SB_REMOTE", env("SB_REMOTE"))
-        .env("OVN_SSL", "false")
-        .env("TLS_DIR", "/nonexistent")
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log)
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("start the central scripts");
-    struct KillGroup(std::process::Child);
-    impl Drop for KillGroup {
-        fn drop(&mut self) {
-            let pgid = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
-            let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
-            let _ = self.0.wait();
-        }
-    }
-    let pid = child.id().to_string();
-    let _group = KillGroup(child);
-    let inside = |args: &[&str]| {
-        let out = Command::new("nsenter")
-            .args(["-t", &pid, "-m", "-n", "--"])
-            .args(args)
-            .output()
-            .expect("nsenter");
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
-    // clients reach the servers on the pod address (what the Services target)
-    tests::kube_objects::eventually("NB accepts a switch", Duration::from_secs(60), || async {
-        inside(&[
-            "ovn-nbctl",
-            "--timeout=5",
-            "--db=tcp:127.0.0.1:6641",
-            "--may-exist",
-            "ls-add",
-            "chart-single",
-        ])
-    })
-    .await;
-    tests::kube_objects::eventually(
-        "northd puts it into SB",
-        Duration::from_secs(60),
-        || async {
-            inside(&[
-                "ovn-sbctl",
-                "--timeout=5",
-                "--db=tcp:127.0.0.1:6642",
-                "--bare",
-                "--columns=external_ids",
-                "list",
-                "Datapath_Binding",
-            ])
-            .filter(|o| o.contains("chart-single"))
-        },
-    )
-    .await;
-    assert!(data.join("ovnnb_db.db").is_file() && data.join("ovnsb_db.db").is_file());
 }
