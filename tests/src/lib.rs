@@ -15,6 +15,7 @@
 //! - [`nbctl`]: `ovn-nbctl` as the second opinion on what an OVN_Northbound server holds.
 //! - [`agent`]: a 2-node lab with the object store and one node agent per node, the CNI
 //!   shim called like a runtime, and probes (ping, OVS interfaces, links).
+//! - [`containerd`]: a private containerd in its own mount and network namespaces.
 //! - [`helm`]: the Helm chart rendered and linted by the real Helm engine.
 //! - [`kube`]: a private etcd + kube-apiserver (built once from Debian's source package and
 //!   cached outside the repository) for tests against a real Kubernetes API.
@@ -23,6 +24,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 pub mod agent;
+pub mod containerd;
 pub mod helm;
 pub mod kube;
 pub mod kube_objects;

@@ -33,6 +33,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tests::agent::{self, AgentLab, links, ovs_ifaces, ovs_ports, ping, result_ip, shim};
+use tests::containerd;
 
 const CTR_BINS: &[&str] = &[
     "containerd",
@@ -44,26 +45,23 @@ const CTR_BINS: &[&str] = &[
     "mount",
 ];
 
-/// The private containerd and what it ran, undone on drop.
+/// The private containerd (the rootfs and CNI dirs under its scratch dir) and what it ran,
+/// undone on drop.
 struct Containerd {
-    dir: PathBuf,
-    sock: PathBuf,
-    ns: String,
-    daemon: Option<Child>,
+    daemon: containerd::Containerd,
     runs: Vec<Child>,
+}
+
+impl std::ops::Deref for Containerd {
+    type Target = containerd::Containerd;
+    fn deref(&self) -> &containerd::Containerd {
+        &self.daemon
+    }
 }
 
 impl Containerd {
     fn start(dir: &Path, ns: &str) -> Containerd {
-        for d in [
-            "root",
-            "state",
-            "opt",
-            "rootfs/bin",
-            "up/etc",
-            "wk/etc",
-            "ctl",
-        ] {
+        for d in ["rootfs/bin", "up/etc", "wk/etc", "ctl"] {
             std::fs::create_dir_all(dir.join(d)).expect("mkdir");
         }
         for d in ["proc", "sys", "dev", "etc", "tmp"] {
@@ -74,68 +72,10 @@ impl Containerd {
         for a in ["sh", "ip", "ping", "sleep", "cat", "ls"] {
             std::os::unix::fs::symlink("busybox", dir.join("rootfs/bin").join(a)).expect("symlink");
         }
-        let sock = dir.join("containerd.sock");
-        let config = format!(
-            "version = 2\nroot = \"{root}\"\nstate = \"{state}\"\n\
-             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-             [grpc]\n  address = \"{sock}\"\n\
-             [ttrpc]\n  address = \"{sock}.ttrpc\"\n\
-             [plugins.\"io.containerd.internal.v1.opt\"]\n  path = \"{opt}\"\n",
-            root = dir.join("root").display(),
-            state = dir.join("state").display(),
-            sock = sock.display(),
-            opt = dir.join("opt").display(),
-        );
-        std::fs::write(dir.join("config.toml"), config).expect("write config");
-        let log = std::fs::File::create(dir.join("containerd.log")).expect("containerd log");
-        let daemon = Command::new("unshare")
-            .args([
-                "-m",
-                "-n",
-                "--propagation",
-                "private",
-                "containerd",
-                "--config",
-            ])
-            .arg(dir.join("config.toml"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start containerd");
-        let me = Containerd {
-            dir: dir.to_path_buf(),
-            sock,
-            ns: ns.to_string(),
-            daemon: Some(daemon),
+        Containerd {
+            daemon: containerd::Containerd::start(dir, ns),
             runs: Vec::new(),
-        };
-        let t = Instant::now();
-        while !me.ctr(&["version"]).status.success() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "containerd did not start:\n{}",
-                std::fs::read_to_string(dir.join("containerd.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
         }
-        me
-    }
-
-    fn ctr_cmd(&self) -> Command {
-        let mut c = Command::new("ctr");
-        c.arg("--address")
-            .arg(&self.sock)
-            .args(["--namespace", &self.ns]);
-        c
-    }
-
-    fn ctr(&self, args: &[&str]) -> Output {
-        self.ctr_cmd()
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("ctr")
     }
 
     /// `ctr task exec` in container `id`.
@@ -145,13 +85,6 @@ impl Containerd {
         let mut a = vec!["task", "exec", "--exec-id", &exec_id, id];
         a.extend_from_slice(args);
         self.ctr(&a)
-    }
-
-    /// The last lines of containerd's log.
-    fn log(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
     /// PIDs of the shims this containerd started (`-address <our socket>`).
@@ -206,10 +139,7 @@ impl Containerd {
             let _ = r.wait();
         }
         let shims = self.shim_pids();
-        if let Some(mut d) = self.daemon.take() {
-            let _ = d.kill();
-            let _ = d.wait();
-        }
+        self.daemon.kill_daemon();
         for pid in shims {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
@@ -457,7 +387,7 @@ fn cni_containerd_ctr_run() {
     let (ok, r) = shim("DEL", &lab.nodes[1], &cid_peer, &ns_peer, "peer", 10.0);
     assert!(ok, "DEL peer: {r}");
     let shims = ctd.shim_pids();
-    let daemon = ctd.daemon.as_ref().map(Child::id);
+    let daemon = ctd.daemon_pid();
     ctd.stop();
     for pid in shims.iter().map(|p| *p as u32).chain(daemon) {
         let t = Instant::now();

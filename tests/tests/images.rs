@@ -15,8 +15,10 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+use tests::containerd::Containerd;
 
 /// Docs and chart agree on this name (docs/images.md, deploy/helm/zstack-ovn).
 const REPOSITORY: &str = "zstack-ovn/zstack-ovn";
@@ -158,73 +160,6 @@ fn blob(layout: &Path, digest: &serde_json::Value) -> PathBuf {
     layout.join("blobs").join(alg).join(hex)
 }
 
-/// A private containerd: config, root, state and sockets under `dir`, its own mount and
-/// network namespaces. Killed on drop.
-struct Containerd {
-    sock: PathBuf,
-    daemon: Child,
-}
-
-impl Containerd {
-    fn start(dir: &Path) -> Containerd {
-        for d in ["root", "state", "opt"] {
-            std::fs::create_dir_all(dir.join(d)).expect("mkdir");
-        }
-        let sock = dir.join("containerd.sock");
-        let config = format!(
-            "version = 2\nroot = \"{root}\"\nstate = \"{state}\"\n\
-             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-             [grpc]\n  address = \"{sock}\"\n\
-             [ttrpc]\n  address = \"{sock}.ttrpc\"\n\
-             [plugins.\"io.containerd.internal.v1.opt\"]\n  path = \"{opt}\"\n",
-            root = dir.join("root").display(),
-            state = dir.join("state").display(),
-            sock = sock.display(),
-            opt = dir.join("opt").display(),
-        );
-        std::fs::write(dir.join("config.toml"), config).expect("write config");
-        let log = std::fs::File::create(dir.join("containerd.log")).expect("containerd log");
-        let daemon = Command::new("unshare")
-            .args(["-m", "-n", "--propagation", "private", "containerd"])
-            .arg("--config")
-            .arg(dir.join("config.toml"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start containerd");
-        let me = Containerd { sock, daemon };
-        let t = Instant::now();
-        while !me.ctr(&["version"]).status.success() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "containerd did not start:\n{}",
-                std::fs::read_to_string(dir.join("containerd.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        me
-    }
-
-    fn ctr(&self, args: &[&str]) -> Output {
-        Command::new("ctr")
-            .arg("--address")
-            .arg(&self.sock)
-            .args(["--namespace", "k8s.io"])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("ctr")
-    }
-}
-
-impl Drop for Containerd {
-    fn drop(&mut self) {
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
-    }
-}
-
 #[test]
 fn images_make_import_and_run() {
     if !tests::require_real("images_make_import_and_run", BINS) {
@@ -360,7 +295,7 @@ fn images_make_import_and_run() {
     }
 
     // a private containerd imports it under the chart's name
-    let ctd = Containerd::start(&s.dir.path().join("containerd"));
+    let ctd = Containerd::start(&s.dir.path().join("containerd"), "k8s.io");
     let t = Instant::now();
     let import = ctd.ctr(&["images", "import", &archive.to_string_lossy()]);
     assert!(
