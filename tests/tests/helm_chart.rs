@@ -14,6 +14,16 @@ use tests::helm::{
 
 const IMAGE: &str = "zstack-ovn/zstack-ovn:0.1.0";
 
+/// Every one of `want` is among the controller's `args`.
+fn assert_has_args(args: &[String], want: &[&str]) {
+    for w in want {
+        assert!(
+            args.iter().any(|x| x == w),
+            "controller args lack {w}: {args:?}"
+        );
+    }
+}
+
 fn names(objs: &[&Value]) -> BTreeSet<String> {
     objs.iter()
         .map(|o| {
@@ -80,20 +90,18 @@ fn standalone_single_runs_nb_sb_and_northd_in_one_pod() {
     let ctl = named(&objs, "Deployment", "zs-zstack-ovn-controller").expect("controller");
     assert_eq!(ctl["spec"]["replicas"], 2);
     let a = args(container(ctl, "controller"));
-    for want in [
-        "--mode=standalone",
-        "--nb=tcp:$(ZS_ZSTACK_OVN_NBDB_SERVICE_HOST):6641",
-        "--sb=tcp:$(ZS_ZSTACK_OVN_SBDB_SERVICE_HOST):6642",
-        "--cluster-cidr=10.244.0.0/16",
-        "--leader-elect",
-        "--leader-elect-lease-name=zs-zstack-ovn-controller",
-        "--metrics-addr=0.0.0.0:10660",
-    ] {
-        assert!(
-            a.iter().any(|x| x == want),
-            "controller args lack {want}: {a:?}"
-        );
-    }
+    assert_has_args(
+        &a,
+        &[
+            "--mode=standalone",
+            "--nb=tcp:$(ZS_ZSTACK_OVN_NBDB_SERVICE_HOST):6641",
+            "--sb=tcp:$(ZS_ZSTACK_OVN_SBDB_SERVICE_HOST):6642",
+            "--cluster-cidr=10.244.0.0/16",
+            "--leader-elect",
+            "--leader-elect-lease-name=zs-zstack-ovn-controller",
+            "--metrics-addr=0.0.0.0:10660",
+        ],
+    );
     let c = container(ctl, "controller");
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
@@ -254,20 +262,18 @@ fn external_tls_has_no_central_and_passes_the_tls_files() {
     }
     let ctl = named(&objs, "Deployment", "zs-zstack-ovn-controller").expect("controller");
     let a = args(container(ctl, "controller"));
-    for want in [
-        "--mode=external",
-        "--nb=ssl:192.0.2.10:6641,ssl:192.0.2.11:6641,ssl:192.0.2.12:6641",
-        "--sb=ssl:192.0.2.10:6642,ssl:192.0.2.11:6642,ssl:192.0.2.12:6642",
-        "--nb-ca=/etc/zstack-ovn/tls/ca.crt",
-        "--nb-cert=/etc/zstack-ovn/tls/tls.crt",
-        "--nb-key=/etc/zstack-ovn/tls/tls.key",
-        "--log-json",
-    ] {
-        assert!(
-            a.iter().any(|x| x == want),
-            "controller args lack {want}: {a:?}"
-        );
-    }
+    assert_has_args(
+        &a,
+        &[
+            "--mode=external",
+            "--nb=ssl:192.0.2.10:6641,ssl:192.0.2.11:6641,ssl:192.0.2.12:6641",
+            "--sb=ssl:192.0.2.10:6642,ssl:192.0.2.11:6642,ssl:192.0.2.12:6642",
+            "--nb-ca=/etc/zstack-ovn/tls/ca.crt",
+            "--nb-cert=/etc/zstack-ovn/tls/tls.crt",
+            "--nb-key=/etc/zstack-ovn/tls/tls.key",
+            "--log-json",
+        ],
+    );
     let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
     assert!(
         args(container(node, "agent"))
