@@ -437,7 +437,20 @@ pub fn stop_pid(pid: i32, program: &str, pidfile: Option<&Path>) -> Result<StopO
 
 /// [`stop_pid`] for a recorded daemon; also removes its pidfile.
 pub fn stop_daemon(rec: &DaemonRecord) -> Result<StopOutcome> {
-    let outcome = stop_pid(rec.pid, &rec.program, Some(&rec.marker()))?;
+    let mut outcome = stop_pid(rec.pid, &rec.program, Some(&rec.marker()))?;
+    // The pidfile may name a newer instance than the record: a restart by another process
+    // since the record was read (the agents' `--vswitchd-restart-cmd` runs `zovn lab
+    // restart-vswitchd` while the test's `Lab` holds the old pid). Removing the pidfile
+    // without stopping it would leave that daemon, and its hugepages, behind.
+    if let Ok(pid) = read_pidfile(&rec.pidfile)
+        && pid != rec.pid
+    {
+        let newer = stop_pid(pid, &rec.program, Some(&rec.marker()))?;
+        if matches!(newer, StopOutcome::Terminated | StopOutcome::Killed) {
+            info!(name = %rec.name, pid, "stopped the instance its pidfile names (restarted since recorded)");
+            outcome = newer;
+        }
+    }
     if outcome != StopOutcome::NotOurs {
         remove_file_if_exists(&rec.pidfile)?;
     }

@@ -1,6 +1,7 @@
 //! Leader election of `zstack-ovnkube-controller` on a real kube-apiserver 1.20 + etcd and
-//! a real OVN NB + northd: two controller processes with short timings (lease 4 s, renew
-//! deadline 3 s, retry 0.5 s) on one Lease.
+//! a real OVN NB + northd: two controller processes with short timings (lease 6 s, renew
+//! deadline 4.5 s, retry 0.5 s: short enough to measure, long enough that a slow apiserver
+//! on a loaded 2-core machine does not make a leader miss its renew deadline) on one Lease.
 //!
 //! - exactly one leads: the Lease names it, its `zstack_ovn_controller_leader` is 1 and the
 //!   other's 0, `/readyz` says `leader: synced` and `standby: leader is …`;
@@ -33,7 +34,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const LEASE: &str = "zstack-ovn-controller";
 const NS: &str = "kube-system";
-const LEASE_SECS: f64 = 4.0;
+const LEASE_SECS: f64 = 6.0;
+const RENEW_SECS: f64 = 4.5;
 const RETRY_SECS: f64 = 0.5;
 /// NB connect, replica, the watchers' initial lists and the first pass after a takeover.
 const START_SLACK_SECS: f64 = 4.0;
@@ -58,9 +60,9 @@ fn start(kube: &tests::kube::KubeApi, nb: &str, dir: &Path, id: &str) -> Ctl {
             "--leader-elect-identity",
             id,
         ])
-        .args(["--leader-elect-lease-duration", "4"])
-        .args(["--leader-elect-renew-deadline", "3"])
-        .args(["--leader-elect-retry-period", "0.5"])
+        .args(["--leader-elect-lease-duration", &LEASE_SECS.to_string()])
+        .args(["--leader-elect-renew-deadline", &RENEW_SECS.to_string()])
+        .args(["--leader-elect-retry-period", &RETRY_SECS.to_string()])
         .args(["--metrics-addr", "127.0.0.1:0"])
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
@@ -113,7 +115,8 @@ async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((code, out.split_once("\r\n\r\n")?.1.to_string()))
 }
 
-/// The value of an unlabelled metric.
+/// The value of a metric: `name` is the name with its labels as exposed, e.g.
+/// `x_total` or `x{subnet="main"}`.
 async fn metric(addr: SocketAddr, name: &str) -> Option<f64> {
     let (_, text) = get(addr, "/metrics").await?;
     text.lines()
@@ -234,6 +237,21 @@ async fn one_leader_takeover_on_kill_and_release_on_term() {
         metric(sa, "zstack_ovn_controller_nb_transactions_total").await,
         Some(0.0),
         "the standby wrote to the NB"
+    );
+    // the leader's per-Subnet usage counts the pods' addresses; the standby serves none
+    eventually(
+        "the leader's zstack_ovn_subnet_addresses_used{subnet=\"main\"} = 6",
+        Duration::from_secs(10),
+        || async {
+            (metric(la, r#"zstack_ovn_subnet_addresses_used{subnet="main"}"#).await == Some(6.0))
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        metric(sa, r#"zstack_ovn_subnet_addresses_used{subnet="main"}"#).await,
+        None,
+        "the standby reports Subnet usage"
     );
     assert_eq!(holder(&leases).await.map(|h| h.0), Some(leader_id.clone()));
 
@@ -417,13 +435,13 @@ async fn a_leader_that_cannot_renew_stops_within_the_renew_deadline() {
     .await;
     let after = stopped.elapsed();
     println!(
-        "leader without the apiserver exited after {:.2} s (renew deadline 3 s, retry {RETRY_SECS} s)",
+        "leader without the apiserver exited after {:.2} s (renew deadline {RENEW_SECS} s, retry {RETRY_SECS} s)",
         after.as_secs_f64()
     );
     assert!(!status.success(), "ctl-a exited with {status}");
     // the last renewal was at most a retry period before the stop
     assert!(
-        after.as_secs_f64() <= 3.0 + RETRY_SECS + 1.0,
+        after.as_secs_f64() <= RENEW_SECS + RETRY_SECS + 1.0,
         "exited after {after:?}"
     );
     let log = ctl.log_text();

@@ -275,10 +275,12 @@ fn external_tls_has_no_central_and_passes_the_tls_files() {
         ],
     );
     let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
-    assert!(
-        args(container(node, "agent"))
-            .iter()
-            .any(|x| x == "--sb=ssl:192.0.2.10:6642,ssl:192.0.2.11:6642,ssl:192.0.2.12:6642")
+    assert_has_args(
+        &args(container(node, "agent")),
+        &[
+            "--sb=ssl:192.0.2.10:6642,ssl:192.0.2.11:6642,ssl:192.0.2.12:6642",
+            "--log-json",
+        ],
     );
     for c in ["ovn-controller", "agent"] {
         let mounts = container(node, c)["volumeMounts"]
@@ -605,6 +607,12 @@ fn schema_refuses_bad_values_naming_the_key() {
             &["ovn.standalone.nbdb.replicas"],
         ),
         (&["--set", "tunnel.type=gre"], &["tunnel.type"]),
+        // OVN 23.03 always uses the encapsulation's IANA port
+        (&["--set", "tunnel.port=7000"], &["tunnel.port", "6081"]),
+        (
+            &["--set", "tunnel.type=vxlan,tunnel.port=6081"],
+            &["tunnel.port", "4789"],
+        ),
         (&["--set", "logging.format=xml"], &["logging.format"]),
         (
             &["--set", "controller.replica=2"],

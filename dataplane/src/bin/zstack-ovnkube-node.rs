@@ -60,6 +60,9 @@ struct Args {
     /// Listen address of `/metrics` (Prometheus), `/healthz` and `/readyz` (port 0: any).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
+    /// Log as JSON lines.
+    #[arg(long)]
+    log_json: bool,
     /// The node's datapath configuration (YAML/JSON; see docs/datapath.md).
     /// The Node annotation network.zstack.io/datapath-config overrides keys per node.
     #[arg(long, env = "ZSTACK_OVN_DATAPATH_CONFIG")]
@@ -115,16 +118,23 @@ fn derive_mtu(args: &Args, ovs: &Ovs) -> u32 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // colours only on a terminal: a log file or collector gets plain text
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if args.log_json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            // colours only on a terminal: a log file or collector gets plain text
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
     if let Some(mtu) = args.mtu
         && !(68..=65535).contains(&mtu)
     {

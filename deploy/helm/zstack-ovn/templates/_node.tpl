@@ -178,6 +178,9 @@ spec:
             - --cni-shim=/usr/local/bin/zstack-ovn-cni
             - --metrics-addr=0.0.0.0:{{ $v.node.metricsPort }}
             - --datapath-config=/etc/zstack-ovn/datapath.yaml
+            {{- if eq $v.logging.format "json" }}
+            - --log-json
+            {{- end }}
             {{- if not $v.ovs.hostManaged }}
             - --vswitchd-ctl=/var/run/openvswitch/ovs-vswitchd.ctl
             # the container exits; kubelet starts it again with the new start-time settings
