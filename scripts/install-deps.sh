@@ -14,6 +14,7 @@ PACKAGES=(
   containerd runc busybox-static               # a real container runtime for the CNI tests (ctr run --cni)
   python3                                      # licence check, lab reachability matrix
   nftables                                     # nft: the node agent's host Service NAT table (inet zstack-ovn)
+  mmdebstrap umoci                             # make images: the Debian root filesystem, the OCI layout (no daemon)
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

@@ -64,7 +64,7 @@ DPKG_OPTS=(
 log() { echo "images: $*" >&2; }
 die() { log "$*"; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (mmdebstrap builds the root filesystem in root mode)"
-scripts/install-image-deps.sh
+scripts/install-deps.sh
 
 VERSION=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
 [ -n "$VERSION" ] || die "no workspace version in Cargo.toml"

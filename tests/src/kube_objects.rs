@@ -112,19 +112,7 @@ impl KubeAndOvn {
         nb: &str,
         log: &std::path::Path,
     ) -> KillOnDrop {
-        let out = std::fs::File::create(log).expect("controller log");
-        let err = out.try_clone().expect("controller log");
-        KillOnDrop(
-            std::process::Command::new(crate::workspace_bin("zstack-ovnkube-controller"))
-                .args(["--nb", nb, "--kubeconfig"])
-                .arg(kube_api.kubeconfig_path())
-                .env("RUST_LOG", "info")
-                .env("NO_COLOR", "1")
-                .stdout(out)
-                .stderr(err)
-                .spawn()
-                .expect("start zstack-ovnkube-controller"),
-        )
+        Self::controller_with_args(kube_api, nb, log, &[])
     }
 
     /// [`KubeAndOvn::controller`] with more flags (e.g. `--cluster-cidr`).
