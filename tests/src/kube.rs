@@ -12,7 +12,7 @@
 //!
 //! - **Binary.** No Debian package ships kube-apiserver; [`apiserver_binary`] takes it from
 //!   the cache (`${ZOVN_CACHE:-/var/cache/zovn}/kube-apiserver-1.20.2/kube-apiserver`, or
-//!   `$ZOVN_KUBE_APISERVER`), and when it is missing runs `tests/kube/build-kube-apiserver.sh`,
+//!   `$ZOVN_KUBE_APISERVER`), and when it is missing runs `tests/kube/build-kube.sh kube-apiserver`,
 //!   which builds it from Debian's `kubernetes` source package. **The first run on a fresh
 //!   machine therefore takes ~10 minutes** (apt + Go build on 2 cores); later runs find the
 //!   cached binary at once.
@@ -68,9 +68,9 @@ pub fn cached_apiserver_path() -> PathBuf {
         .join("kube-apiserver")
 }
 
-/// `tests/kube/build-kube-apiserver.sh` in this source tree.
+/// `tests/kube/build-kube.sh` in this source tree.
 pub fn build_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("kube/build-kube-apiserver.sh")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("kube/build-kube.sh")
 }
 
 /// The kube-apiserver binary: `$ZOVN_KUBE_APISERVER` if set, else the cached build, which is

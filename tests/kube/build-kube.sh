@@ -1,10 +1,12 @@
 #!/bin/bash
-# build-kube-apiserver.sh - build kube-apiserver 1.20.2 from Debian bookworm's source package
-# `kubernetes` and cache the binary outside the repository (run as root, Debian 12).
+# build-kube.sh [COMPONENT...] - build Kubernetes 1.20.2 server components from Debian
+# bookworm's source package `kubernetes` and cache the binaries outside the repository
+# (run as root, Debian 12). COMPONENT is any of kube-apiserver, kubelet,
+# kube-controller-manager, kube-scheduler; none means all four.
 #
-# No Debian package ships kube-apiserver, but the source package carries the full vendor
-# tree, so it builds offline with Debian's Go 1.19 (~6 min on 2 idle cores, 10-15 min on a
-# busy machine). Steps:
+# No Debian package ships them, but the source package carries the full vendor tree, so they
+# build offline with Debian's Go 1.19 (kube-apiserver alone ~6 min on 2 idle cores, all four
+# ~15 min sharing one Go build cache). Steps:
 #   1. apt: dpkg-dev (apt-get source), golang-1.19-go + golang-1.19-src,
 #      golang-github-modern-go-reflect2-dev (reflect2 1.0.2), etcd-server (tests run it).
 #   2. a PRIVATE apt config (deb-src for bookworm, own lists dir) - the system's apt
@@ -14,27 +16,33 @@
 #      $GOPATH/src/k8s.io/kubernetes); build openapi-gen and generate
 #      pkg/generated/openapi/zz_generated.openapi.go over the packages tagged
 #      `+k8s:openapi-gen=`.
-#   5. go build ./cmd/kube-apiserver; copy the binary to the cache; remove the build tree.
+#   5. go build ./cmd/<component> for each missing one; copy it to the cache; remove the build
+#      tree once every requested binary is there.
 #
-# Result: ${ZOVN_CACHE:-/var/cache/zovn}/kube-apiserver-1.20.2/kube-apiserver
-# Idempotent: exits at once when the binary is present. A failed run leaves its build tree
+# Result: ${ZOVN_CACHE:-/var/cache/zovn}/<component>-1.20.2/<component>
+# Idempotent: exits at once when the binaries are present. A failed run leaves its build tree
 # (under $CACHE/build) so a rerun resumes from the last completed step.
 set -euo pipefail
 
 VERSION=1.20.2
 CACHE=${ZOVN_CACHE:-/var/cache/zovn}
-OUT_DIR=$CACHE/kube-apiserver-$VERSION
-OUT=$OUT_DIR/kube-apiserver
-BUILD=$CACHE/build/kube-apiserver-$VERSION
+BUILD=$CACHE/build/kubernetes-$VERSION
+ALL=(kube-apiserver kubelet kube-controller-manager kube-scheduler)
+[ $# -gt 0 ] || set -- "${ALL[@]}"
+for c in "$@"; do
+  case " ${ALL[*]} " in *" $c "*) ;; *) echo "build-kube: unknown component '$c' (one of: ${ALL[*]})" >&2; exit 2;; esac
+done
+out() { echo "$CACHE/$1-$VERSION/$1"; }
+missing_components() { for c in "$@"; do [ -x "$(out "$c")" ] || echo "$c"; done; }
 GO=/usr/lib/go-1.19/bin/go
 PACKAGES=(dpkg-dev golang-1.19-go golang-1.19-src golang-github-modern-go-reflect2-dev etcd-server)
 
 T0=$(date +%s)
-log() { echo "build-kube-apiserver: [$(($(date +%s) - T0))s] $*"; }
-die() { echo "build-kube-apiserver: ERROR: $*" >&2; exit 1; }
+log() { echo "build-kube: [$(($(date +%s) - T0))s] $*"; }
+die() { echo "build-kube: ERROR: $*" >&2; exit 1; }
 
-if [ -x "$OUT" ]; then
-  echo "build-kube-apiserver: $OUT already built"
+if [ -z "$(missing_components "$@")" ]; then
+  echo "build-kube: $* already built under $CACHE"
   exit 0
 fi
 [ "$(id -u)" = 0 ] || die "run as root (installs apt packages, writes $CACHE)"
@@ -42,13 +50,13 @@ command -v dpkg-query >/dev/null || die "Debian 12 (dpkg/apt) only"
 
 # One build at a time (cargo may start several test binaries that all want the binary).
 mkdir -p "$CACHE"
-exec 9>"$CACHE/.kube-apiserver-build.lock"
+exec 9>"$CACHE/.kube-build.lock"
 if ! flock -n 9; then
   log "another build is running; waiting for it"
   flock 9
 fi
-if [ -x "$OUT" ]; then
-  log "$OUT was built by the concurrent run"
+if [ -z "$(missing_components "$@")" ]; then
+  log "$* built by the concurrent run"
   exit 0
 fi
 
@@ -147,8 +155,7 @@ if [ ! -f "$BUILD/.openapi" ]; then
   touch "$BUILD/.openapi"
 fi
 
-# --- 5. kube-apiserver -------------------------------------------------------------------
-log "go build ./cmd/kube-apiserver (the long step)"
+# --- 5. the components ---------------------------------------------------------------------
 # In GOPATH mode the staging packages live under k8s.io/kubernetes/vendor/: stamp the version
 # there, or /version reports v0.0.0-master.
 V=k8s.io/kubernetes/vendor/k8s.io
@@ -157,13 +164,23 @@ for pkg in $V/component-base/version $V/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=v$VERSION -X $pkg.gitMajor=${VERSION%%.*}"
   ldflags+=" -X $pkg.gitMinor=$(echo "$VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
 done
-(cd "$KROOT" && go build -trimpath -ldflags "$ldflags" -o "$BUILD/kube-apiserver" ./cmd/kube-apiserver)
-got=$("$BUILD/kube-apiserver" --version)
-[ "$got" = "Kubernetes v$VERSION" ] || die "built binary reports '$got', expected 'Kubernetes v$VERSION'"
-mkdir -p "$OUT_DIR"
-install -m 0755 "$BUILD/kube-apiserver" "$OUT.tmp"
-mv -f "$OUT.tmp" "$OUT"
-log "installed $OUT; removing the build tree"
-rm -rf "$BUILD" 2>/dev/null || { chmod -R u+w "$BUILD"; rm -rf "$BUILD"; }
-rmdir "$CACHE/build" 2>/dev/null || true
+for c in $(missing_components "$@"); do
+  log "go build ./cmd/$c"
+  (cd "$KROOT" && go build -trimpath -ldflags "$ldflags" -o "$BUILD/$c" "./cmd/$c")
+  got=$("$BUILD/$c" --version)
+  [ "$got" = "Kubernetes v$VERSION" ] || die "built $c reports '$got', expected 'Kubernetes v$VERSION'"
+  o=$(out "$c")
+  mkdir -p "$(dirname "$o")"
+  install -m 0755 "$BUILD/$c" "$o.tmp"
+  mv -f "$o.tmp" "$o"
+  rm -f "$BUILD/$c"
+  log "installed $o"
+done
+if [ -z "$(missing_components "${ALL[@]}")" ]; then
+  log "every component is built; removing the build tree"
+  rm -rf "$BUILD" 2>/dev/null || { chmod -R u+w "$BUILD"; rm -rf "$BUILD"; }
+  rmdir "$CACHE/build" 2>/dev/null || true
+else
+  log "keeping the build tree $BUILD for the components not built yet"
+fi
 log "done"
