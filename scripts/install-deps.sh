@@ -12,6 +12,7 @@ PACKAGES=(
   iproute2 iputils-ping ethtool iperf3 qperf   # namespaces, veths, ping, offload settings, traffic
   etcd-server                                  # etcd 3.4 for the tests' private kube-apiserver
   containerd runc busybox-static               # a real container runtime for the CNI tests (ctr run --cni)
+  containernetworking-plugins kubernetes-client # zovn cluster: the loopback CNI plugin containerd runs, kubectl 1.20
   python3                                      # licence check, lab reachability matrix
   nftables                                     # nft: the node agent's host Service NAT table (inet zstack-ovn)
   mmdebstrap umoci                             # make images: the Debian root filesystem, the OCI layout (no daemon)

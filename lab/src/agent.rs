@@ -158,6 +158,7 @@ pub fn start(
         args: agent_args(layout, node, shim),
         netns: Some(node.netns.clone()),
         log_file: layout.node_agent_log(i),
+        mount_ns: None,
         pidfile: node.dir.join(format!("run/{AGENT_BIN}.pid")),
         ident: Some(state.to_string_lossy().into_owned()),
         env: node_env(&node.dir),

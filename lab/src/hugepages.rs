@@ -38,7 +38,8 @@ pub fn nr_pages_2m() -> Result<u64> {
         .map_err(|_| LabError::Invalid(format!("{NR_2M}: unexpected content {s:?}")))
 }
 
-fn set_nr_pages_2m(n: u64) -> Result<()> {
+/// Sets the 2 MiB pool to `n` pages.
+pub fn set_nr_pages_2m(n: u64) -> Result<()> {
     std::fs::write(NR_2M, n.to_string()).map_err(|e| LabError::io("write", NR_2M, e))
 }
 
@@ -63,29 +64,8 @@ pub fn parse_hugetlbfs_mounts(mounts: &str) -> Vec<PathBuf> {
 /// `mount_dir` if none exists). Updates `change` as it goes, so a failure half-way still
 /// leaves an accurate record for [`restore`].
 pub fn ensure(mount_dir: &Path, change: &mut HugepageChange) -> Result<()> {
-    let before = nr_pages_2m()?;
-    if before < MIN_PAGES_2M {
-        change.pages = Some((before, MIN_PAGES_2M));
-        set_nr_pages_2m(MIN_PAGES_2M)?;
-        let mut now = nr_pages_2m()?;
-        if now < MIN_PAGES_2M {
-            // memory full of page cache is fragmented: free clean cache, compact, retry
-            warn!(
-                now,
-                want = MIN_PAGES_2M,
-                "short of 2 MiB pages: dropping clean page cache and compacting"
-            );
-            let _ = std::fs::write("/proc/sys/vm/drop_caches", "1\n");
-            let _ = std::fs::write("/proc/sys/vm/compact_memory", "1\n");
-            set_nr_pages_2m(MIN_PAGES_2M)?;
-            now = nr_pages_2m()?;
-        }
-        if now < MIN_PAGES_2M {
-            return Err(LabError::Invalid(format!(
-                "asked the kernel for {MIN_PAGES_2M} 2 MiB hugepages, got {now}"
-            )));
-        }
-        info!(before, now, "raised 2 MiB hugepages");
+    if let Some(raised) = raise_pages_2m(MIN_PAGES_2M)? {
+        change.pages = Some(raised);
     }
     if hugetlbfs_mounts().is_empty() {
         std::fs::create_dir_all(mount_dir).map_err(|e| LabError::io("create dir", mount_dir, e))?;
@@ -101,6 +81,36 @@ pub fn ensure(mount_dir: &Path, change: &mut HugepageChange) -> Result<()> {
         info!(dir = %mount_dir.display(), "mounted hugetlbfs");
     }
     Ok(())
+}
+
+/// Raises the 2 MiB pool to at least `want` pages; returns `(previous, want)` if it
+/// changed it (for [`set_nr_pages_2m`] to restore), `None` if there were enough.
+pub fn raise_pages_2m(want: u64) -> Result<Option<(u64, u64)>> {
+    let before = nr_pages_2m()?;
+    if before >= want {
+        return Ok(None);
+    }
+    set_nr_pages_2m(want)?;
+    let mut now = nr_pages_2m()?;
+    if now < want {
+        // memory full of page cache is fragmented: free clean cache, compact, retry
+        warn!(
+            now,
+            want, "short of 2 MiB pages: dropping clean page cache and compacting"
+        );
+        let _ = std::fs::write("/proc/sys/vm/drop_caches", "1\n");
+        let _ = std::fs::write("/proc/sys/vm/compact_memory", "1\n");
+        set_nr_pages_2m(want)?;
+        now = nr_pages_2m()?;
+    }
+    if now < want {
+        let _ = set_nr_pages_2m(before);
+        return Err(LabError::Invalid(format!(
+            "asked the kernel for {want} 2 MiB hugepages, got {now}"
+        )));
+    }
+    info!(before, now, "raised 2 MiB hugepages");
+    Ok(Some((before, want)))
 }
 
 /// Undoes `change`: unmounts the lab's hugetlbfs mount and restores the page count.

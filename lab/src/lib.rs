@@ -24,6 +24,8 @@
 //! - [`multus`]: NetworkAttachmentDefinitions and what a pod's Multus annotations ask of
 //!   the runtime (default network, secondary networks, the NAD config over the node's).
 //! - [`kubevirt`]: VirtualMachineInstances → the virt-launcher pods KubeVirt would create.
+//! - [`kubecluster`]: a real Kubernetes cluster (kubelet + containerd per node in a netns and
+//!   mount namespace, control plane on the host) — `zovn cluster`.
 //! - [`object_names`]: the default namespace and the DNS-1123 name checks of every kind.
 //!
 //! Layers, each using only those below it: [`apiserver`] (the store) → [`kubevirt`] →
@@ -65,6 +67,7 @@ pub mod config;
 pub mod ctl;
 pub mod error;
 pub mod hugepages;
+pub mod kubecluster;
 pub mod kubevirt;
 pub mod lab;
 pub mod multus;

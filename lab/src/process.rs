@@ -160,6 +160,10 @@ pub struct DetachedSpec {
     pub netns: Option<String>,
     /// stdout and stderr are appended here.
     pub log_file: PathBuf,
+    /// Also enter this persistent mount namespace (a file bound by `unshare --mount=FILE`);
+    /// with it the program runs under `nsenter` (which also execs in place) instead of
+    /// `ip netns exec` (whose private /sys remount would hide the mount namespace's).
+    pub mount_ns: Option<PathBuf>,
     /// Recorded; the program may write it (the responder does) or not (the agent).
     pub pidfile: PathBuf,
     /// See [`DaemonRecord::ident`].
@@ -192,13 +196,23 @@ pub fn spawn_detached(spec: &DetachedSpec) -> Result<DaemonRecord> {
     let log2 = log
         .try_clone()
         .map_err(|e| LabError::io("open log", &spec.log_file, e))?;
-    let mut c = match &spec.netns {
-        Some(ns) => {
+    let mut c = match (&spec.netns, &spec.mount_ns) {
+        (net, Some(mnt)) => {
+            let mut c = Command::new("nsenter");
+            if let Some(ns) = net {
+                c.arg(format!("--net=/run/netns/{ns}"));
+            }
+            c.arg(format!("--mount={}", mnt.display()))
+                .arg("--")
+                .arg(&spec.program);
+            c
+        }
+        (Some(ns), None) => {
             let mut c = Command::new("ip");
             c.args(["netns", "exec", ns]).arg(&spec.program);
             c
         }
-        None => Command::new(&spec.program),
+        (None, None) => Command::new(&spec.program),
     };
     c.args(&spec.args)
         .stdin(Stdio::null())

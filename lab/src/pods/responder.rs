@@ -117,6 +117,7 @@ pub fn spawn(
         ],
         netns: Some(netns.to_string()),
         log_file: layout.pods_log().join(format!("{netns}.log")),
+        mount_ns: None,
         pidfile: pidfile.clone(),
         ident: None,
         env: Vec::new(),

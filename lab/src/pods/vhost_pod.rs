@@ -216,6 +216,7 @@ pub fn ensure(layout: &Layout, key: &str, netns: &str, a: &VhostAttachment) -> R
         args: testpmd_args(netns, a),
         netns: Some(netns.to_string()),
         log_file: layout.pods_log().join(log),
+        mount_ns: None,
         pidfile: record_path(layout, netns, &a.ifname),
         // the socket path is in its arguments and names this very instance
         ident: Some(a.socket.display().to_string()),

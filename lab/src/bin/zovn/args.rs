@@ -19,6 +19,60 @@ pub enum Command {
         #[command(subcommand)]
         command: LabCommand,
     },
+    /// A real Kubernetes 1.20 cluster on this machine: control plane on the host, each
+    /// node a netns + mount namespace with its own containerd and kubelet.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and N nodes
+    /// (containerd + kubelet each); print the KUBECONFIG. Nodes stay NotReady until a CNI
+    /// plugin is installed (`helm install`, docs/cluster.md).
+    Up(ClusterUpArgs),
+    /// Daemons (pid, alive) and `kubectl get nodes`.
+    Status(ClusterDirArgs),
+    /// Stop every process of the cluster by pid, delete the nodes' namespaces, cgroups and
+    /// bridges, restore kernel settings and hugepages, remove the state dir.
+    Down(ClusterDownArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ClusterDirArgs {
+    /// Cluster state directory.
+    #[arg(long, env = "ZOVN_CLUSTER_DIR", default_value = "/tmp/zovn-cluster")]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ClusterUpArgs {
+    #[command(flatten)]
+    pub dir: ClusterDirArgs,
+    /// Number of nodes (node1…nodeN).
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Prefix of host-side names (bridges, veths, netns, cgroups), 1-6 chars [a-z0-9].
+    #[arg(long, default_value = "zc")]
+    pub prefix: String,
+    /// OCI archive to import into every node's containerd (repeatable). Default: the
+    /// archives of `make images` and `make test-images` under target/images/.
+    #[arg(long = "image")]
+    pub images: Vec<PathBuf>,
+    /// 2 MiB hugepages the host must have before the kubelets start (0: leave alone).
+    #[arg(long, default_value_t = 1024)]
+    pub hugepages_2m: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ClusterDownArgs {
+    #[command(flatten)]
+    pub dir: ClusterDirArgs,
+    /// Keep the state directory (logs, etcd data).
+    #[arg(long)]
+    pub keep_files: bool,
 }
 
 #[derive(Debug, Subcommand)]

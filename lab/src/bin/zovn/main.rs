@@ -14,6 +14,14 @@
 //! ```
 //! The lab dir defaults to `$ZOVN_LAB_DIR` or `/tmp/zovn-lab`.
 //!
+//! ```text
+//! zovn cluster up [--nodes N] [--image ARCHIVE]... [--hugepages-2m N] [--prefix P] [--dir DIR]
+//! zovn cluster status [--dir DIR]
+//! zovn cluster down [--keep-files] [--dir DIR]
+//! ```
+//! A real Kubernetes 1.20 cluster (kubelet + containerd per node); the dir defaults to
+//! `$ZOVN_CLUSTER_DIR` or `/tmp/zovn-cluster`. See docs/cluster.md.
+//!
 //! `up` also starts the lab's object store (`zovn lab serve`, hidden): a daemon holding
 //! the Namespaces, Subnets, Pods and Nodes that `apply`/`delete`/`get` work on, with the
 //! real controller writing the NB from them. Its objects are saved in `<dir>/store.json`
@@ -27,6 +35,7 @@
 
 mod apply;
 mod args;
+mod cluster;
 mod delete;
 mod down;
 mod get;
@@ -38,7 +47,7 @@ mod up;
 
 use clap::Parser;
 
-use args::{Cli, Command, LabCommand};
+use args::{Cli, ClusterCommand, Command, LabCommand};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -73,6 +82,11 @@ fn main() -> anyhow::Result<()> {
             LabCommand::Responder(a) => pods::responder(a),
             LabCommand::Stats(a) => stats::run(a),
             LabCommand::RestartVswitchd(a) => up::restart_vswitchd(a),
+        },
+        Command::Cluster { command } => match command {
+            ClusterCommand::Up(a) => cluster::up(a),
+            ClusterCommand::Status(a) => cluster::status(a),
+            ClusterCommand::Down(a) => cluster::down(a),
         },
     }
 }

@@ -1,0 +1,200 @@
+//! The control plane in the host's network namespace: etcd, kube-apiserver,
+//! kube-controller-manager and kube-scheduler 1.20.2, each a detached daemon recorded in
+//! the cluster manifest.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::{LabError, Result};
+use crate::process::{DaemonRecord, DetachedSpec, spawn_detached};
+use crate::wait::wait_for;
+
+use super::config::{API_PORT, ClusterConfig, SERVICE_CIDR, host_mgmt_ip};
+use super::kubectl;
+use super::pki::Pki;
+
+/// How long the API server may take to answer `/readyz` (10-30 s on 2 busy cores).
+pub const APISERVER_READY_TIMEOUT: Duration = Duration::from_secs(180);
+
+fn spec(
+    cfg: &ClusterConfig,
+    name: &str,
+    program: &Path,
+    args: Vec<String>,
+    ident: &Path,
+) -> DetachedSpec {
+    DetachedSpec {
+        name: name.into(),
+        program: program.to_path_buf(),
+        args,
+        netns: None,
+        mount_ns: None,
+        log_file: cfg.dir.join("log").join(format!("{name}.log")),
+        pidfile: cfg.dir.join("run").join(format!("{name}.pid")),
+        ident: Some(ident.to_string_lossy().into_owned()),
+        env: Vec::new(),
+    }
+}
+
+/// Two free TCP ports on 127.0.0.1 for etcd's client and peer URLs.
+fn free_ports() -> Result<(u16, u16)> {
+    let bind =
+        || TcpListener::bind("127.0.0.1:0").map_err(|e| LabError::io("bind", "127.0.0.1:0", e));
+    let (a, b) = (bind()?, bind()?);
+    let port = |l: &TcpListener| {
+        l.local_addr()
+            .map(|a| a.port())
+            .map_err(|e| LabError::io("local address of", "127.0.0.1:0", e))
+    };
+    Ok((port(&a)?, port(&b)?))
+}
+
+/// Starts etcd; returns its record and client URL once it answers.
+pub fn start_etcd(cfg: &ClusterConfig) -> Result<(DaemonRecord, String)> {
+    let (client, peer) = free_ports()?;
+    let data = cfg.dir.join("etcd");
+    let url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let args = vec![
+        "--name=zovn".into(),
+        format!("--data-dir={}", data.display()),
+        format!("--listen-client-urls={url}"),
+        format!("--advertise-client-urls={url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster=zovn={peer_url}"),
+        "--initial-cluster-state=new".into(),
+        "--logger=zap".into(),
+    ];
+    let rec = spawn_detached(&spec(cfg, "etcd", Path::new("/usr/bin/etcd"), args, &data))?;
+    wait_for(
+        "etcd to answer /health",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        |last| {
+            if !rec.is_alive() {
+                return Err(LabError::Daemon {
+                    name: "etcd".into(),
+                    program: rec.program.clone(),
+                    detail: format!("exited{}", crate::process::log_tail(&rec.log_file)),
+                });
+            }
+            match http_get(client, "/health") {
+                Ok(body) if body.contains("\"health\":\"true\"") => Ok(Some(())),
+                Ok(body) => {
+                    *last = Some(body);
+                    Ok(None)
+                }
+                Err(e) => {
+                    *last = Some(e.to_string());
+                    Ok(None)
+                }
+            }
+        },
+    )?;
+    Ok((rec, url))
+}
+
+/// A plain HTTP GET on 127.0.0.1 (etcd's health), returning the body.
+fn http_get(port: u16, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// Starts kube-apiserver on the host's management address and waits for `/readyz`.
+pub fn start_apiserver(cfg: &ClusterConfig, pki: &Pki, etcd_url: &str) -> Result<DaemonRecord> {
+    let ip = host_mgmt_ip();
+    let p = |f: &Path| f.display().to_string();
+    let args = vec![
+        format!("--etcd-servers={etcd_url}"),
+        format!("--bind-address={ip}"),
+        format!("--advertise-address={ip}"),
+        format!("--secure-port={API_PORT}"),
+        "--insecure-port=0".into(),
+        format!("--tls-cert-file={}", p(&pki.serving_cert())),
+        format!("--tls-private-key-file={}", p(&pki.serving_key())),
+        format!("--client-ca-file={}", p(&pki.ca_cert())),
+        format!("--token-auth-file={}", p(&pki.token_file())),
+        "--authorization-mode=Node,RBAC".into(),
+        "--enable-admission-plugins=NodeRestriction".into(),
+        format!("--service-account-key-file={}", p(&pki.sa_pub())),
+        format!("--service-account-signing-key-file={}", p(&pki.sa_key())),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+        "--kubelet-preferred-address-types=InternalIP".into(),
+        "--allow-privileged=true".into(),
+        "--profiling=false".into(),
+        "--v=1".into(),
+    ];
+    let bin = cfg.kube_binary("kube-apiserver");
+    let rec = spawn_detached(&spec(cfg, "kube-apiserver", &bin, args, &pki.token_file()))?;
+    let admin = pki.kubeconfig("admin");
+    wait_for(
+        "kube-apiserver /readyz",
+        APISERVER_READY_TIMEOUT,
+        Duration::from_millis(500),
+        |last| {
+            if !rec.is_alive() {
+                return Err(LabError::Daemon {
+                    name: "kube-apiserver".into(),
+                    program: rec.program.clone(),
+                    detail: format!("exited{}", crate::process::log_tail(&rec.log_file)),
+                });
+            }
+            match kubectl(&admin, &["get", "--raw", "/readyz"]) {
+                Ok(body) if body.trim() == "ok" => Ok(Some(())),
+                Ok(body) => {
+                    *last = Some(body);
+                    Ok(None)
+                }
+                Err(e) => {
+                    *last = Some(e.to_string());
+                    Ok(None)
+                }
+            }
+        },
+    )?;
+    Ok(rec)
+}
+
+/// Starts kube-controller-manager (service-account tokens, Endpoints, Deployments,
+/// DaemonSets, node lifecycle…); no serving ports, no leader election.
+pub fn start_controller_manager(cfg: &ClusterConfig, pki: &Pki) -> Result<DaemonRecord> {
+    let kc = pki.kubeconfig("controller-manager");
+    let p = |f: &Path| f.display().to_string();
+    let args = vec![
+        format!("--kubeconfig={}", p(&kc)),
+        format!("--service-account-private-key-file={}", p(&pki.sa_key())),
+        format!("--root-ca-file={}", p(&pki.ca_cert())),
+        "--use-service-account-credentials=true".into(),
+        "--cluster-name=zovn".into(),
+        "--leader-elect=false".into(),
+        "--port=0".into(),
+        "--secure-port=0".into(),
+        // a node whose kubelet stopped is NotReady after 20 s (the default 40 s)
+        "--node-monitor-grace-period=20s".into(),
+        "--v=1".into(),
+    ];
+    let bin = cfg.kube_binary("kube-controller-manager");
+    spawn_detached(&spec(cfg, "kube-controller-manager", &bin, args, &kc))
+}
+
+/// Starts kube-scheduler; no serving ports, no leader election.
+pub fn start_scheduler(cfg: &ClusterConfig, pki: &Pki) -> Result<DaemonRecord> {
+    let kc = pki.kubeconfig("scheduler");
+    let args = vec![
+        format!("--kubeconfig={}", kc.display()),
+        "--leader-elect=false".into(),
+        "--port=0".into(),
+        "--secure-port=0".into(),
+        "--v=1".into(),
+    ];
+    let bin = cfg.kube_binary("kube-scheduler");
+    spawn_detached(&spec(cfg, "kube-scheduler", &bin, args, &kc))
+}
