@@ -49,6 +49,8 @@ spec:
       labels: {{- include "zovn.selector" $sel | nindent 8 }}
       annotations:
         checksum/datapath: {{ toYaml $dp | sha256sum }}
+        # a change of the start scripts rolls the node pods (they read them only at start)
+        checksum/scripts: {{ include (print $.Template.BasePath "/scripts-configmap.yaml") $ | sha256sum }}
     spec:
       serviceAccountName: {{ $fn }}-node
       # the node pod builds the host's network (br-int, tunnels, pod veths): host namespace
@@ -143,6 +145,9 @@ spec:
             {{- if $dpdk }}
             - {name: hugepages, mountPath: /dev/hugepages}
             - {name: vhost-root, mountPath: /var/run/zstack-ovn/vhost}
+            {{- else }}
+            # the userspace bridges' internal ports (br-int, br-phy) are tap devices
+            - {name: dev-tun, mountPath: /dev/net/tun}
             {{- end }}
         - name: ovn-controller
           image: {{ $img }}
@@ -273,6 +278,9 @@ spec:
         - {name: netns, hostPath: {path: /var/run/netns, type: DirectoryOrCreate}}
         - {name: cni-conf, hostPath: {path: {{ $v.cni.confDir }}, type: DirectoryOrCreate}}
         - {name: cni-bin, hostPath: {path: {{ $v.cni.binDir }}, type: DirectoryOrCreate}}
+        {{- if not $dpdk }}
+        - {name: dev-tun, hostPath: {path: /dev/net/tun, type: CharDevice}}
+        {{- end }}
         {{- if or $dpdk $p.vhost }}
         - {name: vhost-root, hostPath: {path: {{ $vhostRoot }}, type: DirectoryOrCreate}}
         {{- end }}
