@@ -218,6 +218,17 @@ spec:
             # the container exits; kubelet starts it again with the new start-time settings
             - --vswitchd-restart-cmd=ovs-appctl -t /var/run/openvswitch/ovs-vswitchd.ctl exit
             {{- end }}
+            # helm uninstall: when this DaemonSet is gone at SIGTERM, remove the conflist, the
+            # shim, the nft table, the datapath's taps and these directories' contents
+            - --uninstall-daemonset={{ $name }}
+            - --uninstall-empty-dir=/var/run/zstack-ovn
+            - --uninstall-empty-dir=/var/lib/zstack-ovn
+            {{- if not $v.ovs.hostManaged }}
+            - --uninstall-ovs-in-pod
+            - --uninstall-empty-dir=/etc/openvswitch
+            - --uninstall-empty-dir=/var/run/openvswitch
+            - --uninstall-empty-dir=/var/run/ovn
+            {{- end }}
           env:
             {{- include "zovn.downwardEnv" $ | nindent 12 }}
             - name: RUST_LOG
@@ -253,6 +264,11 @@ spec:
             - {name: datapath, mountPath: /etc/zstack-ovn/datapath.yaml, subPath: datapath.yaml, readOnly: true}
             # OVS database and vswitchd control sockets (the pod's or the host's OVS)
             - {name: ovs-run, mountPath: /var/run/openvswitch}
+            {{- if not $v.ovs.hostManaged }}
+            # emptied on uninstall only (the OVS database, ovn-controller's sockets)
+            - {name: ovs-etc, mountPath: /etc/openvswitch}
+            - {name: ovn-run, mountPath: /var/run/ovn}
+            {{- end }}
             # CNI server socket the host's shim connects to; vhost-user sockets under vhost/
             - {name: zovn-run, mountPath: /var/run/zstack-ovn}
             # per-sandbox state that survives agent restarts
