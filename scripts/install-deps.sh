@@ -12,7 +12,7 @@ PACKAGES=(
   iproute2 iputils-ping ethtool iperf3 qperf   # namespaces, veths, ping, offload settings, traffic
   etcd-server                                  # etcd 3.4 for the tests' private kube-apiserver
   containerd runc busybox-static               # a real container runtime for the CNI tests (ctr run --cni)
-  containernetworking-plugins kubernetes-client # zovn cluster: the loopback CNI plugin containerd runs, kubectl 1.20
+  containernetworking-plugins                  # zovn cluster: the loopback CNI plugin containerd's CRI runs
   python3                                      # licence check, lab reachability matrix
   nftables                                     # nft: the node agent's host Service NAT table (inet zstack-ovn)
   mmdebstrap umoci                             # make images: the Debian root filesystem, the OCI layout (no daemon)
@@ -21,6 +21,10 @@ PACKAGES=(
 die() { echo "install-deps: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (the lab creates namespaces and starts OVS/OVN daemons)"
 command -v dpkg-query >/dev/null || die "this script supports Debian 12 (dpkg/apt) only"
+
+# kubectl for `zovn cluster`: Debian's kubernetes-client (1.20) unless one is installed
+# already (another package, e.g. a cloud SDK's `kubectl`, would conflict with it)
+command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

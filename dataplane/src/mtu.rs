@@ -80,9 +80,23 @@ pub fn uplink_mtu(ip: IpAddr) -> Result<(String, u32), MtuError> {
     Ok((iface, mtu))
 }
 
+/// The first IPv4 address of interface `iface`, if it has one.
+pub fn interface_ipv4(iface: &str) -> Option<std::net::Ipv4Addr> {
+    nix::ifaddrs::getifaddrs()
+        .ok()?
+        .filter(|a| a.interface_name == iface)
+        .find_map(|a| a.address?.as_sockaddr_in().map(|s| s.ip()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_has_an_ipv4_address() {
+        assert_eq!(interface_ipv4("lo"), Some(std::net::Ipv4Addr::LOCALHOST));
+        assert_eq!(interface_ipv4("no-such-if0"), None);
+    }
 
     #[test]
     fn overheads_and_limits() {

@@ -46,6 +46,7 @@ PACKAGES=(
   librte-net-i40e23 librte-net-iavf23 librte-net-ice23 librte-net-ixgbe23 librte-net-e1000-23
   librte-net-mlx5-23 librte-net-ena23 librte-net-virtio23 librte-net-vmxnet3-23
   librte-net-tap23 librte-net-vhost23 librte-net-af-packet23 librte-net-af-xdp23 librte-net-bond23
+  dpdk                        # dpdk-testpmd: a DPDK app for vhost-user pods (the cluster e2e runs it)
   ovn-central                 # ovn-northd, the NB/SB schemas
   ovn-host                    # ovn-controller
   iproute2 nftables ethtool   # the node agent's ip/nft/ethtool calls

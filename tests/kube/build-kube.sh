@@ -1,11 +1,11 @@
 #!/bin/bash
 # build-kube.sh [COMPONENT...] - build Kubernetes 1.20.2 server components from Debian
 # bookworm's source package `kubernetes` and cache the binaries outside the repository
-# (run as root, Debian 12). COMPONENT is any of kube-apiserver, kubelet,
-# kube-controller-manager, kube-scheduler; none means all four.
+# (run as root, Debian 12). COMPONENT is any of kube-apiserver, kubelet, kube-proxy,
+# kube-controller-manager, kube-scheduler; none means all five.
 #
 # No Debian package ships them, but the source package carries the full vendor tree, so they
-# build offline with Debian's Go 1.19 (kube-apiserver alone ~6 min on 2 idle cores, all four
+# build offline with Debian's Go 1.19 (kube-apiserver alone ~6 min on 2 idle cores, all five
 # ~15 min sharing one Go build cache). Steps:
 #   1. apt: dpkg-dev (apt-get source), golang-1.19-go + golang-1.19-src,
 #      golang-github-modern-go-reflect2-dev (reflect2 1.0.2), etcd-server (tests run it).
@@ -27,7 +27,7 @@ set -euo pipefail
 VERSION=1.20.2
 CACHE=${ZOVN_CACHE:-/var/cache/zovn}
 BUILD=$CACHE/build/kubernetes-$VERSION
-ALL=(kube-apiserver kubelet kube-controller-manager kube-scheduler)
+ALL=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy)
 [ $# -gt 0 ] || set -- "${ALL[@]}"
 for c in "$@"; do
   case " ${ALL[*]} " in *" $c "*) ;; *) echo "build-kube: unknown component '$c' (one of: ${ALL[*]})" >&2; exit 2;; esac

@@ -376,6 +376,13 @@ fn every_flag_and_subcommand_of_the_binaries_is_in_flags_md() {
             vec!["lab".into(), sub],
         ));
     }
+    for sub in subcommands(&help_of(&zovn, &["cluster"])) {
+        wanted.push((
+            format!("zovn cluster {sub}"),
+            zovn.clone(),
+            vec!["cluster".into(), sub],
+        ));
+    }
     let perf = tests::workspace_bin("zovn-perf");
     for sub in subcommands(&help_of(&perf, &[])) {
         wanted.push((format!("zovn-perf {sub}"), perf.clone(), vec![sub]));

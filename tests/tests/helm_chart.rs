@@ -175,6 +175,54 @@ fn host_managed_ovs_leaves_only_the_agent() {
 }
 
 #[test]
+fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
+    let Some(helm) = helm::require_helm("helm_chart::tunnel_interface") else {
+        return;
+    };
+    let objs = helm::render_with(
+        &helm,
+        "dpdk-pools",
+        "zs",
+        NS,
+        &["--set", "tunnel.interface=eth1"],
+    )
+    .expect("render");
+    let daemonsets: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "DaemonSet").collect();
+    assert!(
+        daemonsets.len() >= 2,
+        "the default and the pools' DaemonSets"
+    );
+    for ds in daemonsets {
+        let name = &ds["metadata"]["name"];
+        let uplink = container(ds, "uplink");
+        assert_eq!(
+            uplink["env"][0],
+            json!({"name": "TUNNEL_INTERFACE", "value": "eth1"}),
+            "{name}"
+        );
+        assert_eq!(
+            uplink["securityContext"]["capabilities"]["add"],
+            json!(["NET_ADMIN"]),
+            "{name}"
+        );
+        let a = args(container(ds, "agent"));
+        assert!(
+            a.contains(&"--encap-ip-interface=br-phy".to_string()),
+            "{name}: {a:?}"
+        );
+        assert!(
+            !a.iter().any(|x| x.starts_with("--encap-ip=")),
+            "{name}: {a:?}"
+        );
+    }
+    // without it: no keeper, the node IP as the endpoint
+    let objs = helm::render_with(&helm, "single", "zs", NS, &[]).expect("render");
+    let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
+    assert!(!containers(node).iter().any(|c| c["name"] == "uplink"));
+    assert!(args(container(node, "agent")).contains(&"--encap-ip=$(HOST_IP)".to_string()));
+}
+
+#[test]
 fn standalone_ha_is_a_parallel_raft_statefulset_with_a_pdb() {
     let Some(helm) = helm::require_helm("helm_chart::standalone_ha") else {
         return;
@@ -614,6 +662,10 @@ fn schema_refuses_bad_values_naming_the_key() {
             &["tunnel.port", "4789"],
         ),
         (&["--set", "logging.format=xml"], &["logging.format"]),
+        (
+            &["--set", "tunnel.interface=eth1; rm -rf /"],
+            &["tunnel.interface", "Does not match pattern"],
+        ),
         (
             &["--set", "controller.replica=2"],
             &["controller", "replica"],

@@ -46,9 +46,13 @@ struct Args {
     sb: Option<String>,
     #[arg(long, default_value = "geneve")]
     encap_type: String,
-    /// Tunnel endpoint IP (required with --sb).
-    #[arg(long)]
+    /// Tunnel endpoint IP (with --sb: this or --encap-ip-interface).
+    #[arg(long, conflicts_with = "encap_ip_interface")]
     encap_ip: Option<String>,
+    /// Take the tunnel endpoint IP from this interface's IPv4 address, waiting until it
+    /// has one (the chart's `tunnel.interface`: the address moves to br-phy).
+    #[arg(long)]
+    encap_ip_interface: Option<String>,
     /// Pod MTU. Default: the MTU of the interface holding the tunnel endpoint address
     /// minus the encapsulation overhead (Geneve 100, VXLAN 50; +20 on IPv6), e.g. 1400 on
     /// a 1500-byte underlay with Geneve.
@@ -116,9 +120,25 @@ fn derive_mtu(args: &Args, ovs: &Ovs) -> u32 {
     }
 }
 
+/// The first IPv4 address of `iface`, polled every second until there is one (a warning
+/// every 30 s names what is awaited).
+async fn wait_interface_ipv4(iface: &str) -> std::net::Ipv4Addr {
+    let mut waited = 0u32;
+    loop {
+        if let Some(ip) = dataplane::mtu::interface_ipv4(iface) {
+            return ip;
+        }
+        if waited % 30 == 0 {
+            tracing::warn!(%iface, waited_s = waited, "waiting for the tunnel interface to get an IPv4 address");
+        }
+        waited += 1;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     if args.log_json {
@@ -140,6 +160,11 @@ async fn main() -> anyhow::Result<()> {
     {
         anyhow::bail!("--mtu {mtu} is out of range 68..=65535");
     }
+    if let (Some(iface), None) = (&args.encap_ip_interface, &args.encap_ip) {
+        let ip = wait_interface_ipv4(iface).await;
+        tracing::info!(%iface, %ip, "tunnel endpoint IP taken from the interface");
+        args.encap_ip = Some(ip.to_string());
+    }
     let ovn = match (&args.sb, &args.encap_ip) {
         (Some(sb), Some(ip)) => Some(OvnConfig {
             remote: sb.clone(),
@@ -147,7 +172,7 @@ async fn main() -> anyhow::Result<()> {
             encap_ip: ip.clone(),
             system_id: args.node_name.clone(),
         }),
-        (Some(_), None) => anyhow::bail!("--sb needs --encap-ip"),
+        (Some(_), None) => anyhow::bail!("--sb needs --encap-ip or --encap-ip-interface"),
         _ => None,
     };
 

@@ -3,17 +3,17 @@
 //! What kind builds with containers, built with namespaces: the control plane (etcd,
 //! kube-apiserver, kube-controller-manager, kube-scheduler 1.20.2) runs in the host's
 //! network namespace; each node is a network namespace plus a persistent mount namespace
-//! with its own containerd + runc and its own kubelet, joined to the host by two bridges
+//! with its own containerd + runc, kubelet and kube-proxy (iptables mode), joined to the host by two bridges
 //! (management 172.30.0.0/24 with the API server on .1; data 172.31.0.0/24 for the tunnel
 //! endpoints). No CNI plugin is installed: nodes stay `NotReady` until one is (the chart,
-//! `helm install`). No kube-proxy, no cluster DNS.
+//! `helm install`). No cluster DNS.
 //!
 //! - [`config`]: [`ClusterConfig`], the fixed addresses and names.
 //! - [`pki`]: the CA, serving certificate, service-account key, tokens and kubeconfigs.
 //! - [`control_plane`]: the host-side daemons.
 //! - [`node_ns`]: a node's netns, mount namespace (`node-mounts.sh`), cgroup root, and the
 //!   sweep that stops every process inside a node.
-//! - [`node_daemons`]: containerd and kubelet of a node; image import.
+//! - [`node_daemons`]: containerd, kubelet and kube-proxy of a node; image import.
 //! - [`kernel`]: host kernel settings kubelet changes, restored by `down`.
 //!
 //! `up` records every step in `<dir>/cluster.json` as it goes, so `down` (or the next `up`
@@ -48,7 +48,7 @@ pub const NODES_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeRecord {
     pub names: NodeNames,
-    /// containerd, then kubelet.
+    /// containerd, kubelet, kube-proxy.
     pub daemons: Vec<DaemonRecord>,
 }
 
@@ -242,10 +242,13 @@ impl KubeCluster {
             let kubelet = node_daemons::start_kubelet(&cfg, &names, &pki)?;
             self.node_mut(i)?.daemons.push(kubelet);
             self.save()?;
+            let proxy = node_daemons::start_kube_proxy(&cfg, &names, &pki)?;
+            self.node_mut(i)?.daemons.push(proxy);
+            self.save()?;
             step(
                 &mut self.m,
                 &format!(
-                    "{} (netns, mounts, containerd, images, kubelet)",
+                    "{} (netns, mounts, containerd, images, kubelet, kube-proxy)",
                     node_name(i)
                 ),
             );

@@ -161,6 +161,42 @@ pub fn kubelet_args(n: &NodeNames, kubeconfig: &Path) -> Vec<String> {
     ]
 }
 
+/// kube-proxy's arguments: iptables mode in the node's netns, so host-network pods (the
+/// plugin's own: the node agent, ovn-controller) reach ClusterIPs such as OVN central's
+/// before the pod network exists, as on a kubeadm cluster. It leaves the machine-wide
+/// conntrack limits alone.
+pub fn kube_proxy_args(n: &NodeNames, kubeconfig: &Path) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--hostname-override={}", node_name(n.index)),
+        format!("--bind-address={}", node_mgmt_ip(n.index)),
+        "--proxy-mode=iptables".into(),
+        "--conntrack-max-per-core=0".into(),
+        "--conntrack-tcp-timeout-established=0".into(),
+        "--conntrack-tcp-timeout-close-wait=0".into(),
+        "--metrics-bind-address=127.0.0.1:10249".into(),
+        "--healthz-bind-address=127.0.0.1:10256".into(),
+        "--v=1".into(),
+    ]
+}
+
+/// Starts the node's kube-proxy.
+pub fn start_kube_proxy(cfg: &ClusterConfig, n: &NodeNames, pki: &Pki) -> Result<DaemonRecord> {
+    let kc = pki.kubeconfig("kube-proxy");
+    let bin = cfg.kube_binary("kube-proxy");
+    // the one kubeconfig is shared by every node's kube-proxy: its --hostname-override
+    // names this instance
+    let ident = PathBuf::from(format!("--hostname-override={}", node_name(n.index)));
+    spawn_detached(&spec(
+        cfg,
+        n,
+        "kube-proxy",
+        &bin,
+        kube_proxy_args(n, &kc),
+        &ident,
+    ))
+}
+
 /// Starts the node's kubelet.
 pub fn start_kubelet(cfg: &ClusterConfig, n: &NodeNames, pki: &Pki) -> Result<DaemonRecord> {
     let kc = pki.kubeconfig(&format!("kubelet-{}", node_name(n.index)));

@@ -73,6 +73,8 @@ pub fn identities(nodes: usize) -> Vec<Identity> {
         Identity::new("admin", "admin", &["system:masters"]),
         Identity::new("controller-manager", "system:kube-controller-manager", &[]),
         Identity::new("scheduler", "system:kube-scheduler", &[]),
+        // bound to the ClusterRole system:node-proxier by the API server's bootstrap policy
+        Identity::new("kube-proxy", "system:kube-proxy", &[]),
     ];
     for i in 1..=nodes {
         let name = super::config::node_name(i);
@@ -198,11 +200,12 @@ mod tests {
                 "admin",
                 "system:kube-controller-manager",
                 "system:kube-scheduler",
+                "system:kube-proxy",
                 "system:node:node1",
                 "system:node:node2"
             ]
         );
-        assert_eq!(ids[3].groups, ["system:nodes"]);
+        assert_eq!(ids[4].groups, ["system:nodes"]);
     }
 
     #[test]
@@ -217,7 +220,7 @@ mod tests {
         )
         .unwrap();
         let tokens = std::fs::read_to_string(pki.token_file()).unwrap();
-        assert_eq!(tokens.lines().count(), 4);
+        assert_eq!(tokens.lines().count(), 5);
         assert!(tokens.contains(",system:node:node1,system:node:node1,\"system:nodes\""));
         let kc = std::fs::read_to_string(pki.kubeconfig("kubelet-node1")).unwrap();
         assert!(kc.contains("server: https://172.30.0.1:6443"));

@@ -17,6 +17,7 @@ ovs.hostManaged only the agent, on the host's OVS.
 {{- if and $p.name (has ($dp.datapath | default "auto") (list "dpdk" "auto")) -}}{{- $dpdk = true -}}{{- end -}}
 {{- $hp := $p.hugepages | default dict -}}
 {{- $vhostRoot := $p.vhostSocketRoot | default $v.vhost.socketRoot -}}
+{{- $tunnelIf := $p.tunnelInterface | default $v.tunnel.interface -}}
 {{- $sel := dict "ctx" $ "component" .suffix -}}
 apiVersion: v1
 kind: ConfigMap
@@ -159,6 +160,28 @@ spec:
             {{- include "zovn.tlsMount" $ | nindent 12 }}
             - {name: ovs-run, mountPath: /var/run/openvswitch}
             - {name: ovn-run, mountPath: /var/run/ovn}
+        {{- if $tunnelIf }}
+        # keeps br-phy holding the tunnel NIC and its address (re-adds it when ovs-vswitchd
+        # restarts and recreates the bridge's port); on exit puts the address back on the NIC
+        - name: uplink
+          image: {{ $img }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: [/bin/bash, /zovn/scripts/node-uplink.sh]
+          env:
+            - {name: TUNNEL_INTERFACE, value: {{ $tunnelIf | quote }}}
+          readinessProbe:
+            exec: {command: [test, -e, /var/run/zstack-ovn/uplink-ready]}
+            periodSeconds: 5
+          securityContext:
+            capabilities:
+              drop: [ALL]
+              # NET_ADMIN: move the address between the NIC and br-phy
+              add: [NET_ADMIN]
+          volumeMounts:
+            {{- include "zovn.scriptsMount" $ | nindent 12 }}
+            - {name: ovs-run, mountPath: /var/run/openvswitch}
+            - {name: zovn-run, mountPath: /var/run/zstack-ovn}
+        {{- end }}
         {{- end }}
         - name: agent
           image: {{ $img }}
@@ -169,7 +192,11 @@ spec:
             - --pods=kube
             - --sb={{ include "zovn.remote" (dict "ctx" $ "db" "sb") }}
             - --encap-type={{ $v.tunnel.type }}
+            {{- if and $tunnelIf (not $v.ovs.hostManaged) }}
+            - --encap-ip-interface=br-phy
+            {{- else }}
             - --encap-ip=$(HOST_IP)
+            {{- end }}
             {{- if $v.network.mtu }}
             - --mtu={{ $v.network.mtu }}
             {{- end }}
