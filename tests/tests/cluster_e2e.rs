@@ -50,9 +50,13 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams};
 use lab::kubecluster::{ClusterConfig, KubeCluster};
 use serde_json::{Value, json};
+use tests::e2e::objects::{
+    TESTPMD_SCRIPT, client, create, ip_of, is_ready, label, name, node_of, ovs_pod_ports, sleeper,
+    web_deployment,
+};
 use tests::e2e::{ClusterGuard, Steps, describe, exec, kubectl, ovs_vsctl, percentile, wait_until};
 
 const TEST: &str = "cluster_e2e::cluster_e2e";
@@ -64,7 +68,6 @@ const RELEASE: &str = "zs";
 const INSTANCE: &str = "app.kubernetes.io/instance=zs";
 /// The controller's Lease (`--leader-elect-lease-name` from the chart).
 const LEASE: &str = "zs-zstack-ovn-controller";
-const BUSYBOX: &str = "localhost/zovn/busybox:1";
 /// The DPDK node pool's label (on node1).
 const DPDK_LABEL: &str = "network.zstack.io/datapath";
 /// The agent's vhost-user socket root (chart `vhost.socketRoot`).
@@ -218,57 +221,6 @@ fn ensure_images() -> Vec<PathBuf> {
     vec![product, test]
 }
 
-async fn client(kubeconfig: &Path) -> Result<kube::Client> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let kc = Kubeconfig::read_from(kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
-async fn create<K>(api: &Api<K>, v: Value) -> Result<K>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(v).context("object json")?;
-    api.create(&PostParams::default(), &obj)
-        .await
-        .context("create")
-}
-
-fn is_ready(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none()
-        && p.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn name(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
-
-fn node_of(p: &Pod) -> String {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default()
-}
-
-fn ip_of(p: &Pod) -> String {
-    p.status
-        .as_ref()
-        .and_then(|s| s.pod_ip.clone())
-        .unwrap_or_default()
-}
-
-fn label(p: &Pod, key: &str) -> String {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key).cloned())
-        .unwrap_or_default()
-}
-
 /// Waits until exactly `n` live pods match `selector` in `ns` and all are Ready; on
 /// timeout the error carries `kubectl describe` and logs of the pods that are not.
 async fn pods_ready(
@@ -322,7 +274,7 @@ fn values(api_server: &str, chart_schema: &str) -> String {
         "ovn:\n  mode: standalone\n  standalone: {{haMode: single}}\n\
          controller:\n  replicas: 2\n\
          nodePools:\n  - name: dpdk\n    nodeSelector: {{{DPDK_LABEL}: dpdk}}\n    \
-         datapathConfig: {{datapath: dpdk, hugepages: {{size: 2Mi}}, socketMem: [256], socketLimit: [512], pmdMaxSleep: 50}}\n    \
+         datapathConfig: {{datapath: dpdk, socketMem: [256], socketLimit: [512], pmdMaxSleep: 50}}\n    \
          hugepages: {{size: 2Mi, amount: 512Mi}}\n    memory: 1Gi\n    vhost: true\n"
     );
     // keys other helpers add to the chart in issue 16: set when the chart has them
@@ -445,54 +397,6 @@ async fn install(e: &E2e) -> Result<()> {
     Ok(())
 }
 
-/// A Deployment of busybox httpd pods (port 8080, the page is the pod's name) spread over
-/// both nodes.
-fn web_deployment(name: &str, replicas: i32) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "topologySpreadConstraints": [{
-                        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                        "whenUnsatisfiable": "DoNotSchedule",
-                        "labelSelector": {"matchLabels": {"app": name}}
-                    }],
-                    "containers": [{
-                        "name": "web", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
-                        "command": ["sh", "-c",
-                            "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"]
-                    }]
-                }
-            }
-        }
-    })
-}
-
-/// A busybox pod (sleeps) on `node` (any node when None).
-fn sleeper(name: &str, node: Option<&str>, labels: Value) -> Value {
-    let mut spec = json!({
-        "terminationGracePeriodSeconds": 1,
-        "containers": [{
-            "name": "sleep", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
-            "command": ["sleep", "100000"]
-        }]
-    });
-    if let Some(n) = node {
-        spec["nodeSelector"] = json!({"kubernetes.io/hostname": n});
-    }
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": labels},
-        "spec": spec
-    })
-}
-
 /// `wget` of `url` from pod `from`: the body.
 fn fetch(e: &E2e, from: &str, url: &str) -> Result<String> {
     exec(&e.kc, NS, from, &["wget", "-q", "-T", "3", "-O", "-", url])
@@ -554,7 +458,7 @@ async fn pods(e: &E2e) -> Result<()> {
     .await?;
     let deps: Api<Deployment> = Api::namespaced(e.client.clone(), NS);
     let t = Instant::now();
-    create(&deps, web_deployment("web", 4)).await?;
+    create(&deps, web_deployment(NS, "web", 4)).await?;
     let pods = pods_ready(e, NS, "app=web", 4, Duration::from_secs(240)).await?;
     println!(
         "  4 web pods Ready in {:.1} s: {:?}",
@@ -712,31 +616,6 @@ async fn netpol(e: &E2e) -> Result<()> {
     Ok(())
 }
 
-/// The DPDK pod's container: dpdk-testpmd between virtio-user (server, the socket the
-/// agent's `dpdkvhostuserclient` port connects to) and a tap `eth0` with the pod's MAC,
-/// which the script addresses from `k8s.ovn.org/pod-networks` (what the lab's runtime does
-/// from the CNI result).
-const TESTPMD_SCRIPT: &str = r#"set -u
-field() { printf '%s' "$PODNET" | sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
-mac=$(field mac_address); ip=$(field ip_address); gw=$(field gateway_ip)
-echo "socket $SOCK mac $mac ip $ip gw $gw"
-nice -n 19 dpdk-testpmd -l 0,1 --main-lcore 1 --no-pci --in-memory --single-file-segments \
-  --socket-mem 64 --file-prefix=e2e \
-  "--vdev=net_virtio_user0,path=$SOCK,server=1,queues=1" "--vdev=net_tap0,iface=eth0,mac=$mac" \
-  -- --forward-mode=io --auto-start --nb-cores=1 --rxq=1 --txq=1 --total-num-mbufs=4096 \
-  --stats-period 3600 &
-pmd=$!
-for i in $(seq 300); do
-  [ "$(cat /sys/class/net/eth0/address 2>/dev/null)" = "$mac" ] && break
-  sleep 0.1
-done
-sleep 1
-ip link set eth0 mtu 1400 && ip addr add "$ip" dev eth0 && ip link set eth0 up \
-  && ip route add default via "$gw" && touch /tmp/ready
-ip addr show eth0
-wait $pmd
-"#;
-
 async fn dpdk(e: &E2e) -> Result<()> {
     let c = e.cluster();
     let pods = e.pods(NS);
@@ -746,7 +625,7 @@ async fn dpdk(e: &E2e) -> Result<()> {
     let sock = format!("{VHOST_ROOT}/{id}/eth0.sock");
     create(
         &pods,
-        sleeper("dpdk-peer", Some("node2"), json!({"e2e": "dpdk"})),
+        sleeper(NS, "dpdk-peer", Some("node2"), json!({"e2e": "dpdk"})),
     )
     .await?;
     let t = Instant::now();
@@ -841,31 +720,6 @@ async fn dpdk(e: &E2e) -> Result<()> {
     Ok(())
 }
 
-/// Our OVS ports on node `i`: Interface name → `external_ids:iface-id`.
-fn ovs_pod_ports(c: &KubeCluster, i: usize) -> Result<BTreeMap<String, String>> {
-    let out = ovs_vsctl(
-        c,
-        i,
-        &[
-            "--format=json",
-            "--columns=name,external_ids",
-            "list",
-            "Interface",
-        ],
-    )?;
-    let v: Value = serde_json::from_str(&out).context("ovs-vsctl json")?;
-    let mut ports = BTreeMap::new();
-    for row in v["data"].as_array().into_iter().flatten() {
-        let name = row[0].as_str().unwrap_or_default().to_string();
-        for kv in row[1][1].as_array().into_iter().flatten() {
-            if kv[0] == "iface-id" && row[1][1].to_string().contains("zstack.io/pod") {
-                ports.insert(name.clone(), kv[1].as_str().unwrap_or_default().to_string());
-            }
-        }
-    }
-    Ok(ports)
-}
-
 /// Every pod of `NS` has exactly one OVS port on its node and every port of ours a pod.
 async fn one_port_per_pod(e: &E2e) -> Result<()> {
     let pods = e.pods(NS).list(&ListParams::default()).await?;
@@ -907,7 +761,7 @@ async fn fault_agent(e: &E2e) -> Result<()> {
     let old = agents.list(&lp).await?.items;
     let old = old.first().context("no node-dpdk agent pod")?;
     let old_uid = old.metadata.uid.clone().unwrap_or_default();
-    create(&deps, web_deployment("burst", 10)).await?;
+    create(&deps, web_deployment(NS, "burst", 10)).await?;
     let pods = e.pods(NS);
     wait_until(
         "the first burst pod scheduled on node1",
@@ -993,7 +847,7 @@ async fn fault_leader(e: &E2e) -> Result<()> {
     let takeover = t.elapsed().as_secs_f64();
     create(
         &e.pods(NS),
-        sleeper("after-leader", None, json!({"e2e": "after-leader"})),
+        sleeper(NS, "after-leader", None, json!({"e2e": "after-leader"})),
     )
     .await?;
     pods_ready(e, NS, "e2e=after-leader", 1, Duration::from_secs(90))
@@ -1052,6 +906,7 @@ async fn fault_kubelet(e: &mut E2e) -> Result<()> {
     create(
         &e.pods(NS),
         sleeper(
+            NS,
             "after-kubelet",
             Some("node2"),
             json!({"e2e": "after-kubelet"}),
@@ -1109,7 +964,7 @@ async fn latency(e: &E2e) -> Result<()> {
     for i in 0..N {
         let n = format!("lat-{i:02}");
         created.insert(n.clone(), Instant::now());
-        create(&pods, sleeper(&n, None, json!({"e2e": "latency"}))).await?;
+        create(&pods, sleeper(NS, &n, None, json!({"e2e": "latency"}))).await?;
     }
     let r = wait_until(
         &format!("{N} pods Ready as seen by the watch"),

@@ -7,7 +7,9 @@
 //! - [`wait_until`]: a bounded wait whose timeout names what did not happen and the last
 //!   error seen;
 //! - `kubectl` helpers: [`kubectl`], [`exec`] (a command in a pod's container) and
-//!   [`describe`] (what to print about a stuck object).
+//!   [`describe`] (what to print about a stuck object);
+//! - [`objects`]: the client, object creation, pod accessors, the test workloads and the
+//!   OVS ports of ours on a node.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use lab::kubecluster::KubeCluster;
+
+pub mod objects;
 
 /// The outcome of every step so far.
 #[derive(Default)]
