@@ -177,6 +177,22 @@ pub fn apply(script: &str) -> Result<(), HostNatError> {
     }
 }
 
+/// Deletes our table if it exists (uninstall); `Ok(true)` if there was one.
+pub fn delete_table() -> Result<bool, HostNatError> {
+    let listed = Command::new("nft")
+        .args(["list", "table"])
+        .args(TABLE.split_whitespace())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(HostNatError::Spawn)?;
+    if !listed.success() {
+        return Ok(false);
+    }
+    apply(&script(&BTreeSet::new()))?;
+    Ok(true)
+}
+
 /// Turns forwarding on (external clients' packets are forwarded to the management port).
 fn enable_forwarding() -> Result<(), HostNatError> {
     for path in [

@@ -44,6 +44,7 @@
 //! | [`state`] | per-sandbox (veth) records in `--state-dir` |
 //! | [`vhost_state`] | vhost-user records under the socket root |
 //! | [`metrics`] | Prometheus metrics and `/metrics` |
+//! | [`uninstall`] | on SIGTERM, whether the plugin is being uninstalled (its DaemonSet gone) and the node cleanup then |
 //! | [`unixctl`] | async client of the OVS unixctl socket (what `ovs-appctl` speaks) |
 //! | [`pmd_stats`] | parsers of `dpif-netdev/pmd-stats-show` and `pmd-rxq-show` |
 //! | [`datapath_metrics`] | PMD and per-port OVS counters collected on each scrape |
@@ -71,5 +72,6 @@ pub mod report;
 pub mod server;
 pub mod source_error;
 pub mod state;
+pub mod uninstall;
 pub mod unixctl;
 pub mod vhost_state;

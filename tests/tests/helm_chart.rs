@@ -534,6 +534,7 @@ fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>
                 ("network.zstack.io", "subnets", &["list", "watch"]),
                 ("", "events", &["create"]),
                 ("events.k8s.io", "events", &["create", "patch"]),
+                ("apps", "daemonsets", &["get"]),
             ]),
         ),
         (

@@ -79,6 +79,21 @@ struct Args {
     /// Without it such changes are reported as restartRequired.
     #[arg(long)]
     vswitchd_restart_cmd: Option<String>,
+    /// The DaemonSet running this agent: on SIGTERM, when it is gone, being deleted or no
+    /// longer readable (the plugin is being uninstalled), the agent removes what the plugin
+    /// put on the node (docs/install.md, "Uninstalling"). Unset: never clean up.
+    #[arg(long)]
+    uninstall_daemonset: Option<String>,
+    /// The namespace of --uninstall-daemonset.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    uninstall_namespace: String,
+    /// On uninstall, remove the contents of this directory (repeatable).
+    #[arg(long)]
+    uninstall_empty_dir: Vec<PathBuf>,
+    /// On uninstall, OVS runs in the node pod: wait for ovs-vswitchd (--vswitchd-ctl) to
+    /// exit, then delete the tap devices its userspace bridges leave.
+    #[arg(long)]
+    uninstall_ovs_in_pod: bool,
 }
 
 /// Fallback when the tunnel endpoint is not known yet: right for Geneve on 1500 bytes.
@@ -128,7 +143,7 @@ async fn wait_interface_ipv4(iface: &str) -> std::net::Ipv4Addr {
         if let Some(ip) = dataplane::mtu::interface_ipv4(iface) {
             return ip;
         }
-        if waited % 30 == 0 {
+        if waited.is_multiple_of(30) {
             tracing::warn!(%iface, waited_s = waited, "waiting for the tunnel interface to get an IPv4 address");
         }
         waited += 1;
@@ -310,5 +325,29 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!("shutting down");
     let _ = std::fs::remove_file(&args.cni_socket);
+    if let Some(ds) = &args.uninstall_daemonset {
+        use dataplane::uninstall::{self, Verdict};
+        match uninstall::is_uninstalling(args.kubeconfig.as_deref(), &args.uninstall_namespace, ds)
+            .await
+        {
+            Verdict::Staying(why) => {
+                tracing::info!(daemonset = %ds, %why, "not an uninstall: the node keeps its state")
+            }
+            Verdict::Uninstalling(why) => {
+                tracing::info!(daemonset = %ds, %why, "the plugin is being uninstalled: cleaning the node");
+                let plan = uninstall::CleanupPlan {
+                    cni_conf_dir: args.cni_conf_dir.clone(),
+                    cni_bin_dir: args.cni_bin_dir.clone(),
+                    pod_vswitchd_ctl: args
+                        .vswitchd_ctl
+                        .clone()
+                        .filter(|_| args.uninstall_ovs_in_pod),
+                    empty_dirs: args.uninstall_empty_dir.clone(),
+                };
+                let removed = uninstall::cleanup(&plan).await;
+                tracing::info!(?removed, "node cleaned");
+            }
+        }
+    }
     Ok(())
 }

@@ -39,6 +39,12 @@ pub struct ClusterConfig {
     /// 2 MiB hugepages the host must have before kubelets start (they report what they
     /// see at start as `hugepages-2Mi` capacity); 0 leaves the pool alone.
     pub hugepages_2m: u64,
+    /// The pod network's CIDR, as kubeadm's `podSubnet`: kube-proxy masquerades traffic to
+    /// Services from outside it (a host process whose route to the Service CIDR goes
+    /// through the agent's management port, 100.64.0.0/16, would otherwise keep that source
+    /// address after DNAT to an endpoint outside OVN, e.g. the API server). The chart's
+    /// `network.clusterCIDR` default.
+    pub pod_cidr: String,
     /// Directory holding kube-apiserver-1.20.2/, kubelet-1.20.2/… (`$ZOVN_CACHE`).
     pub kube_cache: PathBuf,
 }
@@ -52,6 +58,7 @@ impl ClusterConfig {
             nodes: 2,
             images: Vec::new(),
             hugepages_2m: 1024,
+            pod_cidr: "10.244.0.0/16".into(),
             kube_cache: std::env::var_os("ZOVN_CACHE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("/var/cache/zovn")),
@@ -98,6 +105,12 @@ impl ClusterConfig {
                     self.dir.display()
                 )));
             }
+        }
+        if self.pod_cidr.parse::<ipnet::IpNet>().is_err() {
+            return Err(LabError::Invalid(format!(
+                "pod CIDR {:?} is not a CIDR",
+                self.pod_cidr
+            )));
         }
         for image in &self.images {
             if !image.is_file() {

@@ -123,7 +123,12 @@ pub fn ctr(n: &NodeNames, args: &[&str]) -> Result<String> {
 /// Imports an OCI archive into the node's containerd (namespace `k8s.io`, what the CRI
 /// plugin uses), returning the image names it now lists.
 pub fn import_image(n: &NodeNames, archive: &Path) -> Result<Vec<String>> {
-    let path = archive.display().to_string();
+    // nsenter --mount starts the command at the namespace's root: a relative path would miss
+    let path = archive
+        .canonicalize()
+        .map_err(|e| LabError::io("find image archive", archive, e))?
+        .display()
+        .to_string();
     ctr(n, &["images", "import", &path])?;
     let names = ctr(n, &["images", "ls", "-q"])?;
     Ok(names.lines().map(str::to_string).collect())
@@ -165,9 +170,11 @@ pub fn kubelet_args(n: &NodeNames, kubeconfig: &Path) -> Vec<String> {
 /// plugin's own: the node agent, ovn-controller) reach ClusterIPs such as OVN central's
 /// before the pod network exists, as on a kubeadm cluster. It leaves the machine-wide
 /// conntrack limits alone.
-pub fn kube_proxy_args(n: &NodeNames, kubeconfig: &Path) -> Vec<String> {
+pub fn kube_proxy_args(n: &NodeNames, kubeconfig: &Path, pod_cidr: &str) -> Vec<String> {
     vec![
         format!("--kubeconfig={}", kubeconfig.display()),
+        // masquerade Service traffic from outside the pod network (see ClusterConfig::pod_cidr)
+        format!("--cluster-cidr={pod_cidr}"),
         format!("--hostname-override={}", node_name(n.index)),
         format!("--bind-address={}", node_mgmt_ip(n.index)),
         "--proxy-mode=iptables".into(),
@@ -192,7 +199,7 @@ pub fn start_kube_proxy(cfg: &ClusterConfig, n: &NodeNames, pki: &Pki) -> Result
         n,
         "kube-proxy",
         &bin,
-        kube_proxy_args(n, &kc),
+        kube_proxy_args(n, &kc, &cfg.pod_cidr),
         &ident,
     ))
 }

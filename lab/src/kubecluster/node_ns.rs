@@ -12,7 +12,7 @@ use crate::netns;
 use crate::process::{run, run_args};
 use crate::wait::wait_for;
 
-use super::config::{DATA_IFACE, MGMT_IFACE, node_data_ip, node_mgmt_ip};
+use super::config::{DATA_IFACE, MGMT_IFACE, SERVICE_CIDR, node_data_ip, node_mgmt_ip};
 
 const NODE_MOUNTS: &str = include_str!("node-mounts.sh");
 /// The cgroup v1 hierarchies' mount root.
@@ -94,6 +94,25 @@ pub fn add_netns(prefix: &str, n: &NodeNames) -> Result<()> {
         netns::addr_add(&n.netns, iface, &format!("{ip}/24"))?;
         netns::link_up(&n.netns, iface)?;
     }
+    // No default route (nothing of the lab may reach other addresses), but the Service CIDR
+    // needs one: a host process's connect() to a ClusterIP is routed before kube-proxy's
+    // DNAT in OUTPUT rewrites it (then re-routed to the endpoint). On-link on eth0 with a
+    // high metric: an address kube-proxy does not translate dies unanswered on the bridge,
+    // and the agent's own Service route (via its management port) takes precedence.
+    run_args(
+        "ip",
+        [
+            "-n",
+            &n.netns,
+            "route",
+            "add",
+            SERVICE_CIDR,
+            "dev",
+            MGMT_IFACE,
+            "metric",
+            "1000",
+        ],
+    )?;
     Ok(())
 }
 

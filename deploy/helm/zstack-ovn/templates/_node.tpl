@@ -49,6 +49,8 @@ spec:
       labels: {{- include "zovn.selector" $sel | nindent 8 }}
       annotations:
         checksum/datapath: {{ toYaml $dp | sha256sum }}
+        # a change of the start scripts rolls the node pods (they read them only at start)
+        checksum/scripts: {{ include (print $.Template.BasePath "/scripts-configmap.yaml") $ | sha256sum }}
     spec:
       serviceAccountName: {{ $fn }}-node
       # the node pod builds the host's network (br-int, tunnels, pod veths): host namespace
@@ -143,6 +145,9 @@ spec:
             {{- if $dpdk }}
             - {name: hugepages, mountPath: /dev/hugepages}
             - {name: vhost-root, mountPath: /var/run/zstack-ovn/vhost}
+            {{- else }}
+            # the userspace bridges' internal ports (br-int, br-phy) are tap devices
+            - {name: dev-tun, mountPath: /dev/net/tun}
             {{- end }}
         - name: ovn-controller
           image: {{ $img }}
@@ -213,6 +218,17 @@ spec:
             # the container exits; kubelet starts it again with the new start-time settings
             - --vswitchd-restart-cmd=ovs-appctl -t /var/run/openvswitch/ovs-vswitchd.ctl exit
             {{- end }}
+            # helm uninstall: when this DaemonSet is gone at SIGTERM, remove the conflist, the
+            # shim, the nft table, the datapath's taps and these directories' contents
+            - --uninstall-daemonset={{ $name }}
+            - --uninstall-empty-dir=/var/run/zstack-ovn
+            - --uninstall-empty-dir=/var/lib/zstack-ovn
+            {{- if not $v.ovs.hostManaged }}
+            - --uninstall-ovs-in-pod
+            - --uninstall-empty-dir=/etc/openvswitch
+            - --uninstall-empty-dir=/var/run/openvswitch
+            - --uninstall-empty-dir=/var/run/ovn
+            {{- end }}
           env:
             {{- include "zovn.downwardEnv" $ | nindent 12 }}
             - name: RUST_LOG
@@ -248,6 +264,11 @@ spec:
             - {name: datapath, mountPath: /etc/zstack-ovn/datapath.yaml, subPath: datapath.yaml, readOnly: true}
             # OVS database and vswitchd control sockets (the pod's or the host's OVS)
             - {name: ovs-run, mountPath: /var/run/openvswitch}
+            {{- if not $v.ovs.hostManaged }}
+            # emptied on uninstall only (the OVS database, ovn-controller's sockets)
+            - {name: ovs-etc, mountPath: /etc/openvswitch}
+            - {name: ovn-run, mountPath: /var/run/ovn}
+            {{- end }}
             # CNI server socket the host's shim connects to; vhost-user sockets under vhost/
             - {name: zovn-run, mountPath: /var/run/zstack-ovn}
             # per-sandbox state that survives agent restarts
@@ -273,6 +294,9 @@ spec:
         - {name: netns, hostPath: {path: /var/run/netns, type: DirectoryOrCreate}}
         - {name: cni-conf, hostPath: {path: {{ $v.cni.confDir }}, type: DirectoryOrCreate}}
         - {name: cni-bin, hostPath: {path: {{ $v.cni.binDir }}, type: DirectoryOrCreate}}
+        {{- if not $dpdk }}
+        - {name: dev-tun, hostPath: {path: /dev/net/tun, type: CharDevice}}
+        {{- end }}
         {{- if or $dpdk $p.vhost }}
         - {name: vhost-root, hostPath: {path: {{ $vhostRoot }}, type: DirectoryOrCreate}}
         {{- end }}
