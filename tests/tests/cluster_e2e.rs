@@ -399,7 +399,15 @@ async fn install(e: &E2e) -> Result<()> {
 
 /// `wget` of `url` from pod `from`: the body.
 fn fetch(e: &E2e, from: &str, url: &str) -> Result<String> {
-    exec(&e.kc, NS, from, &["wget", "-q", "-T", "3", "-O", "-", url])
+    // busybox 1.35's `wget -T` segfaults (Debian busybox-static): bound it with `timeout`
+    exec(
+        &e.kc,
+        NS,
+        from,
+        &[
+            "busybox", "timeout", "5", "busybox", "wget", "-q", "-O", "-", url,
+        ],
+    )
 }
 
 /// Waits (30 s) until `from` fetches `url`; returns the body and the seconds it took.
@@ -964,7 +972,13 @@ async fn latency(e: &E2e) -> Result<()> {
     for i in 0..N {
         let n = format!("lat-{i:02}");
         created.insert(n.clone(), Instant::now());
-        create(&pods, sleeper(NS, &n, None, json!({"e2e": "latency"}))).await?;
+        // half on each node (the scheduler alone put every one on node1)
+        let node = format!("node{}", 1 + i % 2);
+        create(
+            &pods,
+            sleeper(NS, &n, Some(&node), json!({"e2e": "latency"})),
+        )
+        .await?;
     }
     let r = wait_until(
         &format!("{N} pods Ready as seen by the watch"),
@@ -987,14 +1001,38 @@ async fn latency(e: &E2e) -> Result<()> {
         .map(|(n, t0)| ready[n].duration_since(*t0).as_secs_f64() * 1000.0)
         .collect();
     ms.sort_by(f64::total_cmp);
-    let per_node = pods_ready(e, NS, "e2e=latency", N, Duration::from_secs(5)).await?;
-    let on1 = per_node.iter().filter(|p| node_of(p) == "node1").count();
+    let listed = pods_ready(e, NS, "e2e=latency", N, Duration::from_secs(5)).await?;
+    // kubelet's own view: the Ready condition's transition time (set when kubelet computes
+    // the status, before its API client's rate limit delays the update) after creation;
+    // server clock, 1 s resolution
+    let mut kubelet_ms: Vec<f64> = listed
+        .iter()
+        .filter_map(|p| {
+            let created = p.metadata.creation_timestamp.as_ref()?.0.as_millisecond();
+            let ready = p
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "Ready")?
+                .last_transition_time
+                .as_ref()?
+                .0
+                .as_millisecond();
+            Some((ready - created) as f64)
+        })
+        .collect();
+    kubelet_ms.sort_by(f64::total_cmp);
     println!(
-        "  latency: {N} pods created back to back ({on1} on node1, {} on node2): creation → Ready (watch) p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
-        N - on1,
+        "  latency: {N} pods created back to back, {} per node: creation → Ready as a watch sees it p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; \
+         Ready lastTransitionTime − creationTimestamp (1 s resolution) p50 {:.0} ms, p99 {:.0} ms",
+        N / 2,
         percentile(&ms, 50.0),
         percentile(&ms, 99.0),
-        ms[ms.len() - 1]
+        ms[ms.len() - 1],
+        percentile(&kubelet_ms, 50.0),
+        percentile(&kubelet_ms, 99.0),
     );
     println!("  {LAB_FIGURE}");
     Ok(())
