@@ -120,9 +120,11 @@ pub fn sleeper(ns: &str, name: &str, node: Option<&str>, labels: Value) -> Value
 /// The DPDK pod's container: dpdk-testpmd between virtio-user (server, the socket the
 /// agent's `dpdkvhostuserclient` port connects to) and a tap `eth0` with the pod's MAC,
 /// which the script addresses from `k8s.ovn.org/pod-networks` (what the lab's runtime does
-/// from the CNI result).
+/// from the CNI result), read from the downward-API file `$PODNET_FILE` (kubelet refreshes
+/// it; an env var can be resolved before the controller's annotation reaches kubelet).
 pub const TESTPMD_SCRIPT: &str = r#"set -u
-field() { printf '%s' "$PODNET" | sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
+for i in $(seq 300); do grep -q mac_address "$PODNET_FILE" 2>/dev/null && break; sleep 0.2; done
+field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p" "$PODNET_FILE"; }
 mac=$(field mac_address); ip=$(field ip_address); gw=$(field gateway_ip)
 echo "socket $SOCK mac $mac ip $ip gw $gw"
 nice -n 19 dpdk-testpmd -l 0,1 --main-lcore 1 --no-pci --in-memory --single-file-segments \
