@@ -57,7 +57,10 @@ use tests::e2e::objects::{
     TESTPMD_SCRIPT, client, create, ip_of, is_ready, label, name, node_of, ovs_pod_ports, sleeper,
     web_deployment,
 };
-use tests::e2e::{ClusterGuard, Steps, describe, exec, kubectl, ovs_vsctl, percentile, wait_until};
+use tests::e2e::{
+    ClusterGuard, Steps, describe, exec, histogram, histogram_quantile, kubectl, ovs_vsctl,
+    percentile, wait_until,
+};
 
 const TEST: &str = "cluster_e2e::cluster_e2e";
 /// The test workloads' namespace.
@@ -972,6 +975,14 @@ async fn latency(e: &E2e) -> Result<()> {
             }
         }
     });
+    // the agents' own CNI ADD histograms (metrics on each node's management address)
+    let metrics: Vec<String> = (1..=2)
+        .map(|i| format!("{}:10665", lab::kubecluster::node_mgmt_ip(i)))
+        .collect();
+    let add_before: Vec<_> = metrics
+        .iter()
+        .map(|a| histogram(a, "zstack_ovn_cni_add_seconds"))
+        .collect();
     // the watch is established before the first pod is created
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut created = BTreeMap::new();
@@ -1040,6 +1051,22 @@ async fn latency(e: &E2e) -> Result<()> {
         percentile(&kubelet_ms, 50.0),
         percentile(&kubelet_ms, 99.0),
     );
+    for (i, (a, before)) in metrics.iter().zip(&add_before).enumerate() {
+        match (before, histogram(a, "zstack_ovn_cni_add_seconds")) {
+            (Ok(b), Ok(after)) => println!(
+                "  node{} agent's zstack_ovn_cni_add_seconds over the burst: p50 ≤ {:.0} ms, p99 ≤ {:.0} ms (bucket bounds)",
+                i + 1,
+                histogram_quantile(b, &after, 0.5) * 1000.0,
+                histogram_quantile(b, &after, 0.99) * 1000.0
+            ),
+            (b, after) => println!(
+                "  node{} agent's CNI ADD histogram unavailable: {:?} / {:?}",
+                i + 1,
+                b.as_ref().err().map(|e| e.to_string()),
+                after.err().map(|e| e.to_string())
+            ),
+        }
+    }
     println!("  {LAB_FIGURE}");
     Ok(())
 }

@@ -8,6 +8,8 @@
 //!   error seen;
 //! - `kubectl` helpers: [`kubectl`], [`exec`] (a command in a pod's container) and
 //!   [`describe`] (what to print about a stuck object);
+//! - [`histogram`], [`histogram_quantile`]: a Prometheus histogram scraped over HTTP and a
+//!   quantile of what it observed between two scrapes;
 //! - [`objects`]: the client, object creation, pod accessors, the test workloads and the
 //!   OVS ports of ours on a node.
 
@@ -177,6 +179,59 @@ pub fn ovs_vsctl(c: &KubeCluster, i: usize, args: &[&str]) -> Result<String> {
     Ok(c.node_exec(i, &cmd)?)
 }
 
+/// The cumulative buckets `(le, count)` of histogram `metric` on the Prometheus endpoint
+/// `http://<addr>/metrics` (the `+Inf` bucket as `f64::INFINITY`).
+pub fn histogram(addr: &str, metric: &str) -> Result<Vec<(f64, u64)>> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    let prefix = format!("{metric}_bucket{{");
+    let mut out = Vec::new();
+    for l in body.lines().filter(|l| l.starts_with(&prefix)) {
+        let le = l
+            .split("le=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .context("bucket without le")?;
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse()?
+        };
+        let n = l
+            .rsplit(' ')
+            .next()
+            .context("bucket without count")?
+            .parse()?;
+        out.push((le, n));
+    }
+    if out.is_empty() {
+        bail!("{addr}: no {metric}_bucket lines");
+    }
+    Ok(out)
+}
+
+/// The upper bound of the bucket holding quantile `q` (0..1) of the observations made
+/// between two scrapes of the same cumulative histogram.
+pub fn histogram_quantile(before: &[(f64, u64)], after: &[(f64, u64)], q: f64) -> f64 {
+    let delta: Vec<(f64, u64)> = after
+        .iter()
+        .map(|(le, n)| {
+            let b = before.iter().find(|(l, _)| l == le).map_or(0, |(_, n)| *n);
+            (*le, n.saturating_sub(b))
+        })
+        .collect();
+    let total = delta.last().map_or(0, |(_, n)| *n);
+    let want = (q * total as f64).ceil() as u64;
+    delta
+        .iter()
+        .find(|(_, n)| *n >= want.max(1))
+        .map_or(f64::NAN, |(le, _)| *le)
+}
+
 /// The archives `make images` and `make test-images` write under `target/images/`.
 pub fn image_archives() -> (PathBuf, PathBuf) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/images");
@@ -206,5 +261,14 @@ mod tests {
         assert_eq!(percentile(&v, 99.0), 50.0);
         assert_eq!(percentile(&[3.0], 99.0), 3.0);
         assert!(percentile(&[], 50.0).is_nan());
+    }
+
+    #[test]
+    fn quantiles_of_a_histogram_delta() {
+        let before = [(0.005, 1), (0.01, 1), (0.02, 1), (f64::INFINITY, 1)];
+        let after = [(0.005, 1), (0.01, 51), (0.02, 100), (f64::INFINITY, 101)];
+        assert_eq!(histogram_quantile(&before, &after, 0.5), 0.01);
+        assert_eq!(histogram_quantile(&before, &after, 0.99), 0.02);
+        assert_eq!(histogram_quantile(&before, &after, 1.0), f64::INFINITY);
     }
 }
