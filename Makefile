@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB_DIR ?= /tmp/zovn-lab
 NODES ?= 2
 
-.PHONY: lab test test-netpol deps build lint codegen bench-ovsdb clean-lab images test-images
+.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb clean-lab images test-images
 
 deps:
 	@scripts/install-deps.sh
@@ -24,6 +24,12 @@ test:
 # the NetworkPolicy corpus on real traffic alone, with its progress (also part of `test`)
 test-netpol: build
 	cargo test -p tests --test netpol_lab -- --nocapture
+
+# the chart on a real 2-node Kubernetes cluster (zovn cluster: kubelet + containerd per node),
+# issue 16's checks as named steps printing `N passed, M failed` (also part of `test`).
+# Builds the image archives first when absent (make images, make test-images). Root.
+cluster-e2e: build
+	ZOVN_REQUIRE_REAL=1 $(CARGO) test -p tests --test cluster_e2e -- --nocapture
 
 # the one image (controller, OVN central, every node pool) as an OCI archive:
 # target/images/zstack-ovn-<version>.oci.tar named docker.io/zstack-ovn/zstack-ovn:<version>.

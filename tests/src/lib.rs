@@ -16,6 +16,8 @@
 //! - [`agent`]: a 2-node lab with the object store and one node agent per node, the CNI
 //!   shim called like a runtime, and probes (ping, OVS interfaces, links).
 //! - [`containerd`]: a private containerd in its own mount and network namespaces.
+//! - [`e2e`]: named steps, the cluster's teardown guard and waits of `cluster_e2e.rs` (a
+//!   real cluster, `lab::kubecluster`).
 //! - [`helm`]: the Helm chart rendered and linted by the real Helm engine.
 //! - [`kube`]: a private etcd + kube-apiserver (built once from Debian's source package and
 //!   cached outside the repository) for tests against a real Kubernetes API.
@@ -25,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 pub mod agent;
 pub mod containerd;
+pub mod e2e;
 pub mod helm;
 pub mod kube;
 pub mod kube_objects;

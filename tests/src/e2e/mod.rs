@@ -1,0 +1,274 @@
+//! What `tests/tests/cluster_e2e.rs` stands on (a real cluster, `lab::kubecluster`):
+//!
+//! - [`Steps`]: named steps printing `step <name>: ok (<secs>)` or
+//!   `step <name>: FAILED: <why>`, and the `N passed, M failed` summary;
+//! - [`ClusterGuard`]: the cluster torn down when the test ends, however it ends (the state
+//!   directory and its logs are kept when a step failed or the test panicked);
+//! - [`wait_until`]: a bounded wait whose timeout names what did not happen and the last
+//!   error seen;
+//! - `kubectl` helpers: [`kubectl`], [`exec`] (a command in a pod's container) and
+//!   [`describe`] (what to print about a stuck object);
+//! - [`histogram`], [`histogram_quantile`]: a Prometheus histogram scraped over HTTP and a
+//!   quantile of what it observed between two scrapes;
+//! - [`objects`]: the client, object creation, pod accessors, the test workloads and the
+//!   OVS ports of ours on a node.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use lab::kubecluster::KubeCluster;
+
+pub mod objects;
+
+/// The outcome of every step so far.
+#[derive(Default)]
+pub struct Steps {
+    passed: usize,
+    failed: Vec<String>,
+}
+
+impl Steps {
+    /// Records step `name` started at `t0`; prints its line. True when it passed.
+    pub fn record(&mut self, name: &str, t0: Instant, r: Result<()>) -> bool {
+        let secs = t0.elapsed().as_secs_f64();
+        match r {
+            Ok(()) => {
+                println!("step {name}: ok ({secs:.1} s)");
+                self.passed += 1;
+                true
+            }
+            Err(e) => {
+                println!("step {name}: FAILED: {e:#} (after {secs:.1} s)");
+                self.failed.push(name.to_string());
+                false
+            }
+        }
+    }
+
+    /// A step not run because one it depends on failed (counted as failed).
+    pub fn skip(&mut self, name: &str, because: &str) {
+        println!("step {name}: FAILED: not run ({because} failed)");
+        self.failed.push(name.to_string());
+    }
+
+    /// Prints `N passed, M failed`; returns the failed steps.
+    pub fn summary(&self) -> &[String] {
+        println!("{} passed, {} failed", self.passed, self.failed.len());
+        &self.failed
+    }
+}
+
+/// Tears the cluster down on drop: `down` when everything passed, else `down_keep_files`
+/// (the state directory keeps every daemon's log; the next `up` on it removes it).
+pub struct ClusterGuard {
+    pub cluster: Option<KubeCluster>,
+    /// Keep the state directory (set when a step failed).
+    pub keep: bool,
+}
+
+impl ClusterGuard {
+    /// The cluster (present until drop).
+    pub fn get(&self) -> &KubeCluster {
+        self.cluster
+            .as_ref()
+            .expect("the cluster is up until the guard drops")
+    }
+
+    /// The cluster, mutably (kubelet restarts).
+    pub fn get_mut(&mut self) -> &mut KubeCluster {
+        self.cluster
+            .as_mut()
+            .expect("the cluster is up until the guard drops")
+    }
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        let Some(c) = self.cluster.take() else {
+            return;
+        };
+        let dir = c.dir().to_path_buf();
+        let t = Instant::now();
+        let keep = self.keep || std::thread::panicking();
+        let r = if keep { c.down_keep_files() } else { c.down() };
+        match r {
+            Ok(()) if keep => println!(
+                "cluster down ({:.1} s); logs kept in {}",
+                t.elapsed().as_secs_f64(),
+                dir.display()
+            ),
+            Ok(()) => println!("cluster down ({:.1} s)", t.elapsed().as_secs_f64()),
+            Err(e) => eprintln!("cluster down failed: {e} (state in {})", dir.display()),
+        }
+    }
+}
+
+/// Polls `f` every 500 ms until it returns `Ok(Some(_))`, at most `bound`. The timeout
+/// error names `what` and the last error `f` returned.
+pub async fn wait_until<T, F, Fut>(what: &str, bound: Duration, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let t = Instant::now();
+    let mut last = String::new();
+    loop {
+        match f().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last = format!("{e:#}"),
+        }
+        if t.elapsed() >= bound {
+            if last.is_empty() {
+                bail!("timed out after {bound:?} waiting for {what}");
+            }
+            bail!("timed out after {bound:?} waiting for {what} (last error: {last})");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `kubectl --kubeconfig K ARGS`: stdout, or an error with stderr.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--request-timeout=20s")
+        .args(args)
+        .output()
+        .context("run kubectl")?;
+    if !out.status.success() {
+        bail!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `kubectl exec -n NS POD -- CMD`: stdout, or an error with stderr.
+pub fn exec(kubeconfig: &Path, ns: &str, pod: &str, cmd: &[&str]) -> Result<String> {
+    let mut args = vec!["exec", "-n", ns, pod, "--"];
+    args.extend_from_slice(cmd);
+    kubectl(kubeconfig, &args)
+}
+
+/// `kubectl describe` of an object and the tail of its logs (every container), for a
+/// failure message about an object that did not get where it should.
+pub fn describe(kubeconfig: &Path, ns: &str, kind_name: &str) -> String {
+    let mut s = kubectl(kubeconfig, &["describe", "-n", ns, kind_name])
+        .unwrap_or_else(|e| format!("(describe failed: {e:#})"));
+    if kind_name.starts_with("pod/") {
+        let logs = kubectl(
+            kubeconfig,
+            &["logs", "-n", ns, kind_name, "--all-containers", "--tail=30"],
+        )
+        .unwrap_or_else(|e| format!("(logs failed: {e:#})"));
+        s.push_str("\n--- logs ---\n");
+        s.push_str(&logs);
+    }
+    s
+}
+
+/// `ovs-vsctl ARGS` inside node `i` (its OVS, run by the chart's node pod).
+pub fn ovs_vsctl(c: &KubeCluster, i: usize, args: &[&str]) -> Result<String> {
+    let mut cmd = vec!["ovs-vsctl", "--timeout=10"];
+    cmd.extend_from_slice(args);
+    Ok(c.node_exec(i, &cmd)?)
+}
+
+/// The cumulative buckets `(le, count)` of histogram `metric` on the Prometheus endpoint
+/// `http://<addr>/metrics` (the `+Inf` bucket as `f64::INFINITY`).
+pub fn histogram(addr: &str, metric: &str) -> Result<Vec<(f64, u64)>> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    let prefix = format!("{metric}_bucket{{");
+    let mut out = Vec::new();
+    for l in body.lines().filter(|l| l.starts_with(&prefix)) {
+        let le = l
+            .split("le=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .context("bucket without le")?;
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse()?
+        };
+        let n = l
+            .rsplit(' ')
+            .next()
+            .context("bucket without count")?
+            .parse()?;
+        out.push((le, n));
+    }
+    if out.is_empty() {
+        bail!("{addr}: no {metric}_bucket lines");
+    }
+    Ok(out)
+}
+
+/// The upper bound of the bucket holding quantile `q` (0..1) of the observations made
+/// between two scrapes of the same cumulative histogram.
+pub fn histogram_quantile(before: &[(f64, u64)], after: &[(f64, u64)], q: f64) -> f64 {
+    let delta: Vec<(f64, u64)> = after
+        .iter()
+        .map(|(le, n)| {
+            let b = before.iter().find(|(l, _)| l == le).map_or(0, |(_, n)| *n);
+            (*le, n.saturating_sub(b))
+        })
+        .collect();
+    let total = delta.last().map_or(0, |(_, n)| *n);
+    let want = (q * total as f64).ceil() as u64;
+    delta
+        .iter()
+        .find(|(_, n)| *n >= want.max(1))
+        .map_or(f64::NAN, |(le, _)| *le)
+}
+
+/// The archives `make images` and `make test-images` write under `target/images/`.
+pub fn image_archives() -> (PathBuf, PathBuf) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/images");
+    (
+        dir.join(format!("zstack-ovn-{}.oci.tar", env!("CARGO_PKG_VERSION"))),
+        dir.join("zovn-test-images.oci.tar"),
+    )
+}
+
+/// p-th percentile (nearest rank) of sorted `v`.
+pub fn percentile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=50).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 25.0);
+        assert_eq!(percentile(&v, 99.0), 50.0);
+        assert_eq!(percentile(&[3.0], 99.0), 3.0);
+        assert!(percentile(&[], 50.0).is_nan());
+    }
+
+    #[test]
+    fn quantiles_of_a_histogram_delta() {
+        let before = [(0.005, 1), (0.01, 1), (0.02, 1), (f64::INFINITY, 1)];
+        let after = [(0.005, 1), (0.01, 51), (0.02, 100), (f64::INFINITY, 101)];
+        assert_eq!(histogram_quantile(&before, &after, 0.5), 0.01);
+        assert_eq!(histogram_quantile(&before, &after, 0.99), 0.02);
+        assert_eq!(histogram_quantile(&before, &after, 1.0), f64::INFINITY);
+    }
+}

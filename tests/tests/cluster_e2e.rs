@@ -1,0 +1,1229 @@
+//! The chart on a real Kubernetes cluster (issue 16, `make cluster-e2e`): `zovn cluster`
+//! (`lab::kubecluster`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.20.2
+//! on the host; node1 and node2 each a netns + mount namespace with containerd, runc and
+//! kubelet), the product image and the test images imported into every node's containerd,
+//! node1 labelled for the DPDK node pool. Then, as named steps (each prints
+//! `step <name>: ok (<secs>)` or `step <name>: FAILED: <why>`; a step whose prerequisite
+//! failed is not run and counts as failed; the test ends with `N passed, M failed`):
+//!
+//! 1. `install`: `helm install` (the real Helm engine) with a standalone single central,
+//!    2 controller replicas with leader election, the default node DaemonSet (node2) and
+//!    the node pool `dpdk` (node1: DPDK datapath, 2 MiB hugepages, vhost-user on): every
+//!    pod of the release Running and Ready, both nodes Ready, each agent's
+//!    `network.zstack.io/datapath-status` (node1: `dpdk`); the time from `helm install` to
+//!    all Ready is printed.
+//! 2. `pods`: a Deployment spread over both nodes (kubelet → containerd → the conflist →
+//!    the shim → the agent pod) gets addresses from the default Subnet; HTTP and ping
+//!    between pods on the same node and across nodes.
+//! 3. `service`: a ClusterIP Service (Endpoints from kube-controller-manager) answers from
+//!    a pod on each node; `netpol`: a NetworkPolicy isolating one pod blocks it while
+//!    another stays reachable, and deleting the policy admits traffic again.
+//! 4. `dpdk`: a pod on node1 asking for vhost-user (`network.zstack.io/vhost-user`),
+//!    `hugepages-2Mi` from kubelet, the socket directory as a hostPath volume at the
+//!    agent's socket root (`docs/vhost-user.md`: a pod annotation cannot name host paths,
+//!    and without Multus no `socketVolume`); `dpdk-testpmd` from the product image forwards
+//!    between virtio-user (server) and a tap `eth0` the container configures from
+//!    `k8s.ovn.org/pod-networks`; a pod on node2 pings it; the OVS port is a
+//!    `dpdkvhostuserclient` on that socket and counted packets both ways.
+//! 5. `fault-agent`: the node-agent pod on node1 deleted while a Deployment scales up:
+//!    every pod Running, each pod exactly one OVS port on its node, no port without a pod;
+//!    `fault-leader`: the controller pod holding the Lease deleted: the other replica holds
+//!    it and serves a new pod; `fault-kubelet`: node2's kubelet restarted: no sandbox,
+//!    container or OVS port changed, a new pod on node2 still starts.
+//! 6. `latency`: 50 pods created back to back; creation → Ready as a watch sees it,
+//!    p50/p99 printed next to the lab's CNI ADD figures (docs/performance.md).
+//! 7. `uninstall`: the test namespace deleted (no pod LSP, no pod OVS port left), `helm
+//!    uninstall`, the CRD deleted: on both nodes no OVS Interface of ours in the OVS
+//!    database, no link but the node's NICs, no conflist, shim, nftables table or vhost
+//!    socket directory.
+//!
+//! The cluster is always torn down (`tests::e2e::ClusterGuard`); its state directory (every
+//! daemon's log) is kept when a step failed. Heavy: holds `tests::heavy_lock`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+use lab::kubecluster::{ClusterConfig, KubeCluster};
+use serde_json::{Value, json};
+use tests::e2e::objects::{
+    TESTPMD_SCRIPT, client, create, ip_of, is_ready, label, name, node_of, ovs_pod_ports, sleeper,
+    web_deployment,
+};
+use tests::e2e::{
+    ClusterGuard, Steps, describe, exec, histogram, histogram_quantile, kubectl, ovs_vsctl,
+    percentile, wait_until,
+};
+
+const TEST: &str = "cluster_e2e::cluster_e2e";
+/// The test workloads' namespace.
+const NS: &str = "e2e";
+/// The release's namespace and name.
+const SYS: &str = "kube-system";
+const RELEASE: &str = "zs";
+const INSTANCE: &str = "app.kubernetes.io/instance=zs";
+/// The controller's Lease (`--leader-elect-lease-name` from the chart).
+const LEASE: &str = "zs-zstack-ovn-controller";
+/// The DPDK node pool's label (on node1).
+const DPDK_LABEL: &str = "network.zstack.io/datapath";
+/// The agent's vhost-user socket root (chart `vhost.socketRoot`).
+const VHOST_ROOT: &str = "/var/run/zstack-ovn/vhost";
+/// Release pods: central, 2 controllers, the default node pod (node2), the pool's (node1).
+const RELEASE_PODS: usize = 5;
+/// Lab figures of docs/performance.md (CNI ADD through the real shim and agent).
+const LAB_FIGURE: &str = "lab (docs/performance.md): CNI ADD sequential p50 29 ms / p99 52 ms; \
+                          20 concurrent p50 117-134 ms / p99 138-147 ms";
+
+fn product_image() -> String {
+    format!(
+        "docker.io/zstack-ovn/zstack-ovn:{}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// What every step uses.
+struct E2e {
+    guard: ClusterGuard,
+    kc: PathBuf,
+    client: kube::Client,
+    helm: PathBuf,
+}
+
+impl E2e {
+    fn cluster(&self) -> &KubeCluster {
+        self.guard.get()
+    }
+    fn pods(&self, ns: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+}
+
+#[test]
+fn cluster_e2e() {
+    let bins = [
+        "kubectl",
+        "etcd",
+        "containerd",
+        "runc",
+        "nsenter",
+        "ovs-vsctl",
+        "ovsdb-tool",
+        "ovn-nbctl",
+        "nft",
+    ];
+    if !tests::require_real(TEST, &bins) {
+        return;
+    }
+    let Some(helm) = tests::helm::require_helm(TEST) else {
+        return;
+    };
+    let _lock = tests::heavy_lock();
+    let images = ensure_images();
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+
+    let mut cfg = ClusterConfig::new(std::env::temp_dir().join("zovn-cluster-e2e"));
+    cfg.prefix = "ce2e".into();
+    cfg.images = images;
+    let t = Instant::now();
+    let cluster = KubeCluster::up_with_progress(cfg, |s| {
+        println!("  cluster up: {} ({:.1} s)", s.what, s.took.as_secs_f64())
+    })
+    .unwrap_or_else(|e| panic!("zovn cluster up: {e}"));
+    println!("cluster up: {:.1} s", t.elapsed().as_secs_f64());
+    let kc = cluster.kubeconfig();
+    let guard = ClusterGuard {
+        cluster: Some(cluster),
+        keep: false,
+    };
+    let client = rt
+        .block_on(client(&kc))
+        .unwrap_or_else(|e| panic!("kube client: {e:#}"));
+    let mut e = E2e {
+        guard,
+        kc,
+        client,
+        helm,
+    };
+
+    let mut steps = Steps::default();
+    macro_rules! step {
+        ($name:expr, $f:expr) => {{
+            let t0 = Instant::now();
+            let r = rt.block_on($f);
+            steps.record($name, t0, r)
+        }};
+    }
+    let later = [
+        "pods",
+        "service",
+        "netpol",
+        "dpdk",
+        "fault-agent",
+        "fault-leader",
+        "fault-kubelet",
+        "latency",
+        "uninstall",
+    ];
+    if step!("install", install(&e)) {
+        if step!("pods", pods(&e)) {
+            step!("service", service(&e));
+            step!("netpol", netpol(&e));
+        } else {
+            steps.skip("service", "pods");
+            steps.skip("netpol", "pods");
+        }
+        step!("dpdk", dpdk(&e));
+        step!("fault-agent", fault_agent(&e));
+        step!("fault-leader", fault_leader(&e));
+        step!("fault-kubelet", fault_kubelet(&mut e));
+        step!("latency", latency(&e));
+        step!("uninstall", uninstall(&e));
+    } else {
+        for s in later {
+            steps.skip(s, "install");
+        }
+    }
+    let failed = steps.summary().to_vec();
+    e.guard.keep = !failed.is_empty();
+    drop(e);
+    assert!(failed.is_empty(), "failed steps: {failed:?}");
+}
+
+/// The archives `cfg.images` needs, built with `make images` / `make test-images` when
+/// absent (the Debian layers are cached; a cold product build takes minutes).
+fn ensure_images() -> Vec<PathBuf> {
+    let (product, test) = tests::e2e::image_archives();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (archive, target) in [(&product, "images"), (&test, "test-images")] {
+        if archive.is_file() {
+            continue;
+        }
+        println!("{} is missing: make {target}", archive.display());
+        let t = Instant::now();
+        let st = std::process::Command::new("make")
+            .arg("-C")
+            .arg(&root)
+            .arg(target)
+            .status()
+            .unwrap_or_else(|e| panic!("run make {target}: {e}"));
+        assert!(st.success(), "make {target} failed ({st})");
+        assert!(
+            archive.is_file(),
+            "make {target} did not write {}",
+            archive.display()
+        );
+        println!("make {target}: {:.0} s", t.elapsed().as_secs_f64());
+    }
+    vec![product, test]
+}
+
+/// Waits until exactly `n` live pods match `selector` in `ns` and all are Ready; on
+/// timeout the error carries `kubectl describe` and logs of the pods that are not.
+async fn pods_ready(
+    e: &E2e,
+    ns: &str,
+    selector: &str,
+    n: usize,
+    bound: Duration,
+) -> Result<Vec<Pod>> {
+    let api = e.pods(ns);
+    let lp = ListParams::default().labels(selector);
+    let what = format!("{n} pods {selector} in {ns} Running and Ready");
+    let r = wait_until(&what, bound, || {
+        let api = api.clone();
+        let lp = lp.clone();
+        async move {
+            let live: Vec<Pod> = api
+                .list(&lp)
+                .await?
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            Ok((live.len() == n && live.iter().all(is_ready)).then_some(live))
+        }
+    })
+    .await;
+    match r {
+        Ok(v) => Ok(v),
+        Err(err) => {
+            let mut why = format!("{err:#}");
+            if let Ok(list) = api.list(&lp).await {
+                why.push_str(&format!(" ({} live)", list.items.len()));
+                for p in list.items.iter().filter(|p| !is_ready(p)).take(3) {
+                    why.push_str(&format!(
+                        "\n=== pod {} on {}\n{}",
+                        name(p),
+                        node_of(p),
+                        describe(&e.kc, ns, &format!("pod/{}", name(p)))
+                    ));
+                }
+            }
+            bail!("{why}")
+        }
+    }
+}
+
+/// The values of the install: see the module docs.
+fn values(api_server: &str, chart_schema: &str) -> String {
+    let mut v = format!(
+        "ovn:\n  mode: standalone\n  standalone: {{haMode: single}}\n\
+         controller:\n  replicas: 2\n\
+         nodePools:\n  - name: dpdk\n    nodeSelector: {{{DPDK_LABEL}: dpdk}}\n    \
+         datapathConfig: {{datapath: dpdk, socketMem: [256], socketLimit: [512], pmdMaxSleep: 50}}\n    \
+         hugepages: {{size: 2Mi, amount: 512Mi}}\n    memory: 1Gi\n    vhost: true\n"
+    );
+    // keys other helpers add to the chart in issue 16: set when the chart has them
+    if chart_schema.contains("\"apiServer\"") {
+        v.push_str(&format!("kubernetes:\n  apiServer: {api_server}\n"));
+    } else {
+        println!("  note: the chart has no kubernetes.apiServer value yet");
+    }
+    if chart_schema.contains("\"interface\"") {
+        // the data NIC (lab::kubecluster DATA_IFACE) carries the tunnel endpoints
+        v.push_str(&format!(
+            "tunnel:\n  interface: {}\n",
+            lab::kubecluster::config::DATA_IFACE
+        ));
+    } else {
+        println!("  note: the chart has no tunnel.interface value yet");
+    }
+    v
+}
+
+async fn install(e: &E2e) -> Result<()> {
+    let c = e.cluster();
+    kubectl(
+        &e.kc,
+        &[
+            "label",
+            "node",
+            &c.node_name(1),
+            &format!("{DPDK_LABEL}=dpdk"),
+            "--overwrite",
+        ],
+    )?;
+    let chart = tests::helm::chart_dir();
+    let schema = std::fs::read_to_string(chart.join("values.schema.json"))?;
+    let values_file = c.dir().join("e2e-values.yaml");
+    std::fs::write(&values_file, values(&c.api_server(), &schema))?;
+    let t = Instant::now();
+    let r = tests::helm::run(
+        &e.helm,
+        &[
+            "install",
+            RELEASE,
+            &chart.to_string_lossy(),
+            "-n",
+            SYS,
+            "--kubeconfig",
+            &e.kc.to_string_lossy(),
+            "-f",
+            &values_file.to_string_lossy(),
+        ],
+    )?;
+    if !r.ok {
+        bail!("helm install: {}{}", r.stdout, r.stderr);
+    }
+    let helm_secs = t.elapsed().as_secs_f64();
+    let pods = pods_ready(e, SYS, INSTANCE, RELEASE_PODS, Duration::from_secs(420)).await?;
+    let ready_secs = t.elapsed().as_secs_f64();
+    let mut by_component = BTreeMap::<String, Vec<String>>::new();
+    for p in &pods {
+        by_component
+            .entry(label(p, "app.kubernetes.io/component"))
+            .or_default()
+            .push(format!("{}@{}", name(p), node_of(p)));
+    }
+    println!("  release pods: {by_component:?}");
+    for (comp, n) in [
+        ("central", 1),
+        ("controller", 2),
+        ("node", 1),
+        ("node-dpdk", 1),
+    ] {
+        let got = by_component.get(comp).map_or(0, Vec::len);
+        if got != n {
+            bail!("{n} {comp} pod(s) expected, {got} Ready: {by_component:?}");
+        }
+    }
+    if !by_component["node-dpdk"][0].ends_with(&format!("@{}", c.node_name(1))) {
+        bail!("the dpdk pool's agent is not on node1: {by_component:?}");
+    }
+    let nodes: Api<Node> = Api::all(e.client.clone());
+    let status = wait_until(
+        "both nodes Ready with network.zstack.io/datapath-status (node1: dpdk)",
+        Duration::from_secs(120),
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let mut out = Vec::new();
+                for i in 1..=2 {
+                    let n = nodes.get(&format!("node{i}")).await?;
+                    let ready = n
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        });
+                    let st = n
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(api::keys::DATAPATH_STATUS))
+                        .and_then(|s| serde_json::from_str::<Value>(s).ok());
+                    let Some(st) = st.filter(|_| ready) else {
+                        return Ok(None);
+                    };
+                    out.push(st["datapath"].as_str().unwrap_or_default().to_string());
+                }
+                if out[0] != "dpdk" {
+                    bail!("node1 reports datapath {:?}, not dpdk", out[0]);
+                }
+                Ok(Some(out))
+            }
+        },
+    )
+    .await?;
+    println!(
+        "  install: helm install returned in {helm_secs:.1} s, all {RELEASE_PODS} release pods Ready {ready_secs:.1} s after it; datapath node1 {} node2 {}",
+        status[0], status[1]
+    );
+    Ok(())
+}
+
+/// `wget` of `url` from pod `from`: the body.
+fn fetch(e: &E2e, from: &str, url: &str) -> Result<String> {
+    // busybox 1.35's `wget -T` segfaults (Debian busybox-static): bound it with `timeout`
+    exec(
+        &e.kc,
+        NS,
+        from,
+        &[
+            "busybox", "timeout", "5", "busybox", "wget", "-q", "-O", "-", url,
+        ],
+    )
+}
+
+/// Waits (30 s) until `from` fetches `url`; returns the body and the seconds it took.
+async fn reach(e: &E2e, from: &str, url: &str) -> Result<(String, f64)> {
+    let t = Instant::now();
+    let body = wait_until(
+        &format!("pod {from} fetching {url}"),
+        Duration::from_secs(30),
+        || async { fetch(e, from, url).map(Some) },
+    )
+    .await?;
+    Ok((body.trim().to_string(), t.elapsed().as_secs_f64()))
+}
+
+/// Waits (30 s) until `from` pings `ip`.
+async fn ping(e: &E2e, from: &str, ip: &str) -> Result<f64> {
+    let t = Instant::now();
+    wait_until(
+        &format!("pod {from} pinging {ip}"),
+        Duration::from_secs(30),
+        || async { exec(&e.kc, NS, from, &["ping", "-c", "1", "-W", "2", ip]).map(|_| Some(())) },
+    )
+    .await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// The web pods: (node1 pods, node2 pods), each sorted by name.
+async fn web_pods(e: &E2e) -> Result<(Vec<Pod>, Vec<Pod>)> {
+    let pods = e
+        .pods(NS)
+        .list(&ListParams::default().labels("app=web"))
+        .await?;
+    let (mut a, mut b): (Vec<Pod>, Vec<Pod>) = pods
+        .items
+        .into_iter()
+        .filter(is_ready)
+        .partition(|p| node_of(p) == "node1");
+    a.sort_by_key(name);
+    b.sort_by_key(name);
+    if a.len() < 2 || b.is_empty() {
+        bail!(
+            "web pods: {} on node1, {} on node2 (2 + 1 needed)",
+            a.len(),
+            b.len()
+        );
+    }
+    Ok((a, b))
+}
+
+async fn pods(e: &E2e) -> Result<()> {
+    let nss: Api<Namespace> = Api::all(e.client.clone());
+    create(
+        &nss,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )
+    .await?;
+    let deps: Api<Deployment> = Api::namespaced(e.client.clone(), NS);
+    let t = Instant::now();
+    create(&deps, web_deployment(NS, "web", 4)).await?;
+    let pods = pods_ready(e, NS, "app=web", 4, Duration::from_secs(240)).await?;
+    println!(
+        "  4 web pods Ready in {:.1} s: {:?}",
+        t.elapsed().as_secs_f64(),
+        pods.iter()
+            .map(|p| format!("{}@{} {}", name(p), node_of(p), ip_of(p)))
+            .collect::<Vec<_>>()
+    );
+    let nodes: BTreeSet<String> = pods.iter().map(node_of).collect();
+    if nodes.len() != 2 {
+        bail!("the web pods are on {nodes:?}, not on both nodes");
+    }
+    for p in &pods {
+        let subnet = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(api::keys::POD_SUBNET).cloned())
+            .unwrap_or_default();
+        let ip = ip_of(p);
+        if !ip.starts_with("10.244.") || subnet != "cluster-default" {
+            bail!(
+                "pod {} has address {ip:?} from subnet {subnet:?} (expected 10.244.0.0/16 from the default Subnet cluster-default)",
+                name(p)
+            );
+        }
+    }
+    let (n1, n2) = web_pods(e).await?;
+    let (a, b, c) = (name(&n1[0]), &n1[1], &n2[0]);
+    for (what, from, to) in [
+        ("same node", a.as_str(), b),
+        ("node1 → node2", a.as_str(), c),
+    ] {
+        let (body, secs) = reach(e, from, &format!("http://{}:8080/", ip_of(to))).await?;
+        if body != name(to) {
+            bail!(
+                "{what}: {from} fetched {body:?} from {}, not its name",
+                name(to)
+            );
+        }
+        let ping_secs = ping(e, from, &ip_of(to)).await?;
+        println!(
+            "  {what}: {from} → {} http {secs:.2} s, ping {ping_secs:.2} s",
+            name(to)
+        );
+    }
+    let back = &n1[0];
+    let (body, _) = reach(e, &name(c), &format!("http://{}:8080/", ip_of(back))).await?;
+    if body != name(back) {
+        bail!("node2 → node1: fetched {body:?}, not {}", name(back));
+    }
+    ping(e, &name(c), &ip_of(back)).await?;
+    println!(
+        "  node2 → node1: {} → {} http + ping ok",
+        name(c),
+        name(back)
+    );
+    Ok(())
+}
+
+async fn service(e: &E2e) -> Result<()> {
+    let svcs: Api<Service> = Api::namespaced(e.client.clone(), NS);
+    let svc = create(
+        &svcs,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": NS},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}
+        }),
+    )
+    .await?;
+    let vip = svc
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("the Service has no ClusterIP")?;
+    let eps: Api<Endpoints> = Api::namespaced(e.client.clone(), NS);
+    wait_until(
+        "Endpoints web with the 4 web pods (kube-controller-manager)",
+        Duration::from_secs(60),
+        || async {
+            let ep = eps.get_opt("web").await?;
+            let n: usize = ep
+                .and_then(|ep| ep.subsets)
+                .unwrap_or_default()
+                .iter()
+                .map(|s| s.addresses.as_ref().map_or(0, Vec::len))
+                .sum();
+            Ok((n == 4).then_some(()))
+        },
+    )
+    .await?;
+    let (n1, n2) = web_pods(e).await?;
+    let names: BTreeSet<String> = n1.iter().chain(&n2).map(name).collect();
+    for from in [&n1[0], &n2[0]] {
+        let (body, secs) = reach(e, &name(from), &format!("http://{vip}/")).await?;
+        if !names.contains(&body) {
+            bail!(
+                "ClusterIP {vip} answered {body:?} to {}, not a web pod's name",
+                name(from)
+            );
+        }
+        println!(
+            "  ClusterIP {vip}:80 from {} ({}): answered by {body} after {secs:.2} s",
+            name(from),
+            node_of(from)
+        );
+    }
+    Ok(())
+}
+
+async fn netpol(e: &E2e) -> Result<()> {
+    let (n1, n2) = web_pods(e).await?;
+    let (client, other, target) = (name(&n1[0]), &n1[1], &n2[0]);
+    let url = format!("http://{}:8080/", ip_of(target));
+    let other_url = format!("http://{}:8080/", ip_of(other));
+    reach(e, &client, &url).await?;
+    kubectl(
+        &e.kc,
+        &["label", "pod", "-n", NS, &name(target), "e2e-isolated=yes"],
+    )?;
+    let pols: Api<NetworkPolicy> = Api::namespaced(e.client.clone(), NS);
+    let t = Instant::now();
+    create(
+        &pols,
+        json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "isolate", "namespace": NS},
+            "spec": {"podSelector": {"matchLabels": {"e2e-isolated": "yes"}},
+                     "policyTypes": ["Ingress"]}
+        }),
+    )
+    .await?;
+    // the time to the start of the first refused fetch (a refused one lasts its 5 s timeout)
+    let blocked = wait_until(
+        &format!("NetworkPolicy isolate blocking {client} → {}", name(target)),
+        Duration::from_secs(30),
+        || async {
+            let at = t.elapsed().as_secs_f64();
+            Ok(fetch(e, &client, &url).is_err().then_some(at))
+        },
+    )
+    .await?;
+    fetch(e, &client, &other_url).with_context(|| {
+        format!(
+            "{} (not selected by the policy) must stay reachable",
+            name(other)
+        )
+    })?;
+    let t = Instant::now();
+    pols.delete("isolate", &DeleteParams::default()).await?;
+    reach(e, &client, &url).await?;
+    println!(
+        "  policy isolating {} blocked {client} from the fetch started {blocked:.2} s after the create; {} stayed reachable; deleting the policy admitted traffic within {:.2} s",
+        name(target),
+        name(other),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn dpdk(e: &E2e) -> Result<()> {
+    let c = e.cluster();
+    let pods = e.pods(NS);
+    let owner = "dpdk-app";
+    let id = api::names::vhost_socket_id(NS, owner, "eth0");
+    let port = api::names::vhost_port_name(&id);
+    let sock = format!("{VHOST_ROOT}/{id}/eth0.sock");
+    create(
+        &pods,
+        sleeper(NS, "dpdk-peer", Some("node2"), json!({"e2e": "dpdk"})),
+    )
+    .await?;
+    let t = Instant::now();
+    create(
+        &pods,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "dpdk-app", "namespace": NS, "labels": {"e2e": "dpdk"},
+                "annotations": {api::keys::VHOST_USER: "{\"queues\": 1}",
+                                api::keys::VHOST_OWNER: owner}},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": "node1"},
+                "terminationGracePeriodSeconds": 2,
+                "containers": [{
+                    "name": "testpmd", "image": product_image(), "imagePullPolicy": "IfNotPresent",
+                    "command": ["/bin/bash", "-c", TESTPMD_SCRIPT],
+                    "env": [
+                        {"name": "SOCK", "value": sock},
+                        {"name": "PODNET_FILE", "value": "/etc/podinfo/pod-networks"}
+                    ],
+                    "securityContext": {"privileged": true},
+                    "readinessProbe": {"exec": {"command": ["test", "-e", "/tmp/ready"]},
+                                       "periodSeconds": 1},
+                    "resources": {"limits": {"hugepages-2Mi": "256Mi", "memory": "512Mi"},
+                                  "requests": {"hugepages-2Mi": "256Mi", "memory": "512Mi"}},
+                    "volumeMounts": [
+                        {"name": "vhost", "mountPath": VHOST_ROOT},
+                        {"name": "hugepages", "mountPath": "/dev/hugepages"},
+                        {"name": "podinfo", "mountPath": "/etc/podinfo"}
+                    ]
+                }],
+                "volumes": [
+                    {"name": "vhost", "hostPath": {"path": VHOST_ROOT, "type": "Directory"}},
+                    {"name": "hugepages", "emptyDir": {"medium": "HugePages"}},
+                    {"name": "podinfo", "downwardAPI": {"items": [{"path": "pod-networks",
+                        "fieldRef": {"fieldPath": format!("metadata.annotations['{}']",
+                            api::pod_networks::POD_NETWORKS)}}]}}
+                ]
+            }
+        }),
+    )
+    .await?;
+    let ready = pods_ready(e, NS, "e2e=dpdk", 2, Duration::from_secs(180)).await?;
+    let ready_secs = t.elapsed().as_secs_f64();
+    let app = ready
+        .iter()
+        .find(|p| name(p) == "dpdk-app")
+        .context("dpdk-app")?;
+    let app_ip = ip_of(app);
+    let typ = ovs_vsctl(c, 1, &["get", "Interface", &port, "type"])?;
+    let path = ovs_vsctl(
+        c,
+        1,
+        &["get", "Interface", &port, "options:vhost-server-path"],
+    )?;
+    if typ.trim() != "dpdkvhostuserclient" || path.trim().trim_matches('"') != sock {
+        bail!(
+            "OVS Interface {port} on node1: type {typ:?}, vhost-server-path {path:?} (expected dpdkvhostuserclient on {sock})"
+        );
+    }
+    let stats = |k: &'static str| -> Result<u64> {
+        Ok(ovs_vsctl(
+            c,
+            1,
+            &["get", "Interface", &port, &format!("statistics:{k}")],
+        )?
+        .trim()
+        .parse()?)
+    };
+    let (rx0, tx0) = (
+        stats("rx_packets").unwrap_or(0),
+        stats("tx_packets").unwrap_or(0),
+    );
+    let secs = ping(e, "dpdk-peer", &app_ip).await?;
+    exec(
+        &e.kc,
+        NS,
+        "dpdk-peer",
+        &["ping", "-c", "20", "-i", "0.2", "-W", "2", &app_ip],
+    )
+    .map_err(|err| anyhow::anyhow!("20 pings from node2 to the DPDK pod: {err:#}"))?;
+    let (rx, tx) = wait_until(
+        "the vhost-user port's statistics counting the pings both ways",
+        Duration::from_secs(15),
+        || async {
+            let (rx, tx) = (stats("rx_packets")?, stats("tx_packets")?);
+            Ok((rx >= rx0 + 20 && tx >= tx0 + 20).then_some((rx, tx)))
+        },
+    )
+    .await?;
+    println!(
+        "  dpdk-app (testpmd on vhost-user port {port}, {app_ip}) Ready {ready_secs:.1} s after creation; \
+         first ping from node2 after {secs:.2} s; 20 pings; port rx {rx} tx {tx} packets"
+    );
+    Ok(())
+}
+
+/// Every pod of `NS` has exactly one OVS port on its node and every port of ours a pod.
+async fn one_port_per_pod(e: &E2e) -> Result<()> {
+    let pods = e.pods(NS).list(&ListParams::default()).await?;
+    for i in 1..=2 {
+        let node = format!("node{i}");
+        let want: BTreeSet<String> = pods
+            .items
+            .iter()
+            .filter(|p| node_of(p) == node && p.metadata.deletion_timestamp.is_none())
+            .map(|p| api::names::pod_port(NS, &name(p)))
+            .collect();
+        let ports = ovs_pod_ports(e.cluster(), i)?;
+        let mut count = BTreeMap::<&str, usize>::new();
+        for id in ports.values() {
+            *count.entry(id).or_default() += 1;
+        }
+        let missing: Vec<&String> = want
+            .iter()
+            .filter(|w| !count.contains_key(w.as_str()))
+            .collect();
+        let extra: Vec<(&&str, &usize)> = count
+            .iter()
+            .filter(|(id, n)| **n != 1 || !want.contains(**id))
+            .collect();
+        if !missing.is_empty() || !extra.is_empty() {
+            bail!(
+                "{node}: pods without an OVS port {missing:?}; ports duplicated or without a pod {extra:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn fault_agent(e: &E2e) -> Result<()> {
+    let deps: Api<Deployment> = Api::namespaced(e.client.clone(), NS);
+    let agents = e.pods(SYS);
+    let lp =
+        ListParams::default().labels(&format!("{INSTANCE},app.kubernetes.io/component=node-dpdk"));
+    let old = agents.list(&lp).await?.items;
+    let old = old.first().context("no node-dpdk agent pod")?;
+    let old_uid = old.metadata.uid.clone().unwrap_or_default();
+    create(&deps, web_deployment(NS, "burst", 10)).await?;
+    let pods = e.pods(NS);
+    wait_until(
+        "the first burst pod scheduled on node1",
+        Duration::from_secs(30),
+        || async {
+            let l = pods
+                .list(&ListParams::default().labels("app=burst"))
+                .await?;
+            Ok(l.items.iter().any(|p| node_of(p) == "node1").then_some(()))
+        },
+    )
+    .await?;
+    let t = Instant::now();
+    agents
+        .delete(&name(old), &DeleteParams::default().grace_period(1))
+        .await?;
+    let burst = pods_ready(e, NS, "app=burst", 10, Duration::from_secs(300)).await?;
+    let burst_secs = t.elapsed().as_secs_f64();
+    let new = pods_ready(
+        e,
+        SYS,
+        &format!("{INSTANCE},app.kubernetes.io/component=node-dpdk"),
+        1,
+        Duration::from_secs(120),
+    )
+    .await?;
+    if new[0].metadata.uid.as_deref() == Some(old_uid.as_str()) {
+        bail!("the node1 agent pod was not recreated");
+    }
+    wait_until(
+        "one OVS port per pod on both nodes",
+        Duration::from_secs(30),
+        || async { one_port_per_pod(e).await.map(Some) },
+    )
+    .await?;
+    let on1 = burst.iter().filter(|p| node_of(p) == "node1").count();
+    println!(
+        "  agent pod on node1 deleted during a 10-pod scale-up ({on1} on node1): all Ready {burst_secs:.1} s after the delete; new agent {}; one OVS port per pod",
+        name(&new[0])
+    );
+    Ok(())
+}
+
+async fn holder(leases: &Api<Lease>) -> Result<Option<String>> {
+    Ok(leases
+        .get_opt(LEASE)
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity))
+}
+
+async fn fault_leader(e: &E2e) -> Result<()> {
+    let leases: Api<Lease> = Api::namespaced(e.client.clone(), SYS);
+    let sys = e.pods(SYS);
+    let ctl = format!("{INSTANCE},app.kubernetes.io/component=controller");
+    let old = wait_until(
+        "a controller holding the Lease",
+        Duration::from_secs(60),
+        || async { holder(&leases).await },
+    )
+    .await?;
+    let t = Instant::now();
+    sys.delete(&old, &DeleteParams::default()).await?;
+    let new = wait_until(
+        &format!("a controller other than {old} holding Lease {LEASE}"),
+        Duration::from_secs(90),
+        || async {
+            let Some(h) = holder(&leases).await? else {
+                return Ok(None);
+            };
+            if h == old {
+                return Ok(None);
+            }
+            let live = sys.list(&ListParams::default().labels(&ctl)).await?;
+            Ok(live
+                .items
+                .iter()
+                .any(|p| name(p) == h && p.metadata.deletion_timestamp.is_none())
+                .then_some(h))
+        },
+    )
+    .await?;
+    let takeover = t.elapsed().as_secs_f64();
+    create(
+        &e.pods(NS),
+        sleeper(NS, "after-leader", None, json!({"e2e": "after-leader"})),
+    )
+    .await?;
+    pods_ready(e, NS, "e2e=after-leader", 1, Duration::from_secs(90))
+        .await
+        .context("a pod created after the takeover")?;
+    pods_ready(e, SYS, &ctl, 2, Duration::from_secs(180))
+        .await
+        .context("the controller Deployment back to 2 Ready replicas")?;
+    println!(
+        "  leader {old} deleted: {new} holds the Lease {takeover:.1} s later and served a new pod"
+    );
+    Ok(())
+}
+
+/// What must not change on a node when its kubelet restarts.
+#[derive(Debug, PartialEq)]
+struct NodeSnapshot {
+    /// pod → (uid, [(container id, restart count)])
+    pods: BTreeMap<String, (String, Vec<(String, i32)>)>,
+    ports: BTreeMap<String, String>,
+    netns: BTreeSet<String>,
+}
+
+async fn snapshot(e: &E2e, i: usize, skip: &str) -> Result<NodeSnapshot> {
+    let node = format!("node{i}");
+    let mut pods = BTreeMap::new();
+    for p in e.pods(NS).list(&ListParams::default()).await?.items {
+        if node_of(&p) != node || name(&p) == skip {
+            continue;
+        }
+        let cs = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.container_id.unwrap_or_default(), c.restart_count))
+            .collect();
+        pods.insert(name(&p), (p.metadata.uid.clone().unwrap_or_default(), cs));
+    }
+    let mut ports = ovs_pod_ports(e.cluster(), i)?;
+    ports.retain(|_, id| *id != api::names::pod_port(NS, skip));
+    let netns = e
+        .cluster()
+        .node_exec(i, &["ls", "/run/netns"])?
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    Ok(NodeSnapshot { pods, ports, netns })
+}
+
+async fn fault_kubelet(e: &mut E2e) -> Result<()> {
+    let before = snapshot(e, 2, "after-kubelet").await?;
+    let t = Instant::now();
+    e.guard.get_mut().restart_kubelet(2)?;
+    create(
+        &e.pods(NS),
+        sleeper(
+            NS,
+            "after-kubelet",
+            Some("node2"),
+            json!({"e2e": "after-kubelet"}),
+        ),
+    )
+    .await?;
+    pods_ready(e, NS, "e2e=after-kubelet", 1, Duration::from_secs(120))
+        .await
+        .context("a new pod on node2 after its kubelet restarted")?;
+    let secs = t.elapsed().as_secs_f64();
+    let after = snapshot(e, 2, "after-kubelet").await?;
+    let netns_added: Vec<&String> = after.netns.difference(&before.netns).collect();
+    if after.pods != before.pods || after.ports != before.ports || netns_added.len() > 1 {
+        bail!("node2 changed across the kubelet restart:\nbefore {before:?}\nafter  {after:?}");
+    }
+    let lost: Vec<&String> = before.netns.difference(&after.netns).collect();
+    if !lost.is_empty() {
+        bail!("pod netns gone after the kubelet restart: {lost:?}");
+    }
+    println!(
+        "  node2 kubelet restarted: {} pods, {} OVS ports, {} netns unchanged; a new pod Ready {secs:.1} s after the restart",
+        before.pods.len(),
+        before.ports.len(),
+        before.netns.len()
+    );
+    Ok(())
+}
+
+async fn latency(e: &E2e) -> Result<()> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    const N: usize = 50;
+    let pods = e.pods(NS);
+    let ready = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, Instant>::new()));
+    let seen = ready.clone();
+    let stream = watcher(
+        pods.clone(),
+        watcher::Config::default().labels("e2e=latency"),
+    )
+    .applied_objects();
+    let watch = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            if let Ok(p) = ev
+                && is_ready(&p)
+                && let Ok(mut m) = seen.lock()
+            {
+                m.entry(name(&p)).or_insert_with(Instant::now);
+            }
+        }
+    });
+    // the agents' own CNI ADD histograms (metrics on each node's management address)
+    let metrics: Vec<String> = (1..=2)
+        .map(|i| format!("{}:10665", lab::kubecluster::node_mgmt_ip(i)))
+        .collect();
+    let add_before: Vec<_> = metrics
+        .iter()
+        .map(|a| histogram(a, "zstack_ovn_cni_add_seconds"))
+        .collect();
+    // the watch is established before the first pod is created
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut created = BTreeMap::new();
+    for i in 0..N {
+        let n = format!("lat-{i:02}");
+        created.insert(n.clone(), Instant::now());
+        // half on each node (the scheduler alone put every one on node1)
+        let node = format!("node{}", 1 + i % 2);
+        create(
+            &pods,
+            sleeper(NS, &n, Some(&node), json!({"e2e": "latency"})),
+        )
+        .await?;
+    }
+    let r = wait_until(
+        &format!("{N} pods Ready as seen by the watch"),
+        Duration::from_secs(300),
+        || async { Ok((ready.lock().map_or(0, |m| m.len()) == N).then_some(())) },
+    )
+    .await;
+    watch.abort();
+    if let Err(err) = r {
+        let n = ready.lock().map_or(0, |m| m.len());
+        let listed = pods_ready(e, NS, "e2e=latency", N, Duration::from_secs(1)).await;
+        bail!("{err:#}: the watch saw {n} Ready; {:?}", listed.err());
+    }
+    let ready = ready
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
+    let mut ms: Vec<f64> = created
+        .iter()
+        .map(|(n, t0)| ready[n].duration_since(*t0).as_secs_f64() * 1000.0)
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    let listed = pods_ready(e, NS, "e2e=latency", N, Duration::from_secs(5)).await?;
+    // kubelet's own view: the Ready condition's transition time (set when kubelet computes
+    // the status, before its API client's rate limit delays the update) after creation;
+    // server clock, 1 s resolution
+    let mut kubelet_ms: Vec<f64> = listed
+        .iter()
+        .filter_map(|p| {
+            let created = p.metadata.creation_timestamp.as_ref()?.0.as_millisecond();
+            let ready = p
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "Ready")?
+                .last_transition_time
+                .as_ref()?
+                .0
+                .as_millisecond();
+            Some((ready - created) as f64)
+        })
+        .collect();
+    kubelet_ms.sort_by(f64::total_cmp);
+    println!(
+        "  latency: {N} pods created back to back, {} per node: creation → Ready as a watch sees it p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; \
+         Ready lastTransitionTime − creationTimestamp (1 s resolution) p50 {:.0} ms, p99 {:.0} ms",
+        N / 2,
+        percentile(&ms, 50.0),
+        percentile(&ms, 99.0),
+        ms[ms.len() - 1],
+        percentile(&kubelet_ms, 50.0),
+        percentile(&kubelet_ms, 99.0),
+    );
+    for (i, (a, before)) in metrics.iter().zip(&add_before).enumerate() {
+        match (before, histogram(a, "zstack_ovn_cni_add_seconds")) {
+            (Ok(b), Ok(after)) => println!(
+                "  node{} agent's zstack_ovn_cni_add_seconds over the burst: p50 ≤ {:.0} ms, p99 ≤ {:.0} ms (bucket bounds)",
+                i + 1,
+                histogram_quantile(b, &after, 0.5) * 1000.0,
+                histogram_quantile(b, &after, 0.99) * 1000.0
+            ),
+            (b, after) => println!(
+                "  node{} agent's CNI ADD histogram unavailable: {:?} / {:?}",
+                i + 1,
+                b.as_ref().err().map(|e| e.to_string()),
+                after.err().map(|e| e.to_string())
+            ),
+        }
+    }
+    println!("  {LAB_FIGURE}");
+    Ok(())
+}
+
+/// What of ours remains on node `i` once the release is gone.
+fn leftovers(c: &KubeCluster, i: usize) -> Vec<String> {
+    let mut left = Vec::new();
+    for f in [
+        "/etc/cni/net.d/10-zstack-ovn.conflist",
+        "/opt/cni/bin/zstack-ovn-cni",
+    ] {
+        if c.node_exec(i, &["test", "-e", f]).is_ok() {
+            left.push(f.to_string());
+        }
+    }
+    if c.node_exec(i, &["nft", "list", "table", "inet", "zstack-ovn"])
+        .is_ok()
+    {
+        left.push("nftables table inet zstack-ovn".into());
+    }
+    match c.node_exec(i, &["ls", "-A", VHOST_ROOT]) {
+        Ok(s) if !s.trim().is_empty() => left.push(format!(
+            "{VHOST_ROOT}: {}",
+            s.split_whitespace().collect::<Vec<_>>().join(" ")
+        )),
+        _ => {}
+    }
+    let query = r#"["Open_vSwitch",{"op":"select","table":"Interface","where":[],"columns":["name","external_ids"]}]"#;
+    match c.node_exec(
+        i,
+        &["ovsdb-tool", "query", "/etc/openvswitch/conf.db", query],
+    ) {
+        Ok(s) if s.contains("iface-id") || s.contains("zstack.io/") => left.push(format!(
+            "OVS Interfaces of ours in /etc/openvswitch/conf.db: {s}"
+        )),
+        Ok(_) => {}
+        Err(err)
+            if c.node_exec(i, &["test", "-e", "/etc/openvswitch/conf.db"])
+                .is_ok() =>
+        {
+            left.push(format!("the OVS database cannot be read: {err}"))
+        }
+        Err(_) => {}
+    }
+    if let Ok(links) = c.node_exec(i, &["ip", "-o", "link", "show"]) {
+        for l in links.lines() {
+            let n = l.split(':').nth(1).unwrap_or_default().trim();
+            let n = n.split('@').next().unwrap_or_default();
+            if !["lo", "eth0", "eth1"].contains(&n) {
+                left.push(format!("link {n}"));
+            }
+        }
+    }
+    left
+}
+
+async fn uninstall(e: &E2e) -> Result<()> {
+    let c = e.cluster();
+    let t = Instant::now();
+    let nss: Api<Namespace> = Api::all(e.client.clone());
+    nss.delete(NS, &DeleteParams::default()).await?;
+    wait_until(
+        &format!("namespace {NS} gone (every test pod deleted)"),
+        Duration::from_secs(240),
+        || async { Ok(nss.get_opt(NS).await?.is_none().then_some(())) },
+    )
+    .await?;
+    let central = e
+        .pods(SYS)
+        .list(
+            &ListParams::default()
+                .labels(&format!("{INSTANCE},app.kubernetes.io/component=central")),
+        )
+        .await?;
+    let nb_ip = central
+        .items
+        .first()
+        .map(ip_of)
+        .context("the central pod")?;
+    let nb = format!("--db=tcp:{nb_ip}:6641");
+    wait_until(
+        "no pod LSP in the NB and no pod OVS port on either node",
+        Duration::from_secs(60),
+        || async {
+            let lsps = c.node_exec(
+                1,
+                &[
+                    "ovn-nbctl",
+                    &nb,
+                    "--timeout=10",
+                    "--format=csv",
+                    "--no-headings",
+                    "--columns=name",
+                    "find",
+                    "Logical_Switch_Port",
+                    "external_ids:zstack.io/kind=pod",
+                ],
+            )?;
+            if !lsps.trim().is_empty() {
+                bail!("pod LSPs left: {}", lsps.trim());
+            }
+            for i in 1..=2 {
+                let ports = ovs_pod_ports(c, i)?;
+                if !ports.is_empty() {
+                    bail!("node{i} OVS ports left: {ports:?}");
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await?;
+    let pods_secs = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let r = tests::helm::run(
+        &e.helm,
+        &[
+            "uninstall",
+            RELEASE,
+            "-n",
+            SYS,
+            "--kubeconfig",
+            &e.kc.to_string_lossy(),
+            "--wait",
+            "--timeout",
+            "3m",
+        ],
+    )?;
+    if !r.ok {
+        bail!("helm uninstall: {}{}", r.stdout, r.stderr);
+    }
+    kubectl(&e.kc, &["delete", "crd", "subnets.network.zstack.io"])?;
+    pods_ready(e, SYS, INSTANCE, 0, Duration::from_secs(120))
+        .await
+        .context("every release pod gone")?;
+    let r = wait_until(
+        "nothing of ours left on node1 and node2",
+        Duration::from_secs(60),
+        || async {
+            let left: Vec<String> = (1..=2)
+                .flat_map(|i| {
+                    leftovers(c, i)
+                        .into_iter()
+                        .map(move |l| format!("node{i}: {l}"))
+                })
+                .collect();
+            if left.is_empty() {
+                Ok(Some(()))
+            } else {
+                bail!("{}", left.join("; "))
+            }
+        },
+    )
+    .await;
+    r?;
+    println!(
+        "  test pods deleted, no LSP/port left in {pods_secs:.1} s; helm uninstall + CRD delete → nothing left on either node in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
