@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB_DIR ?= /tmp/zovn-lab
 NODES ?= 2
 
-.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb clean-lab images
+.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb clean-lab images test-images
 
 deps:
 	@scripts/install-deps.sh
@@ -37,6 +37,12 @@ cluster-e2e: build
 # (umoci); no registry, no daemon. Root. See docs/images.md.
 images:
 	@CARGO="$(CARGO)" deploy/images/build.sh
+
+# target/images/zovn-test-images.oci.tar: localhost/zovn/busybox:1 and localhost/zovn/pause:1
+# (Debian's busybox-static, umoci), the workloads and sandbox image of `zovn cluster`. Root,
+# seconds, rebuilt only when its inputs change. See docs/images.md.
+test-images:
+	@deploy/images/build-test-images.sh
 
 lint:
 	$(CARGO) fmt --all --check

@@ -46,12 +46,24 @@ PACKAGES=(
   librte-net-i40e23 librte-net-iavf23 librte-net-ice23 librte-net-ixgbe23 librte-net-e1000-23
   librte-net-mlx5-23 librte-net-ena23 librte-net-virtio23 librte-net-vmxnet3-23
   librte-net-tap23 librte-net-vhost23 librte-net-af-packet23 librte-net-af-xdp23 librte-net-bond23
-  dpdk                        # dpdk-testpmd: a DPDK app for vhost-user pods (the cluster e2e runs it)
   ovn-central                 # ovn-northd, the NB/SB schemas
   ovn-host                    # ovn-controller
+  # the runtime libraries of dpdk-testpmd (EXTRACT below) that ovs-vswitchd-dpdk does not
+  # already pull in (libpcap0.8 comes with librte-pdump23)
+  librte-cmdline23 librte-crypto-scheduler23 librte-reorder23 librte-bitratestats23
+  librte-metrics23 librte-bpf23 librte-gro23 librte-latencystats23 librte-pdump23
+  librte-pcapng23 librte-eventdev23 librte-net-bnxt23 librte-bus-dpaa23 librte-common-dpaax23
+  librte-mempool-dpaa23 librte-net-dpaa23
   iproute2 nftables ethtool   # the node agent's ip/nft/ethtool calls
   procps ca-certificates bash # ps/pgrep for the start scripts, TLS roots, the chart's scripts
 )
+# Single files taken out of a Debian package that is not installed, as package:path. Bookworm
+# ships dpdk-testpmd (a DPDK application: the DPDK end of a vhost-user port in the e2e and
+# for operators' checks) only in dpdk-dev, whose dependencies (libdpdk-dev headers and their
+# -dev packages, python3) would add far more than the binary; the `dpdk` package holds only
+# Python scripts. The .deb is downloaded inside the chroot at the version of the librte
+# libraries installed there, and the build fails if the binary misses a library.
+EXTRACT=(dpdk-dev:/usr/bin/dpdk-testpmd)
 BINS=(zstack-ovnkube-controller zstack-ovnkube-node zstack-ovn-cni zovn)
 DPKG_OPTS=(
   'path-exclude=/usr/share/man/*'
@@ -83,7 +95,7 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$OUT" "$CACHE"
 
 # 1. the Debian layer, cached by what shapes it
-key=$( { echo "format 1 $SUITE $VARIANT $MIRROR $SECURITY"; printf '%s\n' "${PACKAGES[@]}" "${DPKG_OPTS[@]}"; } |
+key=$( { echo "format 2 $SUITE $VARIANT $MIRROR $SECURITY"; printf '%s\n' "${PACKAGES[@]}" "${DPKG_OPTS[@]}" "${EXTRACT[@]}"; } |
   sha256sum | cut -c1-16)
 base="$CACHE/rootfs-$SUITE-$key.tar"
 if [ -s "$base" ] && [ "${ZOVN_IMAGE_REFRESH:-0}" != 1 ]; then
@@ -93,11 +105,27 @@ else
   t0=$(date +%s)
   dpkgopts=()
   for o in "${DPKG_OPTS[@]}"; do dpkgopts+=("--dpkgopt=$o"); done
+  # EXTRACT: the chroot has no apt (variant essential); mmdebstrap's own apt config still
+  # holds the package lists when the customize hooks run
+  cat >"$WORK/extract.sh" <<'SH'
+set -eu
+root=$1; pkg=$2; path=$3
+v=$(chroot "$root" dpkg-query -W -f='${Version}' librte-eal23)
+d=$(mktemp -d)
+(cd "$d" && APT_CONFIG=$MMDEBSTRAP_APT_CONFIG apt-get download -q "$pkg=$v")
+dpkg-deb --fsys-tarfile "$d"/*.deb | tar -x -C "$root" ".$path"
+rm -rf "$d"
+if chroot "$root" ldd "$path" | grep 'not found'; then echo "$path: missing libraries" >&2; exit 1; fi
+SH
+  hooks=()
+  for e in "${EXTRACT[@]}"; do
+    hooks+=("--customize-hook=sh $WORK/extract.sh \"\$1\" ${e%%:*} ${e#*:}")
+  done
   SOURCE_DATE_EPOCH=$SDE mmdebstrap --mode=root --variant="$VARIANT" --format=tar \
     --include="$(IFS=,; echo "${PACKAGES[*]}")" \
     --aptopt='APT::Install-Recommends "false"' \
     --aptopt='APT::Install-Suggests "false"' \
-    "${dpkgopts[@]}" \
+    "${dpkgopts[@]}" "${hooks[@]}" \
     --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*.log "$1"/var/log/apt' \
     "$SUITE" "$WORK/base.tar" \
     "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main" \

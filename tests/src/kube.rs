@@ -12,7 +12,8 @@
 //!
 //! - **Binary.** No Debian package ships kube-apiserver; [`apiserver_binary`] takes it from
 //!   the cache (`${ZOVN_CACHE:-/var/cache/zovn}/kube-apiserver-1.20.2/kube-apiserver`, or
-//!   `$ZOVN_KUBE_APISERVER`), and when it is missing runs `tests/kube/build-kube.sh kube-apiserver`,
+//!   `$ZOVN_KUBE_APISERVER`), and when it is missing runs `tests/kube/build-kube.sh` (every component:
+//!   `zovn cluster` needs the others, [`cluster_binaries`]),
 //!   which builds it from Debian's `kubernetes` source package. **The first run on a fresh
 //!   machine therefore takes ~10 minutes** (apt + Go build on 2 cores); later runs find the
 //!   cached binary at once.
@@ -113,6 +114,61 @@ pub fn apiserver_binary() -> Result<PathBuf> {
         );
     }
     Ok(bin)
+}
+
+/// The server components `zovn cluster` runs.
+pub const CLUSTER_COMPONENTS: &[&str] = &[
+    "kube-apiserver",
+    "kubelet",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-proxy",
+];
+
+/// Makes sure every one of [`CLUSTER_COMPONENTS`] is in the cache ([`cache_dir`]), running
+/// `tests/kube/build-kube.sh` for the missing ones (first run on a machine: ~10 minutes);
+/// returns the cache directory (`lab::kubecluster::ClusterConfig::kube_cache`).
+pub fn cluster_binaries() -> Result<PathBuf> {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache_dir();
+    let path = |c: &str| cache.join(format!("{c}-{KUBE_VERSION}")).join(c);
+    let missing: Vec<&str> = CLUSTER_COMPONENTS
+        .iter()
+        .copied()
+        .filter(|c| !path(c).is_file())
+        .collect();
+    if missing.is_empty() {
+        return Ok(cache);
+    }
+    let script = build_script();
+    eprintln!(
+        "{} not cached under {}: building with {} (first run only, ~10 minutes)",
+        missing.join(", "),
+        cache.display(),
+        script.display()
+    );
+    let status = Command::new("bash")
+        .arg(&script)
+        .args(&missing)
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("run {}", script.display()))?;
+    if !status.success() {
+        bail!(
+            "{} {} failed: {status}",
+            script.display(),
+            missing.join(" ")
+        );
+    }
+    if let Some(c) = CLUSTER_COMPONENTS.iter().find(|c| !path(c).is_file()) {
+        bail!(
+            "{} succeeded but {} is missing",
+            script.display(),
+            path(c).display()
+        );
+    }
+    Ok(cache)
 }
 
 /// A running etcd + kube-apiserver pair; stopped on drop.

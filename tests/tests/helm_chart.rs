@@ -222,6 +222,69 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
     assert!(args(container(node, "agent")).contains(&"--encap-ip=$(HOST_IP)".to_string()));
 }
 
+/// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT` of a container's env, when set.
+fn api_env(c: &Value) -> (Option<String>, Option<String>) {
+    let get = |k: &str| {
+        c["env"].as_array().and_then(|env| {
+            env.iter()
+                .find(|e| e["name"] == k)
+                .map(|e| e["value"].as_str().unwrap_or_default().to_string())
+        })
+    };
+    (
+        get("KUBERNETES_SERVICE_HOST"),
+        get("KUBERNETES_SERVICE_PORT"),
+    )
+}
+
+#[test]
+fn api_server_value_points_the_api_clients_at_it() {
+    let Some(helm) = helm::require_helm("helm_chart::api_server") else {
+        return;
+    };
+    // the containers whose process talks to the Kubernetes API
+    let clients = ["controller", "agent"];
+    for (url, host, port) in [
+        ("https://172.30.0.1:6443", "172.30.0.1", "6443"),
+        ("https://[fd00::1]:443/", "fd00::1", "443"),
+        ("https://api.example.com:8443", "api.example.com", "8443"),
+    ] {
+        let set = format!("kubernetes.apiServer={url}");
+        let objs =
+            helm::render_with(&helm, "dpdk-pools", "zs", NS, &["--set", &set]).expect("render");
+        let mut seen = 0;
+        for w in objs.iter().filter(|o| {
+            ["Deployment", "DaemonSet", "StatefulSet"]
+                .contains(&o["kind"].as_str().unwrap_or_default())
+        }) {
+            for c in containers(w) {
+                let name = c["name"].as_str().unwrap_or_default();
+                let wn = &w["metadata"]["name"];
+                if clients.contains(&name) {
+                    seen += 1;
+                    assert_eq!(
+                        api_env(c),
+                        (Some(host.to_string()), Some(port.to_string())),
+                        "{url}: {wn}/{name}"
+                    );
+                } else {
+                    assert_eq!(api_env(c), (None, None), "{url}: {wn}/{name}");
+                }
+            }
+        }
+        // the controller and the agents of the default and the two pools' DaemonSets
+        assert_eq!(seen, 4, "{url}: API clients rendered");
+    }
+    // empty (the default): kubelet's values stay
+    for profile in PROFILES {
+        for o in render(&helm, profile) {
+            for c in containers(&o) {
+                assert_eq!(api_env(c), (None, None), "{profile}: {}", c["name"]);
+            }
+        }
+    }
+}
+
 #[test]
 fn standalone_ha_is_a_parallel_raft_statefulset_with_a_pdb() {
     let Some(helm) = helm::require_helm("helm_chart::standalone_ha") else {
@@ -671,6 +734,19 @@ fn schema_refuses_bad_values_naming_the_key() {
             &["--set", "controller.replica=2"],
             &["controller", "replica"],
         ),
+        // an https URL with host and port: the chart splits it into the two env vars
+        (
+            &["--set", "kubernetes.apiServer=172.30.0.1:6443"],
+            &["kubernetes.apiServer", "Does not match pattern"],
+        ),
+        (
+            &["--set", "kubernetes.apiServer=http://172.30.0.1:6443"],
+            &["kubernetes.apiServer", "Does not match pattern"],
+        ),
+        (
+            &["--set", "kubernetes.apiServer=https://172.30.0.1"],
+            &["kubernetes.apiServer", "Does not match pattern"],
+        ),
     ];
     for (set, want) in cases {
         let r = helm::template(&helm, RELEASE, NS, set).expect("helm");
@@ -704,6 +780,7 @@ fn schema_refuses_bad_values_naming_the_key() {
             r#"network.clusterCIDR="10.244.0.0/16,fd00:10:244::/56""#,
         ][..],
         &["--set", "network.clusterCIDR="][..],
+        &["--set", "kubernetes.apiServer=https://172.30.0.1:6443"][..],
     ] {
         let r = helm::template(&helm, RELEASE, NS, set).expect("helm");
         assert!(r.ok, "{set:?}: {}", r.stderr);

@@ -237,6 +237,32 @@ async fn the_node_start_scripts_bring_up_ovs_and_ovn_controller() {
         types.as_deref().is_some_and(|t| t.contains("netdev")),
         "datapath_types {types:?}"
     );
+    // ovn-controller must create br-int as a userspace bridge: there is no kernel module
+    let dp = inside(&[
+        "ovs-vsctl",
+        "--timeout=5",
+        "get",
+        "Open_vSwitch",
+        ".",
+        "external_ids:ovn-bridge-datapath-type",
+    ]);
+    assert_eq!(dp.as_deref().map(|d| d.trim_matches('"')), Some("netdev"));
+    let br_int = tests::kube_objects::eventually(
+        "br-int created by ovn-controller",
+        Duration::from_secs(30),
+        || async {
+            inside(&[
+                "ovs-vsctl",
+                "--timeout=5",
+                "get",
+                "Bridge",
+                "br-int",
+                "datapath_type",
+            ])
+        },
+    )
+    .await;
+    assert_eq!(br_int.trim_matches('"'), "netdev");
 }
 
 /// OVN central `single`, for real: the pod's three containers (`ovsdb-central.sh` for NB

@@ -6,7 +6,8 @@
 //! - the manifest's layers, unpacked in order, hold every program the chart runs at the
 //!   path it runs it from (executable) and the OVSDB schemas;
 //! - our binaries, the DPDK and kernel builds of ovs-vswitchd and the OVN daemons answer
-//!   `--version` in a chroot of that root filesystem (their libraries are all there);
+//!   `--version` in a chroot of that root filesystem (their libraries are all there), and
+//!   `ldd` finds every library of dpdk-testpmd (taken out of dpdk-dev) there;
 //! - a private containerd (Debian's 1.6, `unshare -m -n`, sockets and root under the
 //!   scratch dir) imports the archive with `ctr images import` and lists it by that name.
 //!
@@ -32,6 +33,8 @@ const PROGRAMS: &[&str] = &[
     "/usr/sbin/ovsdb-server",
     "/usr/lib/openvswitch-switch/ovs-vswitchd",
     "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
+    // a DPDK application for the other end of a vhost-user port (the cluster e2e)
+    "/usr/bin/dpdk-testpmd",
     "/usr/bin/ovs-vsctl",
     "/usr/bin/ovs-appctl",
     "/usr/bin/ovsdb-tool",
@@ -293,6 +296,17 @@ fn images_make_import_and_run() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(&want), "{prog} --version: {text}");
     }
+
+    // dpdk-testpmd comes out of dpdk-dev without its package's dependencies: every
+    // library it links (librte_*, libpcap, ...) must be in the image
+    let ldd = run(Command::new("chroot")
+        .arg(&rootfs)
+        .args(["ldd", "/usr/bin/dpdk-testpmd"]));
+    let ldd = String::from_utf8_lossy(&ldd.stdout);
+    assert!(
+        ldd.contains("librte_ethdev") && !ldd.contains("not found"),
+        "ldd dpdk-testpmd in the image:\n{ldd}"
+    );
 
     // a private containerd imports it under the chart's name
     let ctd = Containerd::start(&s.dir.path().join("containerd"), "k8s.io");

@@ -44,6 +44,7 @@ pub struct ClusterConfig {
     /// through the agent's management port, 100.64.0.0/16, would otherwise keep that source
     /// address after DNAT to an endpoint outside OVN, e.g. the API server). The chart's
     /// `network.clusterCIDR` default.
+    #[serde(default = "default_pod_cidr")]
     pub pod_cidr: String,
     /// Directory holding kube-apiserver-1.20.2/, kubelet-1.20.2/… (`$ZOVN_CACHE`).
     pub kube_cache: PathBuf,
@@ -58,7 +59,7 @@ impl ClusterConfig {
             nodes: 2,
             images: Vec::new(),
             hugepages_2m: 1024,
-            pod_cidr: "10.244.0.0/16".into(),
+            pod_cidr: default_pod_cidr(),
             kube_cache: std::env::var_os("ZOVN_CACHE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("/var/cache/zovn")),
@@ -129,6 +130,11 @@ impl ClusterConfig {
             .join(format!("{component}-{KUBE_VERSION}"))
             .join(component)
     }
+}
+
+/// 10.244.0.0/16, the chart's `network.clusterCIDR` default.
+pub fn default_pod_cidr() -> String {
+    "10.244.0.0/16".into()
 }
 
 /// Kubernetes node name of node `i` (1-based).

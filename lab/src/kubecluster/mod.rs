@@ -501,7 +501,7 @@ fn check_tools(cfg: &ClusterConfig) -> Result<()> {
         let b = cfg.kube_binary(c);
         if !b.is_file() {
             return Err(LabError::Invalid(format!(
-                "{} is missing: build it with tests/kube/build-kube.sh (or scripts/install-deps.sh --cluster)",
+                "{} is missing: build it with tests/kube/build-kube.sh (~10 min the first time)",
                 b.display()
             )));
         }

@@ -160,6 +160,11 @@ pub fn kubelet_args(n: &NodeNames, kubeconfig: &Path) -> Vec<String> {
         "--image-gc-low-threshold=99".into(),
         "--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%".into(),
         "--make-iptables-util-chains=false".into(),
+        // kubelet's default 5 requests/s to the API server (burst 10) throttles the status
+        // updates of a burst of pods by tens of seconds: "pod created to Ready" would
+        // measure the throttle, not the node
+        "--kube-api-qps=50".into(),
+        "--kube-api-burst=100".into(),
         "--cluster-domain=cluster.local".into(),
         "--resolv-conf=/etc/resolv.conf".into(),
         "--v=1".into(),

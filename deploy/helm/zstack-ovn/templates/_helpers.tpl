@@ -116,3 +116,21 @@ app.kubernetes.io/component: {{ .component }}
 - name: TLS_DIR
   value: {{ include "zovn.tlsDir" . }}
 {{- end -}}
+
+{{/* KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT from kubernetes.apiServer
+     (https://HOST:PORT, HOST an IPv6 address in brackets or a name/IPv4), for the containers
+     whose process talks to the Kubernetes API (the controller, the agent); nothing when
+     empty. They replace what kubelet sets (the `kubernetes` Service's ClusterIP), which a
+     host-network pod cannot reach when the cluster has no kube-proxy or before this plugin
+     runs. The client (kube-rs Config::infer, in-cluster) reads exactly these two. */}}
+{{- define "zovn.apiServerEnv" -}}
+{{- with .Values.kubernetes.apiServer }}
+{{- $hostport := (urlParse .).host -}}
+{{- $host := regexReplaceAll "^\\[?(.*?)\\]?:[0-9]+$" $hostport "${1}" -}}
+{{- $port := regexReplaceAll "^.*:([0-9]+)$" $hostport "${1}" -}}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ $host | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ $port | quote }}
+{{- end }}
+{{- end -}}

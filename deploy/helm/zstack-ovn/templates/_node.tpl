@@ -231,6 +231,7 @@ spec:
             {{- end }}
           env:
             {{- include "zovn.downwardEnv" $ | nindent 12 }}
+            {{- include "zovn.apiServerEnv" $ | nindent 12 }}
             - name: RUST_LOG
               value: {{ $v.logging.level | quote }}
           ports:
