@@ -133,10 +133,13 @@ spec:
             capabilities:
               drop: [ALL]
               # NET_ADMIN: datapath ports, netlink; NET_RAW: raw sockets (AF_XDP, tap);
-              # SYS_NICE: handler/revalidator priorities; IPC_LOCK: --mlockall (AF_XDP umem).
+              # SYS_NICE: handler/revalidator priorities; IPC_LOCK: --mlockall (AF_XDP umem);
+              # SYS_ADMIN: AF_XDP ports — OVS 3.1 loads the XSK program and map with calls
+              # that CAP_BPF does not cover (measured: with NET_ADMIN, NET_RAW and BPF, adding
+              # an afxdp port fails with EINVAL; with SYS_ADMIN it works).
               # No SYS_MODULE: br-int is always a userspace (netdev) bridge, so the
               # openvswitch kernel module is never needed.
-              add: [NET_ADMIN, NET_RAW, SYS_NICE, IPC_LOCK]
+              add: [NET_ADMIN, NET_RAW, SYS_NICE, IPC_LOCK, SYS_ADMIN]
           {{- end }}
           volumeMounts:
             {{- include "zovn.scriptsMount" $ | nindent 12 }}
