@@ -129,6 +129,9 @@ fn cluster_e2e() {
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
 
     let mut cfg = ClusterConfig::new(std::env::temp_dir().join("zovn-cluster-e2e"));
+    // kubelet, kube-proxy... 1.20.2: built from Debian's source package when missing
+    cfg.kube_cache =
+        tests::kube::cluster_binaries().unwrap_or_else(|e| panic!("Kubernetes binaries: {e:#}"));
     cfg.prefix = "ce2e".into();
     cfg.images = images;
     let t = Instant::now();
