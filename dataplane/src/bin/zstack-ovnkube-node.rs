@@ -250,6 +250,33 @@ async fn main() -> anyhow::Result<()> {
         metrics.clone(),
     ));
 
+    // A wrong --uninstall-daemonset (name, namespace, RBAC) would look like an uninstall at
+    // every restart and wipe the node: the DaemonSet must be readable now, or the cleanup
+    // is disabled for this run.
+    let uninstall_daemonset = match &args.uninstall_daemonset {
+        None => None,
+        Some(ds) => {
+            use dataplane::uninstall::{self, Verdict};
+            match uninstall::is_uninstalling(
+                args.kubeconfig.as_deref(),
+                &args.uninstall_namespace,
+                ds,
+            )
+            .await
+            {
+                Verdict::Staying(_) => Some(ds.clone()),
+                Verdict::Uninstalling(why) => {
+                    tracing::error!(
+                        daemonset = %ds,
+                        namespace = %args.uninstall_namespace,
+                        %why,
+                        "--uninstall-daemonset: not readable at start; cleanup on uninstall disabled"
+                    );
+                    None
+                }
+            }
+        }
+    };
     agent.setup_node().await.context("node setup")?;
     let dp = agent.datapath_pass().await;
     tracing::info!(datapath = %dp.status.datapath, reason = %dp.status.reason, "node datapath");
@@ -325,7 +352,7 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!("shutting down");
     let _ = std::fs::remove_file(&args.cni_socket);
-    if let Some(ds) = &args.uninstall_daemonset {
+    if let Some(ds) = &uninstall_daemonset {
         use dataplane::uninstall::{self, Verdict};
         match uninstall::is_uninstalling(args.kubeconfig.as_deref(), &args.uninstall_namespace, ds)
             .await
