@@ -264,6 +264,12 @@ impl Agent {
         }
     }
 
+    /// Runs forever: moves fast-start pod ports to AF_XDP (see
+    /// [`crate::attach::promote`]).
+    pub async fn run_promotions(self: Arc<Self>) {
+        crate::attach::promote::run(&self.ctx).await;
+    }
+
     /// One datapath pass and its report (see [`crate::node_datapath`]).
     pub async fn datapath_pass(&self) -> crate::datapath::manager::PassOutcome {
         crate::node_datapath::pass(&self.ctx, &self.ovs, self.cfg.vswitchd_ctl.as_deref()).await

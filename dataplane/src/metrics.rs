@@ -27,6 +27,15 @@ pub struct Metrics {
     pub datapath_info: Family<Labels, prometheus_client::metrics::gauge::Gauge>,
     /// `zstack_ovn_stale_megaflow_purges_total` (see [`crate::megaflow_guard`]).
     pub stale_megaflow_purges: Counter,
+    /// `zstack_ovn_cni_add_phase_seconds{phase,datapath}` (see [`crate::attach::phases`]).
+    pub add_phase_seconds: Family<Labels, Histogram>,
+    /// `zstack_ovn_port_promotions_total{result}`: fast-start ports moved to AF_XDP
+    /// (`ok`), that fell back to the kernel path (`fallback`) or whose OVS write failed
+    /// (`error`, retried) — see [`crate::attach::promote`].
+    pub port_promotions: Family<Labels, Counter>,
+    /// `zstack_ovn_port_promotion_wait_seconds`: a fast-start port's ADD answered → its
+    /// AF_XDP port open.
+    pub port_promotion_wait: Histogram,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -82,7 +91,32 @@ impl Metrics {
              (stale verdicts of the userspace revalidator)",
             stale_megaflow_purges.clone(),
         );
+        fn phase_histogram() -> Histogram {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+        }
+        let add_phase_seconds =
+            Family::<Labels, Histogram>::new_with_constructor(phase_histogram as fn() -> Histogram);
+        registry.register(
+            "zstack_ovn_cni_add_phase_seconds",
+            "Time of each phase of a CNI ADD (annotation, plumb, ovs, open, installed) by the port's datapath",
+            add_phase_seconds.clone(),
+        );
+        let port_promotions = Family::<Labels, Counter>::default();
+        registry.register(
+            "zstack_ovn_port_promotions",
+            "Fast-start pod ports moved to AF_XDP (ok), fallen back to the kernel path (fallback) or retried (error)",
+            port_promotions.clone(),
+        );
+        let port_promotion_wait = Histogram::new(exponential_buckets(0.01, 2.0, 12));
+        registry.register(
+            "zstack_ovn_port_promotion_wait_seconds",
+            "Time from a fast-start pod's ADD answer to its AF_XDP port being open",
+            port_promotion_wait.clone(),
+        );
         Metrics {
+            add_phase_seconds,
+            port_promotions,
+            port_promotion_wait,
             stale_megaflow_purges,
             datapath_fallbacks,
             datapath_info,
@@ -126,6 +160,23 @@ impl Metrics {
         }
     }
 
+    /// Records one phase of an ADD (see [`crate::attach::phases`]).
+    pub fn observe_add_phase(&self, phase: &str, datapath: &str, d: Duration) {
+        self.add_phase_seconds
+            .get_or_create(&vec![
+                ("phase".to_string(), phase.to_string()),
+                ("datapath".to_string(), datapath.to_string()),
+            ])
+            .observe(d.as_secs_f64());
+    }
+
+    /// Counts a fast-start port's move (`ok`, `fallback`, `error`).
+    pub fn port_promotion(&self, result: &str) {
+        self.port_promotions
+            .get_or_create(&vec![("result".to_string(), result.to_string())])
+            .inc();
+    }
+
     /// Adds a collector encoded on every render.
     pub fn register_collector(&mut self, c: Box<dyn prometheus_client::collector::Collector>) {
         self.registry.register_collector(c);
@@ -157,8 +208,20 @@ mod tests {
         let m = Metrics::new();
         m.observe("ADD", true, Duration::from_millis(30));
         m.observe("DEL", false, Duration::from_millis(3));
+        m.observe_add_phase("open", "afxdp", Duration::from_millis(140));
+        m.port_promotion("ok");
         let t = m.render();
         assert!(t.contains("zstack_ovn_cni_add_seconds_bucket"), "{t}");
+        assert!(
+            t.contains(
+                r#"zstack_ovn_cni_add_phase_seconds_count{phase="open",datapath="afxdp"} 1"#
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains(r#"zstack_ovn_port_promotions_total{result="ok"} 1"#),
+            "{t}"
+        );
         assert!(t.contains("zstack_ovn_cni_del_seconds_count 1"), "{t}");
         assert!(
             t.contains(r#"zstack_ovn_cni_requests_total{command="ADD",result="ok"} 1"#),

@@ -32,6 +32,7 @@ pub struct NodeCtx {
     metrics: Arc<Metrics>,
     datapath: DatapathManager,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    promotions: crate::attach::promote::Promotions,
 }
 
 /// The parts of a [`NodeCtx`].
@@ -61,6 +62,7 @@ impl NodeCtx {
             metrics: p.metrics,
             datapath: p.datapath,
             locks: Mutex::new(HashMap::new()),
+            promotions: Default::default(),
         }
     }
 
@@ -92,6 +94,12 @@ impl NodeCtx {
     /// The vhost-user interfaces' records.
     pub fn vhost(&self) -> &VhostPorts {
         &self.vhost
+    }
+
+    /// Fast-start ports waiting for AF_XDP, and the ADDs in flight (see
+    /// [`crate::attach::promote`]).
+    pub fn promotions(&self) -> &crate::attach::promote::Promotions {
+        &self.promotions
     }
 
     pub fn metrics(&self) -> &Metrics {

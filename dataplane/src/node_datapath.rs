@@ -20,6 +20,9 @@ pub const AFXDP_OPEN_WAIT: Duration = Duration::from_secs(5);
 pub const PORT_DATAPATH_KEY: &str = "zstack.io/datapath";
 /// `external_ids` key: why (the pod's request, the node's default, or a fallback).
 pub const PORT_REASON_KEY: &str = "zstack.io/datapath-reason";
+/// `external_ids` key: the datapath a fast-start port moves to next (see
+/// [`crate::attach::promote`]); absent once it is there.
+pub const PORT_PENDING_KEY: &str = "zstack.io/datapath-pending";
 
 /// One datapath pass (see [`crate::datapath::manager`]) and its report; `vswitchd_ctl`:
 /// ovs-vswitchd's unixctl socket (its version and PMD threads).

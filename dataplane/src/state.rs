@@ -36,6 +36,10 @@ pub struct SandboxRecord {
     /// AF_XDP settings the port was attached with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub afxdp: Option<crate::datapath::decide::AfxdpPorts>,
+    /// The datapath the port still has to move to (`afxdp.fastStart`: the pod started on
+    /// a kernel port; [`crate::attach::promote`] moves it). `None`: where it belongs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promote_to: Option<crate::datapath::Datapath>,
 }
 
 impl SandboxRecord {
@@ -210,6 +214,7 @@ mod tests {
             datapath: None,
             datapath_reason: None,
             afxdp: None,
+            promote_to: None,
         }
     }
 

@@ -118,6 +118,7 @@ fn record(root: &Path) -> VhostRecord {
             datapath: None,
             datapath_reason: None,
             afxdp: None,
+            promote_to: None,
         },
         config: Default::default(),
         owner: "vm1".into(),

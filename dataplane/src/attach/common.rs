@@ -10,7 +10,7 @@ use cni::error::code;
 use cni::{CniError, CniResult, Interface, IpConfig, Route};
 use ipnet::IpNet;
 
-use crate::node_datapath::{PORT_DATAPATH_KEY, PORT_REASON_KEY};
+use crate::node_datapath::{PORT_DATAPATH_KEY, PORT_PENDING_KEY, PORT_REASON_KEY};
 use crate::ovs::{IFNAME_KEY, POD_KEY, PortSpec, SANDBOX_KEY};
 use crate::pods::PodInfo;
 use crate::state::SandboxRecord;
@@ -70,6 +70,9 @@ pub fn pod_port_spec(r: &SandboxRecord) -> PortSpec {
     iface.insert(PORT_DATAPATH_KEY.to_string(), dp.to_string());
     if let Some(why) = &r.datapath_reason {
         iface.insert(PORT_REASON_KEY.to_string(), why.clone());
+    }
+    if let Some(next) = r.promote_to {
+        iface.insert(PORT_PENDING_KEY.to_string(), next.to_string());
     }
     let (iface_type, options, other_config) = match (&r.afxdp, dp) {
         (Some(a), crate::datapath::Datapath::Afxdp) => (

@@ -31,7 +31,9 @@ use crate::vhost_state::VhostRecord;
 
 pub mod common;
 pub mod errors;
+pub mod phases;
 pub mod primary;
+pub mod promote;
 pub mod secondary;
 #[cfg(test)]
 mod tests;
@@ -161,12 +163,19 @@ pub async fn add(ctx: &NodeCtx, req: &Request) -> Result<CniResult, CniError> {
             "CNI_ARGS lacks K8S_POD_NAMESPACE and K8S_POD_NAME: the agent serves Kubernetes pods only",
         ));
     };
+    // fast-start switches to AF_XDP wait while ADDs are in flight (see [`promote`])
+    let _in_flight = ctx.promotions().add_started();
     let lock = ctx.sandbox_lock(&req.container_id);
     let _guard = lock.lock().await;
-    if let Some(sel) = secondary::selection(ctx, req, &ns, &name).await? {
-        return secondary::add(ctx, req, &conf, sel, budget, start).await;
+    let mut phases = phases::AddPhases::new(start);
+    let result = match secondary::selection(ctx, req, &ns, &name).await? {
+        Some(sel) => secondary::add(ctx, req, &conf, sel, budget, start, &mut phases).await,
+        None => primary::add(ctx, req, &conf, &ns, &name, budget, &mut phases).await,
+    };
+    if result.is_ok() {
+        phases.report(ctx, &format!("{ns}/{name}"), &req.container_id);
     }
-    primary::add(ctx, req, &conf, &ns, &name, budget, start).await
+    result
 }
 
 /// CNI DEL: removes the attachment of (`container_id`, `ifname`); without a record, the

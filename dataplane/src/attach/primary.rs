@@ -2,7 +2,7 @@
 //! IPAM error), then makes a vhost-user interface ([`super::vhost`]) when the pod or its
 //! network config asks for one, a veth ([`super::veth`]) otherwise.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use api::keys::IPAM_ERROR;
 use api::pod_networks::POD_NETWORKS;
@@ -24,8 +24,9 @@ pub async fn add(
     ns: &str,
     name: &str,
     budget: Duration,
-    start: Instant,
+    phases: &mut super::phases::AddPhases,
 ) -> Result<CniResult, CniError> {
+    let start = phases.started();
     let key = format!("{ns}/{name}");
     // 1. the controller's annotation (or its IPAM error)
     let ready =
@@ -49,13 +50,14 @@ pub async fn add(
         return Err(refused(format!("pod {key}: IPAM error: {msg}")));
     }
     let addrs = pod_addrs(&pod)?;
+    phases.lap("annotation");
     if let Some(v) = super::vhost::requested(conf, &pod)? {
         let left = budget
             .saturating_sub(start.elapsed())
             .max(Duration::from_millis(200));
-        return super::vhost::add(ctx, req, conf, &pod, addrs, v, None, left).await;
+        return super::vhost::add(ctx, req, conf, &pod, addrs, v, None, left, phases).await;
     }
 
     let left = budget.saturating_sub(start.elapsed());
-    super::veth::add(ctx, req, conf, &pod, addrs, left).await
+    super::veth::add(ctx, req, conf, &pod, addrs, left, phases).await
 }

@@ -76,6 +76,7 @@ pub async fn add(
     sel: NetworkSelection,
     budget: Duration,
     start: Instant,
+    phases: &mut super::phases::AddPhases,
 ) -> Result<CniResult, CniError> {
     let nad = sel.nad_key();
     let key = format!("{}/{}", sel_pod_ns(req), sel_pod_name(req));
@@ -109,10 +110,11 @@ pub async fn add(
     // the primary interface keeps the default route
     addrs.gateways.clear();
     addrs.routes.clear();
+    phases.lap("annotation");
     let left = budget
         .saturating_sub(start.elapsed())
         .max(Duration::from_millis(200));
-    super::vhost::add(ctx, req, conf, &pod, addrs, cfg, Some(nad), left).await
+    super::vhost::add(ctx, req, conf, &pod, addrs, cfg, Some(nad), left, phases).await
 }
 
 fn sel_pod_ns(req: &Request) -> String {

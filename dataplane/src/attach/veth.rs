@@ -29,6 +29,7 @@ pub async fn add(
     pod: &PodInfo,
     addrs: PodAddrs,
     budget: Duration,
+    phases: &mut super::phases::AddPhases,
 ) -> Result<CniResult, CniError> {
     let start = Instant::now();
     let key = pod.key();
@@ -50,9 +51,16 @@ pub async fn add(
         datapath: None,
         datapath_reason: None,
         afxdp: None,
+        promote_to: None,
     };
     choose_port(ctx, &mut rec, &pod.annotations).await;
+    fast_start(&mut rec);
+    phases.datapath = rec.datapath.unwrap_or(Datapath::Kernel).to_string();
+    if let Some(then) = rec.promote_to {
+        phases.then = then.to_string();
+    }
     plumb(ctx, &rec).await?;
+    phases.lap("plumb");
     ctx.state().put_async(&rec).await.map_err(|e| {
         CniError::new(
             code::IO_FAILURE,
@@ -65,10 +73,14 @@ pub async fn add(
         .ensure_port(&pod_port_spec(&rec))
         .await
         .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, format!("pod {key}: OVS port: {e}")))?;
-    if confirm_port(ctx, &mut rec).await
-        && let Err(e) = ctx.state().put_async(&rec).await
-    {
-        tracing::warn!(sandbox = %rec.key(), error = %e, "persisting the port's fallback failed");
+    phases.lap("ovs");
+    if rec.datapath == Some(Datapath::Afxdp) {
+        let changed = confirm_port(ctx, &mut rec).await;
+        phases.lap("open");
+        phases.datapath = rec.datapath.unwrap_or(Datapath::Kernel).to_string();
+        if changed && let Err(e) = ctx.state().put_async(&rec).await {
+            tracing::warn!(sandbox = %rec.key(), error = %e, "persisting the port's fallback failed");
+        }
     }
     let left = budget
         .saturating_sub(start.elapsed())
@@ -77,7 +89,20 @@ pub async fn add(
         .wait_installed(&rec.host_ifname, &rec.iface_id(), left)
         .await
         .map_err(|e| CniError::new(code::PORT_NOT_READY, format!("pod {key}: {e}")))?;
+    phases.lap("installed");
+    if rec.promote_to.is_some() {
+        ctx.promotions().queued(&rec.key());
+    }
     Ok(cni_result(&rec, None))
+}
+
+/// `afxdp.fastStart`: an AF_XDP port starts as a kernel port and moves later (see
+/// [`super::promote`]); the veth keeps the AF_XDP queues and receive steering.
+fn fast_start(rec: &mut SandboxRecord) {
+    if rec.datapath == Some(Datapath::Afxdp) && rec.afxdp.as_ref().is_some_and(|a| a.fast_start) {
+        rec.datapath = Some(Datapath::Kernel);
+        rec.promote_to = Some(Datapath::Afxdp);
+    }
 }
 
 /// Creates (or repairs) the pod's veth pair.
@@ -258,6 +283,7 @@ pub async fn confirm_port(ctx: &NodeCtx, rec: &mut SandboxRecord) -> bool {
     rec.datapath = Some(Datapath::Kernel);
     rec.datapath_reason = Some(format!("fallback: {error}"));
     rec.afxdp = None;
+    rec.promote_to = None;
     if let Err(e) = ctx.ovs().ensure_port(&pod_port_spec(rec)).await {
         tracing::warn!(error = %e, "switching the port to the kernel path failed");
     }

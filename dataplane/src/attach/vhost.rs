@@ -149,8 +149,11 @@ pub async fn add(
     cfg: VhostUserConfig,
     network: Option<String>,
     wait: Duration,
+    phases: &mut super::phases::AddPhases,
 ) -> Result<CniResult, CniError> {
     let key = pod.key();
+    phases.kind = "vhost";
+    phases.datapath = crate::datapath::Datapath::Dpdk.to_string();
     // what the request itself gets wrong first, then what the node lacks
     let owner = owner_name(&pod.name, &pod.annotations).to_string();
     let root = cfg
@@ -231,6 +234,7 @@ pub async fn add(
             datapath: Some(crate::datapath::Datapath::Dpdk),
             datapath_reason: Some("vhost-user interface".into()),
             afxdp: None,
+            promote_to: None,
         },
         config: cfg,
         owner,
@@ -243,11 +247,13 @@ pub async fn add(
         .put(&rec)
         .map_err(|e| io_failure(format!("pod {key}: persist vhost record: {e}")))?;
     prepare_dir(ctx, &rec, &layout, true).await?;
+    phases.lap("plumb");
 
     ctx.ovs()
         .ensure_port(&port_spec(&rec, &layout.socket))
         .await
         .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, format!("pod {key}: OVS port: {e}")))?;
+    phases.lap("ovs");
     if let Err(e) = ctx
         .ovs()
         .wait_installed(&layout.port_name, &rec.iface_id(), wait)
@@ -265,6 +271,7 @@ pub async fn add(
             format!("pod {key}: {e}{why}"),
         ));
     }
+    phases.lap("installed");
     let info = DeviceInfo::server(layout.device_path());
     if let Some(f) = &rec.device_info_file {
         info.write_file(f).map_err(|e| {
@@ -480,6 +487,7 @@ mod tests {
                 datapath: None,
                 datapath_reason: None,
                 afxdp: None,
+                promote_to: None,
             },
             config: VhostUserConfig {
                 queues: 2,

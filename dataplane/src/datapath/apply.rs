@@ -218,6 +218,7 @@ mod tests {
                 mode: "native".into(),
                 rxq_affinity: None,
                 rx_cpus: None,
+                fast_start: true,
             },
             mtu: None,
             allocate_hugepages: None,

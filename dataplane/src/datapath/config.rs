@@ -51,6 +51,13 @@ pub struct AfxdpConfig {
     /// online CPUs that are neither PMD CPUs nor isolated) or a cpulist (`"0,2-3"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_cpus: Option<String>,
+    /// `true` (default): a new pod starts on a kernel port, answered as fast as on the
+    /// kernel datapath, and the agent moves it to AF_XDP in the background once the burst
+    /// of ADDs is over (ovs-vswitchd opens an AF_XDP port in ~110–180 ms, one at a time:
+    /// on the ADD's path a 30-pod burst waited seconds). The pod's traffic pauses once for
+    /// that switch. `false`: the ADD opens the AF_XDP port itself and waits for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_start: Option<bool>,
 }
 
 /// Everything an operator can set. Field names are the YAML/JSON keys (camelCase).
@@ -216,6 +223,7 @@ impl DatapathConfig {
                 queues: b.queues.or(a.queues),
                 mode: b.mode.clone().or_else(|| a.mode.clone()),
                 rx_cpus: b.rx_cpus.clone().or_else(|| a.rx_cpus.clone()),
+                fast_start: b.fast_start.or(a.fast_start),
             });
         }
         merged

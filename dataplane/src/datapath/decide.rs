@@ -99,6 +99,10 @@ pub struct AfxdpPorts {
     /// as a cpulist; `None`: left to the kernel (the PMD's core does it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_cpus: Option<String>,
+    /// New pods start on a kernel port and move to AF_XDP in the background
+    /// (`afxdp.fastStart`, see [`crate::attach::promote`]).
+    #[serde(default)]
+    pub fast_start: bool,
 }
 
 /// Hugepages the agent should allocate before applying (when `allocate` is on).
@@ -542,6 +546,7 @@ pub fn decide(
             mode,
             rxq_affinity,
             rx_cpus,
+            fast_start: ax.fast_start.unwrap_or(true),
         },
         mtu,
         allocate_hugepages,

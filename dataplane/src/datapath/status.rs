@@ -128,6 +128,7 @@ impl DatapathStatus {
                 mode: "native".into(),
                 rxq_affinity: None,
                 rx_cpus: None,
+                fast_start: true,
             },
             cpu_dma_latency_us: None,
             restart_required: vec![],
