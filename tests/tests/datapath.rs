@@ -374,11 +374,19 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
     for field in ["datapath=kernel", "then=afxdp", "open_ms=-1"] {
         assert!(add.contains(field), "{field} not in {add}");
     }
-    assert!(
-        log.lines()
-            .any(|l| l.contains("pod port moved to AF_XDP") && l.contains("default/fast")),
-        "the switch is logged:\n{log}"
-    );
+    // logged once ovs-vswitchd confirmed the switch (the type in the database is earlier)
+    let t0 = std::time::Instant::now();
+    while !agent_log(&z)
+        .lines()
+        .any(|l| l.contains("pod port moved to AF_XDP") && l.contains("default/fast"))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the switch is logged:\n{}",
+            agent_log(&z)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // the PMD thread ovs-vswitchd runs for it is reported (on the next 5 s pass)
     wait_status(&z, &n1, "PMD thread on CPU 1 reported", |s| {
         s["pmdThreads"] == json!([{"cpu": 1, "numa": 0}])

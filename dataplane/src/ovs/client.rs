@@ -146,6 +146,7 @@ impl Ovs {
                         OC::IfaceTypes,
                         OC::DatapathTypes,
                         OC::Datapaths,
+                        OC::CurCfg,
                     ]),
                     // `capabilities` (see `ct_zero_snat`)
                     MonitorRequest::of_columns::<Datapath>(&[DatapathColumn::Capabilities]),
