@@ -33,8 +33,10 @@ use crate::state::SandboxRecord;
 
 /// How long no ADD must have been in flight before a switch starts.
 pub const QUIET: Duration = Duration::from_millis(300);
-/// The longest a pending port waits for a quiet moment.
-pub const MAX_DEFER: Duration = Duration::from_secs(5);
+/// The longest a pending port waits for a quiet moment. Long: a switch delays an ADD
+/// that arrives meanwhile by up to its own time (ovs-vswitchd's main thread is busy with
+/// it), and a pod on the kernel path works, only slower.
+pub const MAX_DEFER: Duration = Duration::from_secs(30);
 /// How often the records are re-read without a wake-up (after a restart, a failure).
 const RESCAN: Duration = Duration::from_secs(2);
 /// A switch that failed is retried after this long.
