@@ -34,6 +34,7 @@ pub mod errors;
 pub mod phases;
 pub mod primary;
 pub mod promote;
+pub mod promote_queue;
 pub mod secondary;
 #[cfg(test)]
 mod tests;

@@ -8,9 +8,10 @@
 //! `type` costs ovs-vswitchd the same, but nobody waits for it: the ofport stays, so
 //! ovn-controller's flows stay, and the pod's own traffic pauses once, for that switch.
 //!
-//! When: the switches wait until no ADD has been in flight for [`QUIET`] (a burst's ADDs
-//! do not queue behind them in ovs-vswitchd), but never longer than [`MAX_DEFER`] for
-//! the oldest pending port (steady churn cannot starve them). One port per OVS
+//! When: the switches wait until no ADD has been in flight for
+//! [`super::promote_queue::QUIET`] (a burst's ADDs do not queue behind them in
+//! ovs-vswitchd), but never longer than [`super::promote_queue::MAX_DEFER`] for the
+//! oldest pending port (steady churn cannot starve them). One port per OVS
 //! transaction, oldest first, each under its sandbox lock and re-read under it (a DEL in
 //! flight wins). The pending state is in the sandbox record ([`SandboxRecord::promote_to`])
 //! and on the port (`external_ids:zstack.io/datapath-pending`): an agent restart picks it
@@ -21,8 +22,6 @@
 //! the switch took), `zstack_ovn_port_promotions_total{result}` and
 //! `zstack_ovn_port_promotion_wait_seconds` (ADD answered → AF_XDP open).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::common::pod_port_spec;
@@ -31,100 +30,12 @@ use crate::node::NodeCtx;
 use crate::node_datapath::AFXDP_OPEN_WAIT;
 use crate::state::SandboxRecord;
 
-/// How long no ADD must have been in flight before a switch starts.
-pub const QUIET: Duration = Duration::from_millis(300);
-/// The longest a pending port waits for a quiet moment. Long: a switch delays an ADD
-/// that arrives meanwhile by up to its own time (ovs-vswitchd's main thread is busy with
-/// it), and a pod on the kernel path works, only slower.
-pub const MAX_DEFER: Duration = Duration::from_secs(30);
+pub use super::promote_queue::Promotions;
+
 /// How often the records are re-read without a wake-up (after a restart, a failure).
 const RESCAN: Duration = Duration::from_secs(2);
 /// A switch that failed is retried after this long.
 const RETRY: Duration = Duration::from_secs(5);
-
-/// The ADDs in flight and the pending ports' queue times (shared by the ADD path and
-/// [`run`]).
-#[derive(Debug, Default)]
-pub struct Promotions {
-    inner: Mutex<Inner>,
-    wake: tokio::sync::Notify,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    in_flight: usize,
-    last_add: Option<Instant>,
-    /// sandbox key → when it was queued (or last failed).
-    queued_at: HashMap<String, Instant>,
-}
-
-/// Held by an ADD while it runs (see [`Promotions::add_started`]).
-pub struct AddInFlight<'a>(&'a Promotions);
-
-impl Drop for AddInFlight<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut i) = self.0.inner.lock() {
-            i.in_flight = i.in_flight.saturating_sub(1);
-            i.last_add = Some(Instant::now());
-        }
-        self.0.wake.notify_one();
-    }
-}
-
-impl Promotions {
-    /// An ADD starts: switches wait until it and its burst are over.
-    pub fn add_started(&self) -> AddInFlight<'_> {
-        if let Ok(mut i) = self.inner.lock() {
-            i.in_flight += 1;
-        }
-        AddInFlight(self)
-    }
-
-    /// A port of sandbox `key` waits for its switch.
-    pub fn queued(&self, key: &str) {
-        if let Ok(mut i) = self.inner.lock() {
-            i.queued_at
-                .entry(key.to_string())
-                .or_insert_with(Instant::now);
-        }
-        self.wake.notify_one();
-    }
-
-    /// How long no ADD has been in flight (`None`: one is).
-    fn quiet_for(&self) -> Option<Duration> {
-        let i = self.inner.lock().ok()?;
-        if i.in_flight > 0 {
-            return None;
-        }
-        Some(i.last_add.map_or(Duration::MAX, |t| t.elapsed()))
-    }
-
-    /// When `key` was queued (now, for one first seen here: a record read after a start).
-    fn queued_at(&self, key: &str) -> Instant {
-        self.inner
-            .lock()
-            .map(|mut i| {
-                *i.queued_at
-                    .entry(key.to_string())
-                    .or_insert_with(Instant::now)
-            })
-            .unwrap_or_else(|_| Instant::now())
-    }
-
-    fn set_queued_at(&self, key: &str, at: Option<Instant>) {
-        if let Ok(mut i) = self.inner.lock() {
-            match at {
-                Some(t) => i.queued_at.insert(key.to_string(), t),
-                None => i.queued_at.remove(key),
-            };
-        }
-    }
-
-    /// Whether a switch may start now, given the oldest pending port's queue time.
-    fn may_start(&self, oldest: Instant) -> bool {
-        self.quiet_for().is_some_and(|q| q >= QUIET) || oldest.elapsed() >= MAX_DEFER
-    }
-}
 
 /// The records whose port still has to move, oldest queued first (with their queue time).
 fn pending(ctx: &NodeCtx) -> Vec<(Instant, SandboxRecord)> {
@@ -224,31 +135,4 @@ async fn promote_one(ctx: &NodeCtx, rec: SandboxRecord, queued: Instant) {
     tracing::info!(%pod, port = %r.host_ifname, datapath = %dp,
         waited_ms = waited.as_millis() as u64, switch_ms = switch.as_millis() as u64,
         "pod port moved to AF_XDP");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn switches_wait_for_a_quiet_moment_but_not_forever() {
-        let p = Promotions::default();
-        let now = Instant::now();
-        assert!(p.may_start(now), "no ADD ever: quiet");
-        let g = p.add_started();
-        assert!(!p.may_start(now), "an ADD in flight");
-        let long_ago = now.checked_sub(MAX_DEFER).unwrap_or(now);
-        assert!(
-            p.may_start(long_ago) || long_ago == now,
-            "the oldest waited MAX_DEFER"
-        );
-        drop(g);
-        assert!(!p.may_start(Instant::now()), "an ADD just ended");
-        p.queued("c/eth0");
-        let first = p.queued_at("c/eth0");
-        p.queued("c/eth0");
-        assert_eq!(p.queued_at("c/eth0"), first, "queued once");
-        p.set_queued_at("c/eth0", None);
-        assert!(p.queued_at("c/eth0") >= first);
-    }
 }
