@@ -34,5 +34,8 @@ pub mod guard_bench;
 pub mod host;
 pub mod netpol_bench;
 pub mod ovsdb_insert;
+pub mod phase_log;
+pub mod pod_burst;
 pub mod service_lb;
+pub mod traffic_gap;
 pub mod vhost_bench;
