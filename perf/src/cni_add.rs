@@ -15,8 +15,8 @@
 //!   result; pods/s over the loop (netns + apply + ADD per pod);
 //! - **concurrent**: `concurrent` pods applied together, their ADDs started together
 //!   (barrier); latencies and pods/s from the apply to the last result; on fast-start nodes
-//!   also the time until every one of them is on AF_XDP (the agent's `pod port moved to
-//!   AF_XDP` lines);
+//!   also the time until every one of them is switched (the agent's `pod port moved to
+//!   AF_XDP` lines) and really open as AF_XDP in ovs-vswitchd ([`crate::vswitchd_ports`]);
 //! - **phases**: the agent's `CNI ADD phases` line of each ADD (see
 //!   [`crate::phase_log`]): p50/p99 per phase, fast starts, pool hits;
 //! - the ratio to the kernel node's figures (same run).
@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 use crate::host::{heavy_lock, run_ok, which};
 pub use crate::phase_log::percentile;
 use crate::phase_log::{AgentLog, PhaseStats, finite};
+use crate::vswitchd_ports::wait_open;
 
 /// Issue #17: sequential ADD p99 on afxdp/dpdk within this factor of the kernel path's.
 pub const TARGET_P99_VS_KERNEL: f64 = 2.0;
@@ -126,8 +127,8 @@ impl PathSpec {
 /// A lab node's datapath and whether its AF_XDP pods start fast.
 pub type NodePlan = (String, bool);
 
-/// (when, datapath, switch_ms) of one `moved to AF_XDP` line.
-type MoveSeen = (f64, String, f64);
+/// (when, datapath, switch_ms, port) of one `moved to AF_XDP` line.
+type MoveSeen = (f64, String, f64, String);
 
 /// The lab's node datapaths ((datapath, fast start) per node, in node order) and the
 /// paths measured on them, for the datapaths asked.
@@ -186,8 +187,10 @@ pub struct PathReport {
     pub concurrent: Series,
     pub phases_sequential: PhaseStats,
     pub phases_concurrent: PhaseStats,
-    /// Concurrent apply → the last of those pods on AF_XDP (fast-start paths).
+    /// Concurrent apply → the last of those pods' `moved to AF_XDP` line (fast-start paths).
     pub all_afxdp_s: Option<f64>,
+    /// Concurrent apply → all of them open as AF_XDP in ovs-vswitchd (`dpctl/show`).
+    pub all_open_s: Option<f64>,
     pub switch_ms: Vec<f64>,
     pub fell_back: usize,
 }
@@ -241,7 +244,8 @@ impl Report {
                     },
                     "phases": {"sequential": p.phases_sequential.to_json(),
                                "concurrent": p.phases_concurrent.to_json()},
-                    "concurrent_all_on_afxdp_s": p.all_afxdp_s.map(finite),
+                    "concurrent_all_moved_to_afxdp_s": p.all_afxdp_s.map(finite),
+                    "concurrent_all_open_as_afxdp_in_vswitchd_s": p.all_open_s.map(finite),
                     "switch_p50_ms": finite(percentile(&p.switch_ms, 0.5)),
                     "switch_max_ms": finite(percentile(&p.switch_ms, 1.0)),
                     "fell_back": p.fell_back,
@@ -343,10 +347,11 @@ impl Report {
             s += &format!("  {:<22} at once:    {}\n", "", p.phases_concurrent.line());
             if let Some(t) = p.all_afxdp_s {
                 s += &format!(
-                    "  {:<22} the {} pods added at once all on AF_XDP {t:.2} s after the apply; \
-                     switch p50 {:.0} ms, max {:.0} ms{}\n",
+                    "  {:<22} the {} pods added at once: all moved {t:.2} s after the apply, \
+                     all open as AF_XDP in ovs-vswitchd {:.2} s; switch p50 {:.0} ms, max {:.0} ms{}\n",
                     "",
                     self.config.concurrent,
+                    p.all_open_s.unwrap_or(f64::NAN),
                     percentile(&p.switch_ms, 0.5),
                     percentile(&p.switch_ms, 1.0),
                     if p.fell_back > 0 {
@@ -464,6 +469,8 @@ struct NodeInfo {
     db: String,
     socket: PathBuf,
     log: PathBuf,
+    /// ovs-vswitchd's control socket.
+    ctl: PathBuf,
 }
 
 /// A shim ADD (torn down with DEL).
@@ -590,6 +597,7 @@ impl Bench {
                 db: st.db_remote.clone(),
                 socket: lab::state::Layout::new(&self.lab_dir).node_cni_socket(i + 1),
                 log: self.cfg.dir.join(format!("agent-node{}.log", i + 1)),
+                ctl: st.dir.join("run/ovs-vswitchd.ctl"),
             });
         }
         lab.start_apiserver(zovn)
@@ -672,7 +680,18 @@ impl Bench {
         let seq_wall = t0.elapsed().as_secs_f64();
         if p.moves() {
             // the sequential pods' switches done before the concurrent burst
-            self.wait_moved(p, &seq)?;
+            let (_, moved) = self.wait_moved(p, &seq)?;
+            let ports: Vec<String> = moved
+                .into_iter()
+                .filter(|(_, dp, _, _)| dp == "afxdp")
+                .map(|(_, _, _, port)| port)
+                .collect();
+            let node = self.node(p.node)?;
+            wait_open(
+                &[(node.netns.clone(), node.ctl.clone())],
+                &ports,
+                MOVE_TIMEOUT,
+            )?;
         }
         eprintln!("cni-add: {}: {} ADDs at once", p.label, self.cfg.concurrent);
         let (conc, conc_wall, conc_apply) = self.ours_concurrent(p)?;
@@ -696,11 +715,23 @@ impl Bench {
             let (log, moved) = self.wait_moved(p, &conc)?;
             r.all_afxdp_s = moved
                 .iter()
-                .map(|(at, _, _)| *at)
+                .map(|(at, _, _, _)| *at)
                 .reduce(f64::max)
                 .map(|t| t - conc_apply);
-            r.fell_back = moved.iter().filter(|(_, dp, _)| dp != "afxdp").count();
-            r.switch_ms = moved.iter().map(|(_, _, ms)| *ms).collect();
+            r.fell_back = moved.iter().filter(|(_, dp, _, _)| dp != "afxdp").count();
+            r.switch_ms = moved.iter().map(|(_, _, ms, _)| *ms).collect();
+            let ports: Vec<String> = moved
+                .iter()
+                .filter(|(_, dp, _, _)| dp == "afxdp")
+                .map(|(_, _, _, port)| port.clone())
+                .collect();
+            let node = self.node(p.node)?;
+            let open = wait_open(
+                &[(node.netns.clone(), node.ctl.clone())],
+                &ports,
+                MOVE_TIMEOUT,
+            )?;
+            r.all_open_s = Some(open - conc_apply);
             log
         } else {
             AgentLog::read(&self.node(p.node)?.log)
@@ -736,7 +767,7 @@ impl Bench {
             let moved: Vec<MoveSeen> = log
                 .moved_of(&pods)
                 .into_iter()
-                .map(|m| (m.at, m.datapath.clone(), m.switch_ms))
+                .map(|m| (m.at, m.datapath.clone(), m.switch_ms, m.port.clone()))
                 .collect();
             if pods.len() == samples.len() && moved.len() == samples.len() {
                 return Ok((log, moved));

@@ -10,7 +10,8 @@
 //!
 //! Per run, from both agents' logs (see [`crate::phase_log`]): the ADD p50/p99 and per
 //! phase, how many ADDs started fast (`then=afxdp`), the time from the apply until every
-//! burst pod's port is on AF_XDP (the last `pod port moved to AF_XDP` line) and the
+//! burst pod's port is switched (the last `pod port moved to AF_XDP` line) and until
+//! ovs-vswitchd really has every one open as AF_XDP ([`crate::vswitchd_ports`]), and the
 //! switches' `switch_ms`.
 //!
 //! Then the traffic probe (every datapath, kernel as the reference): between the two
@@ -36,6 +37,7 @@ use serde_json::{Value, json};
 use crate::host::{heavy_lock, teardown_lab};
 use crate::phase_log::{AgentLog, PhaseStats, finite, percentile};
 use crate::traffic_gap::{PingGaps, Probe, ProbeReport};
+use crate::vswitchd_ports::wait_open;
 
 /// Targets from the issue.
 pub const TARGET_READY_VS_KERNEL: f64 = 1.5;
@@ -124,8 +126,11 @@ pub struct Run {
     pub adds: PhaseStats,
     /// Agent-side ADD durations of the burst pods (seconds).
     pub add_s: Vec<f64>,
-    /// Apply → the last burst pod on AF_XDP (seconds); `None` when ports start there.
+    /// Apply → the last burst pod's `moved to AF_XDP` line (seconds); `None` when ports
+    /// start on AF_XDP.
     pub all_afxdp_s: Option<f64>,
+    /// Apply → every burst pod's port open as AF_XDP in ovs-vswitchd (`dpctl/show`).
+    pub all_open_s: Option<f64>,
     /// Burst pods moved / fell back to the kernel path.
     pub moved: usize,
     pub fell_back: usize,
@@ -146,7 +151,8 @@ impl Run {
             "add_p50_ms": finite(percentile(&self.add_s, 0.5) * 1e3),
             "add_p99_ms": finite(percentile(&self.add_s, 0.99) * 1e3),
             "phases": self.adds.to_json(),
-            "all_on_afxdp_s": self.all_afxdp_s.map(finite),
+            "all_moved_to_afxdp_s": self.all_afxdp_s.map(finite),
+            "all_open_as_afxdp_in_vswitchd_s": self.all_open_s.map(finite),
             "moved": self.moved, "fell_back": self.fell_back,
             "switch_p50_ms": finite(percentile(&self.switch_ms, 0.5)),
             "switch_max_ms": finite(percentile(&self.switch_ms, 1.0)),
@@ -231,7 +237,7 @@ impl Report {
             "pod-burst: {} pods at once on a fresh 2-node lab per datapath and round \
              (targets: all Ready <= {TARGET_READY_VS_KERNEL}x kernel, ADD p99 < {TARGET_ADD_P99_S} s, \
              longest gap < {TARGET_GAP_MS} ms, no reset)\n\
-             {:<22} {:>2} {:>8} {:>7} {:>6} {:>8} {:>8} {:>5} {:>9} {:>12}  targets\n",
+             {:<22} {:>2} {:>8} {:>7} {:>6} {:>8} {:>8} {:>5} {:>9} {:>9} {:>12}  targets\n",
             self.config.pods,
             "datapath",
             "r",
@@ -241,7 +247,8 @@ impl Report {
             "p50 ms",
             "p99 ms",
             "fast",
-            "AF_XDP s",
+            "moved s",
+            "open s",
             "switch ms"
         );
         for r in &self.runs {
@@ -249,7 +256,7 @@ impl Report {
                 s += &format!("{:<22} {:>2} FAILED: {e}\n", r.label, r.round);
                 continue;
             }
-            let afxdp = match r.all_afxdp_s {
+            let at = |x: Option<f64>| match x {
                 Some(x) => format!("{x:.2}"),
                 None if r.label.starts_with("kernel") => "-".into(),
                 None => "at ADD".into(),
@@ -264,7 +271,7 @@ impl Report {
                 )
             };
             s += &format!(
-                "{:<22} {:>2} {:>8.2} {:>6.2}x {:>6} {:>8.0} {:>8.0} {:>5} {:>9} {:>12}  {}\n",
+                "{:<22} {:>2} {:>8.2} {:>6.2}x {:>6} {:>8.0} {:>8.0} {:>5} {:>9} {:>9} {:>12}  {}\n",
                 r.label,
                 r.round,
                 r.ready_s,
@@ -273,7 +280,8 @@ impl Report {
                 percentile(&r.add_s, 0.5) * 1e3,
                 percentile(&r.add_s, 0.99) * 1e3,
                 r.adds.fast,
-                afxdp,
+                at(r.all_afxdp_s),
+                at(r.all_open_s),
                 switch,
                 verdict_text(&self.verdicts(r))
             );
@@ -371,6 +379,9 @@ pub fn run(cfg: Config) -> Result<Report> {
     }
     let _lock = heavy_lock("pod-burst")?;
     std::fs::create_dir_all(&cfg.dir).with_context(|| format!("create {}", cfg.dir.display()))?;
+    if let Some(keep) = &cfg.keep_logs {
+        std::fs::create_dir_all(keep).with_context(|| format!("create {}", keep.display()))?;
+    }
     let mut runs = Vec::new();
     let mut n = 0;
     for round in 1..=cfg.rounds {
@@ -582,6 +593,12 @@ fn one_run(
     .context("apply the Subnet")?;
     api.wait(Duration::from_secs(20))?;
 
+    let vswitchds: Vec<(String, PathBuf)> = lab
+        .nodes()
+        .iter()
+        .map(|n| (n.netns.clone(), n.dir.join("run/ovs-vswitchd.ctl")))
+        .collect();
+
     // the probe pods, on every datapath (the same warm-up everywhere)
     let probes: Vec<String> = vec!["probe-a".into(), "probe-b".into()];
     api.apply(probes.iter().map(|n| pod(n, Some("node1"))).collect())
@@ -643,12 +660,18 @@ fn one_run(
         r.fell_back = moved.iter().filter(|m| m.datapath != "afxdp").count();
         r.moved = moved.len() - r.fell_back;
         r.switch_ms = moved.iter().map(|m| m.switch_ms).collect();
+        let ports: Vec<String> = moved
+            .iter()
+            .filter(|m| m.datapath == "afxdp")
+            .map(|m| m.port.clone())
+            .collect();
+        r.all_open_s = Some(wait_open(&vswitchds, &ports, MOVE_TIMEOUT)? - t_wall);
     }
 
     // traffic between the probe pods while pods are added on node1
     if cfg.probe_pods > 0 {
         let probe = Probe::start(
-            &cfg.dir,
+            cfg.keep_logs.as_deref().unwrap_or(&cfg.dir),
             &format!("{prefix}-probe"),
             &a_ns,
             &b_ns,
@@ -664,7 +687,14 @@ fn one_run(
             .context("apply the probe burst")?;
         wait_ready(&mut api, &more)?;
         if v.moves() {
-            wait_moved(lab_dir, &keys(&more))?;
+            let log = wait_moved(lab_dir, &keys(&more))?;
+            let ports: Vec<String> = log
+                .moved_of(&keys(&more))
+                .iter()
+                .filter(|m| m.datapath == "afxdp")
+                .map(|m| m.port.clone())
+                .collect();
+            wait_open(&vswitchds, &ports, MOVE_TIMEOUT)?;
         }
         r.probe_burst_s = t0.elapsed().as_secs_f64();
         let covered = now() < probe.started_at() + f64::from(cfg.probe_seconds);
