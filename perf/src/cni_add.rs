@@ -27,8 +27,11 @@
 //! off`, `ovs-vsctl add-port ... external_ids:iface-id=...`, `ovs-vsctl wait-until
 //! Interface ... external_ids:ovn-installed=true` — one pod after another.
 //!
-//! One warm-up pod per node is not counted. Everything is torn down at the end (DEL per
-//! pod, netns deleted, agents stopped, lab down), also when a step fails.
+//! One warm-up pod per path is not counted. Each path's pods are deleted (DEL timed) before
+//! the next path starts, so paths do not add to each other's load (an AF_XDP port costs
+//! ovs-vswitchd ~75 MiB); a path that fails is reported and the next one runs. Everything
+//! is torn down at the end (DEL per pod, netns deleted, agents stopped, lab down), also
+//! when a step fails.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -193,6 +196,10 @@ pub struct PathReport {
     pub all_open_s: Option<f64>,
     pub switch_ms: Vec<f64>,
     pub fell_back: usize,
+    /// DEL of this path's pods (after it was measured).
+    pub del: Series,
+    /// Why the path could not be measured (the other paths still are).
+    pub error: Option<String>,
 }
 
 /// What one run measured.
@@ -204,13 +211,13 @@ pub struct Report {
     pub baseline: Series,
     /// The baseline's time per step (seconds per pod, in order).
     pub baseline_steps: Vec<(&'static str, Vec<f64>)>,
-    /// DEL latencies at teardown (every path).
-    pub del: Series,
 }
 
 impl Report {
     fn kernel(&self) -> Option<&PathReport> {
-        self.paths.iter().find(|p| p.label == "kernel")
+        self.paths
+            .iter()
+            .find(|p| p.label == "kernel" && p.error.is_none())
     }
 
     /// Sequential p99 within 2x the kernel path's (afxdp/dpdk paths; `None` elsewhere).
@@ -250,6 +257,8 @@ impl Report {
                     "switch_max_ms": finite(percentile(&p.switch_ms, 1.0)),
                     "fell_back": p.fell_back,
                     "sequential_p99_within_2x_kernel": self.p99_verdict(p),
+                    "del": p.del.to_json(),
+                    "error": p.error,
                 })
             })
             .collect();
@@ -263,7 +272,6 @@ impl Report {
                 json!({"step": name, "p50_ms": finite(percentile(v, 0.5) * 1e3),
                        "p99_ms": finite(percentile(v, 0.99) * 1e3), "mean_ms": finite(mean(v) * 1e3)})
             }).collect::<Vec<_>>(),
-            "del": self.del.to_json(),
         })
     }
 
@@ -300,6 +308,9 @@ impl Report {
             )
         };
         for p in &self.paths {
+            if let Some(e) = &p.error {
+                s += &format!("{:<24} FAILED: {e}\n", p.label);
+            }
             s += &line(
                 &p.label,
                 "sequential",
@@ -329,14 +340,16 @@ impl Report {
                 );
             }
         }
-        s += &format!(
-            "{:<24} {:<14} {:>8.1} {:>8.1} {:>8.1}\n",
-            "DEL (teardown)",
-            "sequential",
-            self.del.p(0.5) * 1e3,
-            self.del.p(0.99) * 1e3,
-            self.del.pods_per_s()
-        );
+        for p in &self.paths {
+            s += &format!(
+                "{:<24} {:<14} {:>8.1} {:>8.1} {:>8.1}\n",
+                format!("{} DEL", p.label),
+                "sequential",
+                p.del.p(0.5) * 1e3,
+                p.del.p(0.99) * 1e3,
+                p.del.pods_per_s()
+            );
+        }
         s += "where an ADD's time goes (agents' `CNI ADD phases` lines; total = request -> result):\n";
         for p in &self.paths {
             s += &format!(
@@ -444,8 +457,8 @@ pub fn run(cfg: Config) -> Result<Report> {
         }
     }
     let teardown = bench.teardown();
-    let (mut report, del) = match (result, teardown) {
-        (Ok(r), Ok(del)) => (r, del),
+    let report = match (result, teardown) {
+        (Ok(r), Ok(())) => r,
         (Err(e), t) => {
             if let Err(te) = t {
                 eprintln!("teardown after the failure also failed: {te:#}");
@@ -454,7 +467,6 @@ pub fn run(cfg: Config) -> Result<Report> {
         }
         (Ok(_), Err(e)) => return Err(e.context("teardown")),
     };
-    report.del = del;
     Ok(report)
 }
 
@@ -624,18 +636,31 @@ impl Bench {
             )?;
         }
 
-        // warm-up (not counted): the controller's first pass, each node's first port
-        eprintln!("cni-add: warm-up");
-        for p in paths {
-            self.ours_one(p, "warm")?;
-        }
+        // warm-up of the baseline (not counted); ours is warmed up per path below
         if let Some(k) = kernel_node {
             self.baseline_one(0, &ls, k)?;
         }
 
+        // each path's pods are deleted before the next path starts: the paths do not
+        // share a node's load, and AF_XDP ports (~75 MiB of ovs-vswitchd each) do not pile up
         let mut reports = Vec::new();
         for p in paths {
-            reports.push(self.measure_path(p)?);
+            // warm-up (not counted): the node's first port after the previous path's DELs
+            let measured = self.ours_one(p, "warm").and_then(|_| self.measure_path(p));
+            let mut r = measured.unwrap_or_else(|e| {
+                eprintln!("cni-add: {} failed: {e:#}", p.label);
+                PathReport {
+                    label: p.label.clone(),
+                    error: Some(format!("{e:#}")),
+                    ..PathReport::default()
+                }
+            });
+            let (del, err) = self.del_added();
+            r.del = del;
+            if let Some(e) = err {
+                r.error.get_or_insert(format!("DEL: {e:#}"));
+            }
+            reports.push(r);
         }
 
         let (mut base, mut base_steps) = (Series::default(), Vec::new());
@@ -663,7 +688,6 @@ impl Bench {
             paths: reports,
             baseline: base,
             baseline_steps: base_steps,
-            del: Series::default(),
         })
     }
 
@@ -1032,9 +1056,8 @@ impl Bench {
         Ok(steps)
     }
 
-    /// DEL every added pod (measured), delete the netns and baseline ports, stop the
-    /// agents, take the lab down. Idempotent; returns the first error after trying all.
-    fn teardown(&mut self) -> Result<Series> {
+    /// DEL every added pod (measured) and delete their netns; the first error.
+    fn del_added(&mut self) -> (Series, Option<anyhow::Error>) {
         let mut first_err: Option<anyhow::Error> = None;
         let mut del = Series::default();
         let t0 = Instant::now();
@@ -1059,6 +1082,18 @@ impl Bench {
             }
         }
         del.wall_s = t0.elapsed().as_secs_f64();
+        for ns in std::mem::take(&mut self.netns) {
+            if let Err(e) = run_ok(Command::new("ip").args(["netns", "del", &ns])) {
+                first_err.get_or_insert(e);
+            }
+        }
+        (del, first_err)
+    }
+
+    /// DEL every pod left, delete the netns and baseline ports, stop the agents, take the
+    /// lab down. Idempotent; returns the first error after trying all.
+    fn teardown(&mut self) -> Result<()> {
+        let (_, mut first_err) = self.del_added();
         if let Some(node) = self.nodes.iter().find(|n| n.label == "kernel").cloned() {
             for host in std::mem::take(&mut self.base_ports) {
                 let _ = Command::new("ovs-vsctl")
@@ -1093,7 +1128,7 @@ impl Bench {
         }
         match first_err {
             Some(e) => Err(e),
-            None => Ok(del),
+            None => Ok(()),
         }
     }
 }
