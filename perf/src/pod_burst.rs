@@ -48,6 +48,8 @@ const SUBNET_CIDR: &str = "10.36.0.0/16";
 const SUBNET_GW: &str = "10.36.0.1";
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 const MOVE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the new pod pings (its switch must fall inside).
+const NEW_POD_PING_S: u32 = 5;
 
 /// Benchmark parameters.
 #[derive(Debug, Clone)]
@@ -706,7 +708,9 @@ fn one_run(
             covered,
         });
         if v.moves() {
-            r.new_pod = Some(new_pod_gap(cfg, lab_dir, prefix, &mut api, &b_ip)?);
+            r.new_pod = Some(new_pod_gap(
+                cfg, lab_dir, prefix, &mut api, &b_ip, &vswitchds,
+            )?);
         }
     }
     Ok(())
@@ -719,6 +723,7 @@ fn new_pod_gap(
     prefix: &str,
     api: &mut ApiClient,
     to_ip: &str,
+    vswitchds: &[(String, PathBuf)],
 ) -> Result<PingGaps> {
     let name = "fresh".to_string();
     api.apply(vec![pod(&name, Some("node1"))])?;
@@ -729,25 +734,28 @@ fn new_pod_gap(
         .filter(|n| !n.is_empty())
         .ok_or_else(|| anyhow!("pod {name} has no netns"))?;
     let probe = Probe::start(
-        &cfg.dir,
+        cfg.keep_logs.as_deref().unwrap_or(&cfg.dir),
         &format!("{prefix}-fresh"),
         &ns,
         "",
         to_ip,
-        4,
+        NEW_POD_PING_S,
         None,
     )?;
     let start = probe.started_at();
     let moved = wait_moved(lab_dir, &keys(std::slice::from_ref(&name)))?;
-    let (gaps, _) = probe.finish()?;
-    let at = moved
+    let port = moved
         .moved_of(&keys(std::slice::from_ref(&name)))
         .first()
-        .map(|m| m.at)
-        .unwrap_or(0.0);
+        .map(|m| m.port.clone())
+        .ok_or_else(|| anyhow!("no move line for {name}"))?;
+    // the switch is over when ovs-vswitchd has the port open as AF_XDP
+    let open_at = wait_open(vswitchds, std::slice::from_ref(&port), MOVE_TIMEOUT)?;
+    let (gaps, _) = probe.finish()?;
     ensure!(
-        at >= start && at <= start + 4.0,
-        "the new pod's switch ({at:.3}) was not inside its ping ({start:.3} + 4 s)"
+        open_at >= start && open_at <= start + f64::from(NEW_POD_PING_S),
+        "the new pod's switch (open at {open_at:.3}) was not inside its ping ({start:.3} + \
+         {NEW_POD_PING_S} s)"
     );
     Ok(gaps)
 }
