@@ -101,6 +101,36 @@ fn port_of(z: &Zovn, node: usize, pod: &str) -> (String, i64, String) {
     )
 }
 
+/// Waits until the pod's port is `(type, zstack.io/datapath)` = `want` with an ofport
+/// (a fast-start port starts as a kernel port and is switched in the background).
+fn wait_port(z: &Zovn, node: usize, pod: &str, want: (&str, &str)) -> (String, i64, String) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let p = port_of(z, node, pod);
+        if (p.0.as_str(), p.2.as_str()) == want && p.1 > 0 {
+            return p;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "pod {pod}'s port is {p:?}, not {want:?} with an ofport, after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until an event `reason` about `object` says `text`.
+fn wait_event(z: &Zovn, object: &str, reason: &str, text: &str) {
+    let t0 = std::time::Instant::now();
+    while !has_event(&events(z), object, reason, text) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no {reason} event about {object} saying {text:?}: {:#?}",
+            events(z)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn ip_of(pods: &BTreeMap<String, Value>, name: &str) -> String {
     tests::zovn::pod_ip(&pods[&format!("default/{name}")])
 }
@@ -327,10 +357,36 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
         assert!(oc.contains(kv), "{kv} missing in {oc}");
     }
 
-    // ports: AF_XDP by default on the dpdk node, kernel where asked or where the node is
-    let (ty, ofport, dp) = port_of(&z, 1, "fast");
-    assert_eq!((ty.as_str(), dp.as_str()), ("afxdp", "afxdp"));
+    // ports: AF_XDP by default on the dpdk node, kernel where asked or where the node is;
+    // fast start: the ADD answered on a kernel port, switched to AF_XDP right after
+    let (ty, _, dp) = port_of(&z, 1, "fast");
+    assert!(
+        [("", "kernel"), ("afxdp", "afxdp")].contains(&(ty.as_str(), dp.as_str())),
+        "{ty:?} {dp:?}"
+    );
+    let (_, ofport, _) = wait_port(&z, 1, "fast", ("afxdp", "afxdp"));
     assert!(ofport > 0, "the AF_XDP port opened");
+    let log = agent_log(&z);
+    let add = log
+        .lines()
+        .find(|l| l.contains("CNI ADD phases") && l.contains("default/fast"))
+        .unwrap_or_else(|| panic!("no phases line for fast:\n{log}"));
+    for field in ["datapath=kernel", "then=afxdp", "open_ms=-1"] {
+        assert!(add.contains(field), "{field} not in {add}");
+    }
+    // logged once ovs-vswitchd confirmed the switch (the type in the database is earlier)
+    let t0 = std::time::Instant::now();
+    while !agent_log(&z)
+        .lines()
+        .any(|l| l.contains("pod port moved to AF_XDP") && l.contains("default/fast"))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the switch is logged:\n{}",
+            agent_log(&z)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // the PMD thread ovs-vswitchd runs for it is reported (on the next 5 s pass)
     wait_status(&z, &n1, "PMD thread on CPU 1 reported", |s| {
         s["pmdThreads"] == json!([{"cpu": 1, "numa": 0}])
@@ -358,17 +414,27 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
     assert_eq!(rps("fast"), "1", "AF_XDP pod steered to CPU 0");
     assert_eq!(rps("side"), "", "kernel-port pod left alone");
 
-    let table = z.ok(&["get", "pods"]);
-    for (pod, dp) in [
-        ("fast", "afxdp/veth"),
-        ("side", "kernel/veth"),
-        ("far", "kernel/veth"),
-    ] {
-        let row = table
-            .lines()
-            .find(|l| l.starts_with(&format!("default/{pod} ")))
-            .unwrap_or_else(|| panic!("no row for {pod}:\n{table}"));
-        assert!(row.contains(dp), "{pod} should show {dp}:\n{table}");
+    // the lab follows the fast-start switch (polling the port)
+    let t0 = std::time::Instant::now();
+    loop {
+        let table = z.ok(&["get", "pods"]);
+        let shows = |pod: &str, dp: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("default/{pod} ")))
+                .is_some_and(|row| row.contains(dp) && !row.contains('→'))
+        };
+        if shows("fast", "afxdp/veth")
+            && shows("side", "kernel/veth")
+            && shows("far", "kernel/veth")
+        {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "fast afxdp/veth, side and far kernel/veth:\n{table}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 
     // traffic: AF_XDP ↔ kernel port on one node, and across the tunnel
@@ -383,6 +449,56 @@ fn dpdk_and_kernel_nodes_reach_each_other() {
     tcp_reaches(&z, "fast", &side, "side");
     tcp_reaches(&z, "side", &fast, "fast");
     tcp_reaches(&z, "fast", &far, "far");
+    tcp_reaches(&z, "far", &fast, "fast");
+
+    // a switch still pending when the agent dies is done by the next agent: the agent is
+    // killed and the state of that window (a kernel port marked pending, the record
+    // saying so) is put back by hand, since the 300 ms window cannot be hit reliably
+    let lab = lab::Lab::open(&z.dir).expect("open lab");
+    lab::process::kill9(&lab.agents()[0]).expect("kill agent");
+    let db = format!("--db=unix:{}/node1/run/db.sock", z.dir.display());
+    let host = Command::new("ovs-vsctl")
+        .args([&db, "--bare", "--columns=name", "find", "Interface"])
+        .arg("external_ids:zstack.io/pod=\"default/fast\"")
+        .output()
+        .expect("ovs-vsctl");
+    let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
+    let set = Command::new("ovs-vsctl")
+        .args([&db, "set", "Interface", &host, "type=\"\""])
+        .args([
+            "external_ids:zstack.io/datapath=kernel",
+            "external_ids:zstack.io/datapath-pending=afxdp",
+            "--",
+            "clear",
+            "Interface",
+            &host,
+            "options",
+            "other_config",
+        ])
+        .status()
+        .expect("ovs-vsctl");
+    assert!(set.success());
+    wait_port(&z, 1, "fast", ("", "kernel"));
+    let state = lab::state::Layout::new(&z.dir).node_agent_state(1);
+    let file = std::fs::read_dir(&state)
+        .expect("agent state dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(&format!("\"{host}\""))))
+        .unwrap_or_else(|| panic!("no record naming {host} in {}", state.display()));
+    let mut rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    rec["promote_to"] = rec["datapath"].clone();
+    rec["datapath"] = serde_json::to_value(dataplane::datapath::Datapath::Kernel).expect("json");
+    std::fs::write(&file, rec.to_string()).expect("write record");
+    let mut lab = lab::Lab::open(&z.dir).expect("open lab");
+    lab.start_agents(
+        &tests::workspace_bin("zstack-ovnkube-node"),
+        Some(&tests::workspace_bin("zstack-ovn-cni")),
+    )
+    .expect("start the agent again");
+    wait_port(&z, 1, "fast", ("afxdp", "afxdp"));
+    tcp_reaches(&z, "fast", &side, "side");
     tcp_reaches(&z, "far", &fast, "fast");
 
     // told to the operator
@@ -531,9 +647,7 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     );
     apply(&z, subnet_and_pods(&scratch.prefix, &[("p3", 1, None)]));
     let pods = z.wait_ready(&["default/p3"], Duration::from_secs(60));
-    let (ty, ofport, _) = port_of(&z, 1, "p3");
-    assert_eq!(ty, "afxdp");
-    assert!(ofport > 0);
+    wait_port(&z, 1, "p3", ("afxdp", "afxdp"));
     let p3 = ip_of(&pods, "p3");
     tcp_reaches(&z, "p3", &p1, "p1");
     tcp_reaches(&z, "p1", &p3, "p3");
@@ -592,6 +706,8 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     });
     apply(&z, subnet_and_pods(&scratch.prefix, &[("p4", 1, None)]));
     z.wait_ready(&["default/p4"], Duration::from_secs(60));
+    // fast start: the switch to AF_XDP fails after the ADD, and the port stays a kernel one
+    wait_event(&z, "p4", "DatapathFallback", "could not be opened");
     let (ty, ofport, dp) = port_of(&z, 1, "p4");
     assert_eq!(
         (ty.as_str(), dp.as_str()),
@@ -614,10 +730,42 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     tcp_reaches(&z, "p4", &p1, "p1");
     tcp_reaches(&z, "p1", &ip_of(&z.pods(), "p4"), "p4");
 
+    // 5. fast start off: the ADD itself opens the AF_XDP port and waits for it
+    z.annotate_node(
+        &node,
+        BTreeMap::from([(
+            CONFIG.to_string(),
+            json!({"afxdp": {"fastStart": false}}).to_string(),
+        )]),
+    );
+    wait_status(&z, &node, "afxdp.fastStart false", |s| {
+        s["afxdp"]["fastStart"] == false
+    });
+    apply(&z, subnet_and_pods(&scratch.prefix, &[("p5", 1, None)]));
+    z.wait_ready(&["default/p5"], Duration::from_secs(60));
+    let (ty, ofport, dp) = port_of(&z, 1, "p5");
+    assert_eq!(
+        (ty.as_str(), dp.as_str()),
+        ("afxdp", "afxdp"),
+        "AF_XDP at Ready"
+    );
+    assert!(ofport > 0);
+    let log = agent_log(&z);
+    let add = log
+        .lines()
+        .find(|l| l.contains("CNI ADD phases") && l.contains("default/p5"))
+        .unwrap_or_else(|| panic!("no phases line for p5:\n{log}"));
+    assert!(
+        add.contains("datapath=afxdp") && add.contains("then=-") && !add.contains("open_ms=-1"),
+        "{add}"
+    );
+    tcp_reaches(&z, "p5", &p1, "p1");
+
     // the fallbacks were counted by reason
     let metrics = node_metrics(&scratch.prefix);
     for line in [
         "zstack_ovn_datapath_fallbacks_total{reason=\"afxdp_port\"} 1",
+        "zstack_ovn_port_promotions_total{result=\"fallback\"} 1",
         "zstack_ovn_datapath_fallbacks_total{reason=\"dpdk_init\"} 1",
         "zstack_ovn_datapath_fallbacks_total{reason=\"config\"} 1",
         "zstack_ovn_datapath_info{datapath=\"dpdk\"} 1",

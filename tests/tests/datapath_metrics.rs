@@ -493,6 +493,21 @@ fn agent_metrics_with_pod_traffic() {
         })
         .collect();
     let ns_a = recs[0].netns.clone();
+    // fast start: the ports answered on the kernel path; counters are the AF_XDP ports'
+    // once ovs-vswitchd has confirmed both switches (the agent logs each)
+    let t = Instant::now();
+    while !["default/pa", "default/pb"].iter().all(|p| {
+        agent_log()
+            .lines()
+            .any(|l| l.contains("pod port moved to AF_XDP") && l.contains(p))
+    }) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the pods' ports were not moved to AF_XDP:\n{}",
+            agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let rx = |text: &str, i: usize| {
         sample(
             text,

@@ -28,12 +28,15 @@ use std::time::{Duration, Instant};
 use super::common::pod_port_spec;
 use crate::datapath::Datapath;
 use crate::node::NodeCtx;
+use crate::node_datapath::AFXDP_OPEN_WAIT;
 use crate::state::SandboxRecord;
 
 /// How long no ADD must have been in flight before a switch starts.
 pub const QUIET: Duration = Duration::from_millis(300);
-/// The longest a pending port waits for a quiet moment.
-pub const MAX_DEFER: Duration = Duration::from_secs(5);
+/// The longest a pending port waits for a quiet moment. Long: a switch delays an ADD
+/// that arrives meanwhile by up to its own time (ovs-vswitchd's main thread is busy with
+/// it), and a pod on the kernel path works, only slower.
+pub const MAX_DEFER: Duration = Duration::from_secs(30);
 /// How often the records are re-read without a wake-up (after a restart, a failure).
 const RESCAN: Duration = Duration::from_secs(2);
 /// A switch that failed is retried after this long.
@@ -193,6 +196,16 @@ async fn promote_one(ctx: &NodeCtx, rec: SandboxRecord, queued: Instant) {
         ctx.promotions()
             .set_queued_at(&key, Some(Instant::now() + RETRY));
         return;
+    }
+    // the ofport stays through a type switch: only ovs-vswitchd's cur_cfg says it is done
+    match ctx.ovs().wait_applied(AFXDP_OPEN_WAIT).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(%pod, port = %r.host_ifname, "ovs-vswitchd did not confirm the switch to AF_XDP in time");
+        }
+        Err(e) => {
+            tracing::warn!(%pod, error = %e, "asking ovs-vswitchd to confirm the switch failed")
+        }
     }
     let fell_back =
         r.datapath == Some(Datapath::Afxdp) && super::veth::confirm_port(ctx, &mut r).await;

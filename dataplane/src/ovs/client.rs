@@ -146,6 +146,7 @@ impl Ovs {
                         OC::IfaceTypes,
                         OC::DatapathTypes,
                         OC::Datapaths,
+                        OC::CurCfg,
                     ]),
                     // `capabilities` (see `ct_zero_snat`)
                     MonitorRequest::of_columns::<Datapath>(&[DatapathColumn::Capabilities]),
@@ -678,7 +679,49 @@ impl Ovs {
     }
 }
 
+impl Ovs {
+    /// See [`NodeOvs::wait_applied`].
+    pub async fn wait_applied(&self, timeout: Duration) -> Result<bool, OvsError> {
+        let Some(row) = self.open_vswitch() else {
+            return Ok(false);
+        };
+        let ops = vec![
+            Operation::mutate(
+                OpenVSwitch::TABLE,
+                vec![Condition::uuid(row.uuid)],
+                vec![Mutation::new("next_cfg", Mutator::Add, Value::integer(1))],
+            ),
+            Operation::select(OpenVSwitch::TABLE, vec![Condition::uuid(row.uuid)])
+                .with_columns(["next_cfg"]),
+        ];
+        let r = self
+            .client
+            .transact(DB, ops)
+            .await
+            .map_err(|source| OvsError::Op {
+                what: "bump next_cfg".into(),
+                source,
+            })?;
+        let next = r
+            .get(1)
+            .and_then(|s| s.rows().first())
+            .and_then(|row| row.get("next_cfg"))
+            .and_then(|v| match v.atoms().first() {
+                Some(ovsdb::Atom::Integer(i)) => Some(*i),
+                _ => None,
+            });
+        let Some(next) = next else {
+            return Ok(false);
+        };
+        Ok(self.wait_open_vswitch(timeout, |o| o.cur_cfg >= next).await)
+    }
+}
+
 impl NodeOvs for Ovs {
+    fn wait_applied(&self, timeout: Duration) -> BoxFuture<'_, Result<bool, OvsError>> {
+        Box::pin(Ovs::wait_applied(self, timeout))
+    }
+
     fn ensure_port<'a>(&'a self, spec: &'a PortSpec) -> BoxFuture<'a, Result<(), OvsError>> {
         Box::pin(Ovs::ensure_port(self, spec))
     }

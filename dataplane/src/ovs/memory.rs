@@ -216,6 +216,11 @@ impl NodeOvs for MemoryOvs {
     fn open_vswitch(&self) -> Option<OpenVSwitch> {
         Some(self.lock().open_vswitch.clone())
     }
+
+    fn wait_applied(&self, _timeout: Duration) -> BoxFuture<'_, Result<bool, OvsError>> {
+        // no ovs-vswitchd behind it: everything is applied at once
+        Box::pin(async { Ok(true) })
+    }
 }
 
 #[cfg(test)]

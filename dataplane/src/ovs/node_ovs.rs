@@ -49,6 +49,11 @@ pub trait NodeOvs: Send + Sync {
     /// error); false on timeout.
     fn wait_settled<'a>(&'a self, name: &'a str, timeout: Duration) -> BoxFuture<'a, bool>;
 
+    /// Asks ovs-vswitchd to confirm that it has applied every change committed so far
+    /// (`next_cfg` += 1, then `cur_cfg` reaching it) and waits for that; false on
+    /// timeout. A changed port `type` keeps its ofport, so only this says the switch is done.
+    fn wait_applied(&self, timeout: Duration) -> BoxFuture<'_, Result<bool, OvsError>>;
+
     /// The `Open_vSwitch` row (what ovs-vswitchd offers: DPDK, interface types, …).
     fn open_vswitch(&self) -> Option<OpenVSwitch>;
 }

@@ -270,14 +270,36 @@ pub fn host_ifname(result: &Value) -> Option<String> {
         .map(|i| i.name.clone())
 }
 
-/// `afxdp/veth`, `kernel/veth` or `vhost-user`: the OVS Interface type the agent gave the pod's port
-/// (`None` when it cannot be read).
+/// What a fast-start port shows until the agent has moved it to AF_XDP.
+pub const PENDING_AFXDP: &str = "kernel/veth→afxdp";
+
+/// `afxdp/veth`, `kernel/veth`, [`PENDING_AFXDP`] or `vhost-user`: the OVS Interface type
+/// the agent gave the pod's port (`None` when it cannot be read).
 pub fn veth_datapath(ovs_db: &str, host_ifname: &str) -> Option<String> {
-    let ty = crate::ctl::vsctl(ovs_db, &["get", "Interface", host_ifname, "type"]).ok()?;
-    Some(match ty.trim().trim_matches('"') {
+    let out = crate::ctl::vsctl(
+        ovs_db,
+        &[
+            "get",
+            "Interface",
+            host_ifname,
+            "type",
+            "external_ids:zstack.io/datapath-pending",
+        ],
+    )
+    .ok();
+    // `get` of a missing map key fails: read the type alone then
+    let out = match out {
+        Some(o) => o,
+        None => crate::ctl::vsctl(ovs_db, &["get", "Interface", host_ifname, "type"]).ok()?,
+    };
+    let mut lines = out.lines().map(|l| l.trim().trim_matches('"'));
+    let ty = lines.next().unwrap_or_default();
+    let pending = lines.next().unwrap_or_default();
+    Some(match ty {
         "afxdp" => "afxdp/veth".into(),
         // a vhost-user result names the OVS port as its host interface too
         "dpdkvhostuserclient" => "vhost-user".into(),
+        _ if pending == "afxdp" => PENDING_AFXDP.into(),
         _ => "kernel/veth".into(),
     })
 }

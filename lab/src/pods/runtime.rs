@@ -153,6 +153,39 @@ impl PodRuntime {
         }
     }
 
+    /// A fast-start port moves to AF_XDP after its ADD: follow it (every 200 ms, at most
+    /// 30 s) so that the record shows where the pod's port ended.
+    async fn follow_datapath(&self, d: &DesiredPod) {
+        let Some(rec) = self.lock().pods.get(&d.key).cloned() else {
+            return;
+        };
+        if rec.datapath.as_deref() != Some(crate::pods::cni_exec::PENDING_AFXDP) {
+            return;
+        }
+        let (Some(node), Some(host)) = (
+            self.node(&d.node),
+            rec.result
+                .as_ref()
+                .and_then(crate::pods::cni_exec::host_ifname),
+        ) else {
+            return;
+        };
+        for _ in 0..150 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let (db, h) = (node.ovs_db.clone(), host.clone());
+            let Ok(Some(dp)) =
+                tokio::task::spawn_blocking(move || crate::pods::cni_exec::veth_datapath(&db, &h))
+                    .await
+            else {
+                continue;
+            };
+            if dp != crate::pods::cni_exec::PENDING_AFXDP {
+                self.update(&d.key, |r| r.datapath = Some(dp));
+                return;
+            }
+        }
+    }
+
     fn node(&self, name: &str) -> Option<&CniNode> {
         self.nodes.iter().find(|n| n.name == name)
     }
@@ -744,7 +777,10 @@ async fn pod_lifecycle(rt: Arc<PodRuntime>, d: DesiredPod, mut gone: watch::Rece
             return rt.teardown(&d).await;
         }
         match rt.setup(&d, &mut gone).await {
-            Ok(()) => break,
+            Ok(()) => {
+                rt.follow_datapath(&d).await;
+                break;
+            }
             Err(e) => {
                 delay = next_delay(delay, e.transient);
                 if e.transient {
