@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use crate::host::{heavy_lock, teardown_lab};
 use crate::phase_log::{AgentLog, PhaseStats, finite, percentile};
 use crate::traffic_gap::{PingGaps, Probe, ProbeReport};
-use crate::vswitchd_ports::wait_open;
+use crate::vswitchd_ports::{PortOpen, opens_line, parse_opens, wait_open};
 
 /// Targets from the issue.
 pub const TARGET_READY_VS_KERNEL: f64 = 1.5;
@@ -142,6 +142,8 @@ pub struct Run {
     pub probe_burst_s: f64,
     /// A new pod's ping across its own switch.
     pub new_pod: Option<PingGaps>,
+    /// The burst pods' AF_XDP opens in ovs-vswitchd's logs.
+    pub opens: Vec<PortOpen>,
 }
 
 impl Run {
@@ -162,6 +164,15 @@ impl Run {
             "probe_burst_s": finite(self.probe_burst_s),
             "new_pod_longest_gap_ms": self.new_pod.as_ref().map(|g| finite(g.longest_gap_ms)),
             "new_pod_lost": self.new_pod.as_ref().map(PingGaps::lost),
+            "vswitchd_afxdp_opens": {
+                "count": self.opens.len(),
+                "open_ms_p50": finite(percentile(&self.opens.iter().filter_map(PortOpen::open_ms).collect::<Vec<_>>(), 0.5)),
+                "open_ms_max": finite(percentile(&self.opens.iter().filter_map(PortOpen::open_ms).collect::<Vec<_>>(), 1.0)),
+                "pmd_reload_ms_p50": finite(percentile(&self.opens.iter().filter_map(PortOpen::reload_ms).collect::<Vec<_>>(), 0.5)),
+                "pmd_reload_ms_max": finite(percentile(&self.opens.iter().filter_map(PortOpen::reload_ms).collect::<Vec<_>>(), 1.0)),
+                "whole_ms_p50": finite(percentile(&self.opens.iter().filter_map(PortOpen::total_ms).collect::<Vec<_>>(), 0.5)),
+                "whole_ms_max": finite(percentile(&self.opens.iter().filter_map(PortOpen::total_ms).collect::<Vec<_>>(), 1.0)),
+            },
         })
     }
 }
@@ -189,8 +200,17 @@ impl Report {
         median(&v)
     }
 
+    /// The kernel run's all-Ready time of `r`'s round (the median over rounds if that
+    /// round's kernel run failed or was not asked).
+    pub fn kernel_ready(&self, r: &Run) -> f64 {
+        self.runs
+            .iter()
+            .find(|k| k.label == "kernel" && k.round == r.round && k.error.is_none())
+            .map_or_else(|| self.ready_median("kernel"), |k| k.ready_s)
+    }
+
     fn verdicts(&self, r: &Run) -> Vec<(&'static str, Option<bool>)> {
-        let kernel = self.ready_median("kernel");
+        let kernel = self.kernel_ready(r);
         let ready = (r.label != "kernel" && kernel.is_finite())
             .then_some(r.ready_s <= TARGET_READY_VS_KERNEL * kernel);
         let p99 = percentile(&r.add_s, 0.99);
@@ -206,13 +226,12 @@ impl Report {
     }
 
     pub fn to_json(&self) -> Value {
-        let kernel = self.ready_median("kernel");
         let runs: Vec<Value> = self
             .runs
             .iter()
             .map(|r| {
                 let mut v = r.to_json();
-                v["ready_vs_kernel"] = finite(r.ready_s / kernel);
+                v["ready_vs_kernel"] = finite(r.ready_s / self.kernel_ready(r));
                 v["targets_met"] = self
                     .verdicts(r)
                     .into_iter()
@@ -234,7 +253,6 @@ impl Report {
     }
 
     pub fn table(&self) -> String {
-        let kernel = self.ready_median("kernel");
         let mut s = format!(
             "pod-burst: {} pods at once on a fresh 2-node lab per datapath and round \
              (targets: all Ready <= {TARGET_READY_VS_KERNEL}x kernel, ADD p99 < {TARGET_ADD_P99_S} s, \
@@ -277,7 +295,7 @@ impl Report {
                 r.label,
                 r.round,
                 r.ready_s,
-                r.ready_s / kernel,
+                r.ready_s / self.kernel_ready(r),
                 format!("{}/{}", r.per_node.0, r.per_node.1),
                 percentile(&r.add_s, 0.5) * 1e3,
                 percentile(&r.add_s, 0.99) * 1e3,
@@ -301,6 +319,9 @@ impl Report {
                     String::new()
                 }
             );
+            if !r.opens.is_empty() {
+                s += &format!("  {:<22}    {}\n", "", opens_line(&r.opens));
+            }
         }
         if self.runs.iter().any(|r| r.probe.is_some()) {
             s += &format!(
@@ -546,6 +567,24 @@ fn wait_moved(lab_dir: &Path, keys: &[String]) -> Result<AgentLog> {
     }
 }
 
+/// The AF_XDP opens of the pods `names` in both nodes' ovs-vswitchd logs (their host
+/// ports from the lab runtime's records).
+fn vswitchd_opens(lab: &Lab, names: &[String]) -> Result<Vec<PortOpen>> {
+    let recs = lab.runtime_pods()?;
+    let ports: Vec<String> = names
+        .iter()
+        .filter_map(|n| recs.pod(&format!("default/{n}")))
+        .filter_map(|r| r.result.as_ref())
+        .filter_map(lab::pods::cni_exec::host_ifname)
+        .collect();
+    let mut out = Vec::new();
+    for n in lab.nodes() {
+        let log = std::fs::read_to_string(n.dir.join("log/ovs-vswitchd.log")).unwrap_or_default();
+        out.extend(parse_opens(&log, &ports));
+    }
+    Ok(out)
+}
+
 fn agent_logs(lab_dir: &Path) -> AgentLog {
     let layout = lab::state::Layout::new(lab_dir);
     let mut log = AgentLog::default();
@@ -668,6 +707,10 @@ fn one_run(
             .map(|m| m.port.clone())
             .collect();
         r.all_open_s = Some(wait_open(&vswitchds, &ports, MOVE_TIMEOUT)? - t_wall);
+    }
+
+    if v.afxdp_ports() {
+        r.opens = vswitchd_opens(&lab, &names)?;
     }
 
     // traffic between the probe pods while pods are added on node1

@@ -13,7 +13,7 @@
 //! node also the same work done by hand.
 //!
 //! `zovn-perf pod-burst [--datapaths kernel,afxdp,dpdk] [--rounds 1] [--pods 60]
-//! [--probe-pods 30] [--probe-seconds 20] [--iperf-rate 100M|off] [--no-fast-start]
+//! [--probe-pods 30] [--probe-seconds 30] [--iperf-rate 100M|off] [--no-fast-start]
 //! [--agent-logs DIR] [--json FILE]` is issue #17's user test: per datapath and round a
 //! fresh 2-node lab, the pods applied at once, apply -> all Ready (ratio to kernel), ADD
 //! phases, the time until every pod is on AF_XDP; then the longest ping gap, loss and
@@ -143,7 +143,7 @@ enum Cmd {
         #[arg(long, default_value_t = 30)]
         probe_pods: usize,
         /// Length of the probe's ping and iperf3 stream.
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 30)]
         probe_seconds: u32,
         /// iperf3 -b of the probe's TCP stream, or `off` (ping only).
         #[arg(long, default_value = "100M")]
