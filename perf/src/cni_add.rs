@@ -48,7 +48,7 @@ use serde_json::{Value, json};
 use crate::host::{heavy_lock, run_ok, which};
 pub use crate::phase_log::percentile;
 use crate::phase_log::{AgentLog, PhaseStats, finite};
-use crate::vswitchd_ports::wait_open;
+use crate::vswitchd_ports::{PortOpen, opens_line, parse_opens, wait_open};
 
 /// Issue #17: sequential ADD p99 on afxdp/dpdk within this factor of the kernel path's.
 pub const TARGET_P99_VS_KERNEL: f64 = 2.0;
@@ -198,6 +198,8 @@ pub struct PathReport {
     pub fell_back: usize,
     /// DEL of this path's pods (after it was measured).
     pub del: Series,
+    /// The path's AF_XDP opens in ovs-vswitchd's log (sequential and at once).
+    pub opens: Vec<PortOpen>,
     /// Why the path could not be measured (the other paths still are).
     pub error: Option<String>,
 }
@@ -258,6 +260,12 @@ impl Report {
                     "fell_back": p.fell_back,
                     "sequential_p99_within_2x_kernel": self.p99_verdict(p),
                     "del": p.del.to_json(),
+                    "vswitchd_afxdp_opens": {
+                        "count": p.opens.len(),
+                        "open_ms_p50": finite(percentile(&p.opens.iter().filter_map(PortOpen::open_ms).collect::<Vec<_>>(), 0.5)),
+                        "pmd_reload_ms_p50": finite(percentile(&p.opens.iter().filter_map(PortOpen::reload_ms).collect::<Vec<_>>(), 0.5)),
+                        "whole_ms_p50": finite(percentile(&p.opens.iter().filter_map(PortOpen::total_ms).collect::<Vec<_>>(), 0.5)),
+                    },
                     "error": p.error,
                 })
             })
@@ -374,6 +382,9 @@ impl Report {
                     }
                 );
             }
+            if !p.opens.is_empty() {
+                s += &format!("  {:<22} {}\n", "", opens_line(&p.opens));
+            }
             if let Some(ok) = self.p99_verdict(p) {
                 s += &format!(
                     "  {:<22} sequential p99 {:.2}x kernel: {}\n",
@@ -483,6 +494,7 @@ struct NodeInfo {
     log: PathBuf,
     /// ovs-vswitchd's control socket.
     ctl: PathBuf,
+    vswitchd_log: PathBuf,
 }
 
 /// A shim ADD (torn down with DEL).
@@ -498,6 +510,8 @@ struct Added {
 #[derive(Debug, Clone)]
 struct AddSample {
     cid: String,
+    /// The host-side interface (the OVS port) from the result.
+    host: String,
     /// Wall-clock exec and result (seconds since the epoch).
     exec_at: f64,
     result_at: f64,
@@ -610,6 +624,7 @@ impl Bench {
                 socket: lab::state::Layout::new(&self.lab_dir).node_cni_socket(i + 1),
                 log: self.cfg.dir.join(format!("agent-node{}.log", i + 1)),
                 ctl: st.dir.join("run/ovs-vswitchd.ctl"),
+                vswitchd_log: st.dir.join("log/ovs-vswitchd.log"),
             });
         }
         lab.start_apiserver(zovn)
@@ -774,6 +789,12 @@ impl Bench {
         };
         r.phases_sequential = phases(&seq)?;
         r.phases_concurrent = phases(&conc)?;
+        if !p.vhost && p.datapath != "kernel" {
+            let node = self.node(p.node)?;
+            let text = std::fs::read_to_string(&node.vswitchd_log).unwrap_or_default();
+            let ports: Vec<String> = seq.iter().chain(&conc).map(|s| s.host.clone()).collect();
+            r.opens = parse_opens(&text, &ports);
+        }
         Ok(r)
     }
 
@@ -1163,6 +1184,10 @@ fn shim_add(bin: &Path, socket: &Path, cid: &str, netns: &str, pod: &str) -> Res
     );
     Ok(AddSample {
         cid: cid.to_string(),
+        host: v["interfaces"][0]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         exec_at,
         result_at,
     })
