@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB_DIR ?= /tmp/zovn-lab
 NODES ?= 2
 
-.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb clean-lab images test-images
+.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb bench-churn clean-lab images test-images
 
 deps:
 	@scripts/install-deps.sh
@@ -53,6 +53,15 @@ codegen:
 
 bench-ovsdb: build
 	$(CARGO) run --release -p perf --bin zovn-perf -- ovsdb-insert --ports 10000
+
+# issue 17's pod churn per datapath (root; see docs/performance.md "Pod churn per datapath"):
+# cni-add on one lab with a node per datapath, then pod-burst (a fresh 2-node lab per
+# datapath and round, 60 pods at once, traffic of running pods during a 30-pod burst),
+# both also with fast start off for comparison
+bench-churn: deps
+	$(CARGO) build --release -p dataplane -p cni -p lab -p perf --bins
+	target/release/zovn-perf cni-add --pods 50 --concurrent 20 --no-fast-start
+	target/release/zovn-perf pod-burst --rounds 2 --no-fast-start
 
 clean-lab:
 	-target/debug/zovn lab down --dir "$(LAB_DIR)"

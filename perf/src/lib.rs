@@ -10,9 +10,10 @@
 //! - [`control_sync`]: the controller's cold sync of 10,000 pods over 20 Subnets into a
 //!   real NB, and its restart with nothing changed (time to steady state, NB writes).
 //! - [`cni_add`]: CNI ADD latency (p50/p99) and pods/s through the real shim and node
-//!   agent on a 1-node lab, sequential and concurrent, versus the same per-pod work done
-//!   by hand with `ip`/`ethtool`/`ovs-vsctl`/`ovn-nbctl`; with a per-phase breakdown from
-//!   the agent log.
+//!   agents per datapath (kernel, afxdp, dpdk, vhost-user) on one lab with a node per
+//!   datapath, sequential and concurrent, ratios to the kernel node, per-phase breakdown
+//!   from the agents' `CNI ADD phases` lines; on the kernel node also the same per-pod work
+//!   done by hand with `ip`/`ethtool`/`ovs-vsctl`/`ovn-nbctl`.
 //! - [`datapath_bench`]: pod-to-pod iperf3/qperf on one node through AF_XDP ports, kernel
 //!   fallback ports and a direct veth pair (the ceiling), with the issue's target ratios.
 //! - [`guard_bench`]: the megaflow guard's check time and ovs-vswitchd main-thread stall
@@ -24,6 +25,10 @@
 //! - [`host`]: running host tools, the heavy-test lock, lab teardown.
 //! - [`vhost_bench`]: 64 B packet rate through the OVS-DPDK PMD between two vhost-user
 //!   ports, created by the node agent versus by hand with `ovs-vsctl` (target ≥ 0.95×).
+//! - [`pod_burst`]: issue #17's user test per datapath (fresh 2-node lab, N pods at once,
+//!   apply → all Ready, moves to AF_XDP, traffic of running pods during a burst), with
+//!   [`phase_log`] (the agents' churn log lines), [`traffic_gap`] (ping/iperf3 probe) and
+//!   [`vswitchd_ports`] (ports really open as AF_XDP).
 //! - [`alloc`]: the counting allocator behind the memory figures.
 
 pub mod alloc;
@@ -34,5 +39,9 @@ pub mod guard_bench;
 pub mod host;
 pub mod netpol_bench;
 pub mod ovsdb_insert;
+pub mod phase_log;
+pub mod pod_burst;
 pub mod service_lb;
+pub mod traffic_gap;
 pub mod vhost_bench;
+pub mod vswitchd_ports;

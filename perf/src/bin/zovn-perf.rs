@@ -4,9 +4,20 @@
 //! [--json FILE]` inserts logical switch ports into real NB databases through our client
 //! and through `ovn-nbctl`, and prints rates, ratios and the replica's memory per row.
 //!
-//! `zovn-perf cni-add [--pods 100] [--concurrent 20] [--json FILE] [--agent-log FILE]`
-//! brings up a 1-node lab with its object store, controller and node agent, and measures
-//! CNI ADD latency and pods/s through the real shim against the same work done by hand.
+//! `zovn-perf cni-add [--pods 100] [--concurrent 20] [--datapath kernel,afxdp,dpdk,vhost]
+//! [--no-fast-start] [--json FILE] [--agent-log DIR]` brings up ONE lab with a node per
+//! datapath (vhost-user pods on the dpdk node), its object store, controller and a node
+//! agent per node with the lab's datapath config, and measures per datapath CNI ADD latency
+//! and pods/s through the real shim (sequential and concurrent), the ratio to the kernel
+//! node, and where each ADD's time went (the agents' `CNI ADD phases` lines); on the kernel
+//! node also the same work done by hand.
+//!
+//! `zovn-perf pod-burst [--datapaths kernel,afxdp,dpdk] [--rounds 1] [--pods 60]
+//! [--probe-pods 30] [--probe-seconds 30] [--iperf-rate 100M|off] [--no-fast-start]
+//! [--agent-logs DIR] [--json FILE]` is issue #17's user test: per datapath and round a
+//! fresh 2-node lab, the pods applied at once, apply -> all Ready (ratio to kernel), ADD
+//! phases, the time until every pod is on AF_XDP; then the longest ping gap, loss and
+//! iperf3's verdict between two running pods while more pods are added on their node.
 //!
 //! `zovn-perf datapath [--seconds 5] [--qperf-seconds 3] [--pmd-max-sleep US] [--rounds N]
 //! [--afxdp-rx-cpus auto|LIST|off] [--json FILE]`
@@ -92,20 +103,60 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// CNI ADD latency and pods/s on a 1-node lab: real shim + agent vs ip/ovs-vsctl/ovn-nbctl.
+    /// CNI ADD latency, pods/s and per-phase breakdown per datapath on one lab (a node per
+    /// datapath): real shim + agent; on the kernel node also by hand (ip/ovs-vsctl/ovn-nbctl).
     CniAdd {
-        /// Pods added one after another (and by hand for the baseline).
+        /// Pods added one after another per datapath (and by hand for the baseline).
         #[arg(long, default_value_t = 100)]
         pods: usize,
-        /// Pods whose ADDs start together.
+        /// Pods whose ADDs start together, per datapath.
         #[arg(long, default_value_t = 20)]
         concurrent: usize,
+        /// Datapaths measured (comma separated): kernel, afxdp, dpdk, vhost (vhost-user
+        /// pods on the dpdk node).
+        #[arg(long, value_delimiter = ',', default_values_t = ["kernel".to_string(), "afxdp".into(), "dpdk".into(), "vhost".into()])]
+        datapath: Vec<String>,
+        /// Also measure afxdp/dpdk nodes with `afxdp: {fastStart: false}` (extra nodes,
+        /// same run).
+        #[arg(long)]
+        no_fast_start: bool,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
-        /// Keep a copy of the node agent's log here.
+        /// Keep a copy of the node agents' logs in this directory.
         #[arg(long)]
         agent_log: Option<PathBuf>,
+    },
+    /// Issue #17's user test: per datapath and round a fresh 2-node lab, N pods applied at
+    /// once, apply -> all Ready; phases, moves to AF_XDP; traffic of running pods during a
+    /// burst.
+    PodBurst {
+        /// Datapaths (comma separated), each on its own fresh lab per round.
+        #[arg(long, value_delimiter = ',', default_values_t = ["kernel".to_string(), "afxdp".into(), "dpdk".into()])]
+        datapaths: Vec<String>,
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+        /// Pods applied at once (spread over both nodes).
+        #[arg(long, default_value_t = 60)]
+        pods: usize,
+        /// Pods added on node1 during the traffic probe (0: no probe).
+        #[arg(long, default_value_t = 30)]
+        probe_pods: usize,
+        /// Length of the probe's ping and iperf3 stream.
+        #[arg(long, default_value_t = 30)]
+        probe_seconds: u32,
+        /// iperf3 -b of the probe's TCP stream, or `off` (ping only).
+        #[arg(long, default_value = "100M")]
+        iperf_rate: String,
+        /// Also run afxdp/dpdk with `afxdp: {fastStart: false}` (extra labs, same run).
+        #[arg(long)]
+        no_fast_start: bool,
+        /// Keep the agents' logs in this directory.
+        #[arg(long)]
+        agent_logs: Option<PathBuf>,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// Pod-to-pod iperf3/qperf: AF_XDP ports vs kernel fallback vs a direct veth pair.
     Datapath {
@@ -265,6 +316,8 @@ async fn main() -> Result<()> {
         Cmd::CniAdd {
             pods,
             concurrent,
+            datapath,
+            no_fast_start,
             json,
             agent_log,
         } => {
@@ -273,11 +326,44 @@ async fn main() -> Result<()> {
                 dir: dir.clone(),
                 pods,
                 concurrent,
+                datapaths: datapath,
+                no_fast_start,
                 agent_log,
             };
             let report = tokio::task::spawn_blocking(move || perf::cni_add::run(cfg))
                 .await
                 .context("cni-add worker")?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::PodBurst {
+            datapaths,
+            rounds,
+            pods,
+            probe_pods,
+            probe_seconds,
+            iperf_rate,
+            no_fast_start,
+            agent_logs,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::pod_burst::Config {
+                dir: dir.clone(),
+                datapaths,
+                rounds,
+                pods,
+                probe_pods,
+                probe_seconds,
+                iperf_rate: (iperf_rate != "off").then_some(iperf_rate),
+                no_fast_start,
+                keep_logs: agent_logs,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::pod_burst::run(cfg))
+                .await
+                .context("pod-burst worker")?;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
