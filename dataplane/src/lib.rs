@@ -28,6 +28,8 @@
 //! | [`agent`] | the agent: node setup, management port, host Service NAT, datapath pass, OVS watch, CNI dispatch |
 //! | [`attach`] | pod attachments (veth on a kernel or AF_XDP port, vhost-user, secondary network): ADD/DEL/CHECK/GC/restore/reconcile and the rules they share |
 //! | [`node`] | [`node::NodeCtx`]: what the attachments work with; sandbox locks; waiting for the controller's annotation |
+//! | [`attach::promote`], [`promote_queue`] | fast start: AF_XDP pods start on a kernel port, switched to AF_XDP in the background once a burst of ADDs is over |
+//! | [`attach::phases`] | where each ADD's time went (`CNI ADD phases` log line, histogram) |
 //! | [`plumbing`] | the host side of an attachment (veth plumbing, netns, hugepages) behind a trait |
 //! | [`pod_iface`] | pod veth plumbing for CNI ADD/DEL/CHECK: [`pod_iface::setup`], [`pod_iface::teardown`], [`pod_iface::check`] (rtnetlink + ethtool ioctl, idempotent) |
 //! | [`pod_iface::netns`] | run a closure on a dedicated thread inside a netns, with an rtnetlink handle opened there |
@@ -68,6 +70,7 @@ pub mod plumbing;
 pub mod pmd_stats;
 pub mod pod_iface;
 pub mod pods;
+pub mod promote_queue;
 pub mod report;
 pub mod server;
 pub mod source_error;

@@ -32,7 +32,7 @@ pub struct NodeCtx {
     metrics: Arc<Metrics>,
     datapath: DatapathManager,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    promotions: crate::attach::promote_queue::Promotions,
+    promotions: crate::promote_queue::Promotions,
 }
 
 /// The parts of a [`NodeCtx`].
@@ -97,8 +97,8 @@ impl NodeCtx {
     }
 
     /// Fast-start ports waiting for AF_XDP, and the ADDs in flight (see
-    /// [`crate::attach::promote_queue`]).
-    pub fn promotions(&self) -> &crate::attach::promote_queue::Promotions {
+    /// [`crate::promote_queue`]).
+    pub fn promotions(&self) -> &crate::promote_queue::Promotions {
         &self.promotions
     }
 

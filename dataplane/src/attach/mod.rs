@@ -34,7 +34,6 @@ pub mod errors;
 pub mod phases;
 pub mod primary;
 pub mod promote;
-pub mod promote_queue;
 pub mod secondary;
 #[cfg(test)]
 mod tests;

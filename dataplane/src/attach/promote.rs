@@ -9,8 +9,8 @@
 //! ovn-controller's flows stay, and the pod's own traffic pauses once, for that switch.
 //!
 //! When: the switches wait until no ADD has been in flight for
-//! [`super::promote_queue::QUIET`] (a burst's ADDs do not queue behind them in
-//! ovs-vswitchd), but never longer than [`super::promote_queue::MAX_DEFER`] for the
+//! [`crate::promote_queue::QUIET`] (a burst's ADDs do not queue behind them in
+//! ovs-vswitchd), but never longer than [`crate::promote_queue::MAX_DEFER`] for the
 //! oldest pending port (steady churn cannot starve them). One port per OVS
 //! transaction, oldest first, each under its sandbox lock and re-read under it (a DEL in
 //! flight wins). The pending state is in the sandbox record ([`SandboxRecord::promote_to`])
@@ -30,7 +30,7 @@ use crate::node::NodeCtx;
 use crate::node_datapath::AFXDP_OPEN_WAIT;
 use crate::state::SandboxRecord;
 
-pub use super::promote_queue::Promotions;
+pub use crate::promote_queue::Promotions;
 
 /// How often the records are re-read without a wake-up (after a restart, a failure).
 const RESCAN: Duration = Duration::from_secs(2);

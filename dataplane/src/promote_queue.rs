@@ -1,5 +1,5 @@
 //! The fast-start queue's bookkeeping, shared by the ADD path and the switcher
-//! (`promote::run`, see the `promote` module): ADDs in flight, when the last one ended,
+//! (`attach::promote::run`): ADDs in flight, when the last one ended,
 //! and when each pending port was queued. No I/O, no dependency on the rest of the crate.
 
 use std::collections::HashMap;
@@ -18,7 +18,7 @@ pub const MAX_DEFER: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub struct Promotions {
     inner: Mutex<Inner>,
-    pub(super) wake: tokio::sync::Notify,
+    pub(crate) wake: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -62,7 +62,7 @@ impl Promotions {
     }
 
     /// How long no ADD has been in flight (`None`: one is).
-    pub(super) fn quiet_for(&self) -> Option<Duration> {
+    pub(crate) fn quiet_for(&self) -> Option<Duration> {
         let i = self.inner.lock().ok()?;
         if i.in_flight > 0 {
             return None;
@@ -71,7 +71,7 @@ impl Promotions {
     }
 
     /// When `key` was queued (now, for one first seen here: a record read after a start).
-    pub(super) fn queued_at(&self, key: &str) -> Instant {
+    pub(crate) fn queued_at(&self, key: &str) -> Instant {
         self.inner
             .lock()
             .map(|mut i| {
@@ -82,7 +82,7 @@ impl Promotions {
             .unwrap_or_else(|_| Instant::now())
     }
 
-    pub(super) fn set_queued_at(&self, key: &str, at: Option<Instant>) {
+    pub(crate) fn set_queued_at(&self, key: &str, at: Option<Instant>) {
         if let Ok(mut i) = self.inner.lock() {
             match at {
                 Some(t) => i.queued_at.insert(key.to_string(), t),
@@ -92,7 +92,7 @@ impl Promotions {
     }
 
     /// Whether a switch may start now, given the oldest pending port's queue time.
-    pub(super) fn may_start(&self, oldest: Instant) -> bool {
+    pub(crate) fn may_start(&self, oldest: Instant) -> bool {
         self.quiet_for().is_some_and(|q| q >= QUIET) || oldest.elapsed() >= MAX_DEFER
     }
 }
