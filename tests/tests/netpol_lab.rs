@@ -967,8 +967,14 @@ fn wait_pods(mut api: ApiClient, nb: String) -> Env {
                     .filter_map(|x| x["ip"].as_str())
                     .find(|x| x.contains(':'))
             });
+            // on an AF_XDP node (the default lab): after the pod's fast-start switch, whose
+            // pause would drop the cases' first packets
+            let settled = !p["metadata"]["annotations"]["lab.zstack.io/datapath"]
+                .as_str()
+                .unwrap_or("")
+                .contains('→');
             if let (true, Some(i), Some(i6), Some(n)) = (
-                ready,
+                ready && settled,
                 p["status"]["podIP"].as_str(),
                 v6,
                 p["metadata"]["annotations"]["lab.zstack.io/netns"].as_str(),

@@ -100,7 +100,9 @@ async fn promote_one(ctx: &NodeCtx, rec: SandboxRecord, queued: Instant) {
     let pod = format!("{}/{}", rec.pod_namespace, rec.pod_name);
     let start = Instant::now();
     let mut r = rec.clone();
-    r.datapath = r.promote_to.take();
+    // the type changes now; `datapath-pending` stays on the port until ovs-vswitchd has
+    // confirmed the switch (a reader of the port sees it done only when it is)
+    r.datapath = r.promote_to;
     if let Err(e) = ctx.ovs().ensure_port(&pod_port_spec(&r)).await {
         tracing::warn!(%pod, port = %r.host_ifname, error = %e, "moving the pod port to AF_XDP failed; retrying later");
         ctx.metrics().port_promotion("error");
@@ -120,6 +122,12 @@ async fn promote_one(ctx: &NodeCtx, rec: SandboxRecord, queued: Instant) {
     }
     let fell_back =
         r.datapath == Some(Datapath::Afxdp) && super::veth::confirm_port(ctx, &mut r).await;
+    if r.promote_to.take().is_some()
+        && let Err(e) = ctx.ovs().ensure_port(&pod_port_spec(&r)).await
+    {
+        // the port runs AF_XDP; only the marker stays until the next reconcile
+        tracing::warn!(%pod, port = %r.host_ifname, error = %e, "clearing datapath-pending failed");
+    }
     if let Err(e) = ctx.state().put_async(&r).await {
         tracing::warn!(sandbox = %key, error = %e, "persisting the moved port failed");
     }

@@ -84,12 +84,21 @@ impl PortSpec {
         !want
             .iter()
             .all(|(k, v)| have.external_ids.get(k) == Some(v))
+            // a key of ours the spec no longer has (e.g. `zstack.io/datapath-pending`)
+            || have
+                .external_ids
+                .keys()
+                .any(|k| k.starts_with(OURS_PREFIX) && !want.contains_key(k))
             || have.iface_type != self.iface_type
             || have.options != self.options
             || have.other_config != self.other_config
             || have.mtu_request != self.mtu_request
     }
 }
+
+/// The prefix of every `external_ids` key the agent writes (others' keys, such as
+/// ovn-controller's `ovn-installed`, are left alone).
+const OURS_PREFIX: &str = "zstack.io/";
 
 /// `m` with the owner mark.
 pub(crate) fn owned(mut m: BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -179,6 +188,13 @@ mod tests {
             !s.iface_differs(&have),
             "ovn-controller's keys do not count"
         );
+        have.external_ids
+            .insert("zstack.io/datapath-pending".into(), "afxdp".into());
+        assert!(
+            s.iface_differs(&have),
+            "a key of ours that went away counts"
+        );
+        have.external_ids.remove("zstack.io/datapath-pending");
         have.iface_type = "afxdp".into();
         assert!(s.iface_differs(&have));
         assert!(!IfaceView::default().settled());

@@ -296,10 +296,11 @@ pub fn veth_datapath(ovs_db: &str, host_ifname: &str) -> Option<String> {
     let ty = lines.next().unwrap_or_default();
     let pending = lines.next().unwrap_or_default();
     Some(match ty {
-        "afxdp" => "afxdp/veth".into(),
         // a vhost-user result names the OVS port as its host interface too
         "dpdkvhostuserclient" => "vhost-user".into(),
+        // pending until ovs-vswitchd confirmed the switch (the type changes before)
         _ if pending == "afxdp" => PENDING_AFXDP.into(),
+        "afxdp" => "afxdp/veth".into(),
         _ => "kernel/veth".into(),
     })
 }
