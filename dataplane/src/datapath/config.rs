@@ -235,6 +235,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_fast_start_that_is_not_a_boolean_is_an_error_naming_it() {
+        let e = DatapathConfig::parse(r#"{"afxdp":{"fastStart":"maybe"}}"#, "annotation")
+            .expect_err("a string is no boolean")
+            .to_string();
+        assert!(e.contains("fastStart") || e.contains("boolean"), "{e}");
+        let ok = DatapathConfig::parse("afxdp: {fastStart: false}\n", "file").expect("parses");
+        assert_eq!(ok.afxdp.and_then(|a| a.fast_start), Some(false));
+    }
+
+    #[test]
     fn yaml_and_json_parse_to_the_same() {
         let y = "datapath: dpdk\nsocketMem: [512, 0]\npmdCpus: \"2-3\"\nhugepages:\n  size: 2Mi\n  count: 512\nafxdp:\n  queues: 2\n";
         let j = r#"{"datapath":"dpdk","socketMem":[512,0],"pmdCpus":"2-3","hugepages":{"size":"2Mi","count":512},"afxdp":{"queues":2}}"#;
