@@ -43,5 +43,6 @@ pub mod phase_log;
 pub mod pod_burst;
 pub mod service_lb;
 pub mod traffic_gap;
+pub mod udp_probe;
 pub mod vhost_bench;
 pub mod vswitchd_ports;

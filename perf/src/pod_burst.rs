@@ -39,6 +39,9 @@ use crate::phase_log::{AgentLog, PhaseStats, finite, percentile};
 use crate::traffic_gap::{PingGaps, Probe, ProbeReport};
 use crate::vswitchd_ports::{PortOpen, opens_line, parse_opens, wait_open};
 
+mod summary;
+pub use summary::Summary;
+
 /// Targets from the issue.
 pub const TARGET_READY_VS_KERNEL: f64 = 1.5;
 pub const TARGET_ADD_P99_S: f64 = 1.0;
@@ -214,10 +217,14 @@ impl Report {
         let ready = (r.label != "kernel" && kernel.is_finite())
             .then_some(r.ready_s <= TARGET_READY_VS_KERNEL * kernel);
         let p99 = percentile(&r.add_s, 0.99);
-        let gap = r
-            .probe
-            .as_ref()
-            .map(|p| p.ping.longest_gap_ms < TARGET_GAP_MS && p.iperf.ok && p.ping.received > 0);
+        let gap = r.probe.as_ref().map(|p| {
+            p.ping.longest_gap_ms < TARGET_GAP_MS
+                && p.udp
+                    .as_ref()
+                    .is_none_or(|u| u.longest_reply_gap_ms < TARGET_GAP_MS)
+                && p.iperf.ok
+                && p.ping.received > 0
+        });
         vec![
             ("ready<=1.5x", ready),
             ("p99<1s", p99.is_finite().then_some(p99 < TARGET_ADD_P99_S)),
@@ -249,6 +256,7 @@ impl Report {
             "targets": {"ready_vs_kernel": TARGET_READY_VS_KERNEL, "add_p99_s": TARGET_ADD_P99_S,
                         "longest_gap_ms": TARGET_GAP_MS},
             "runs": runs,
+            "summary": self.summaries().iter().map(Summary::to_json).collect::<Vec<_>>(),
         })
     }
 
@@ -364,7 +372,41 @@ impl Report {
                     }
                 );
             }
+            if self
+                .runs
+                .iter()
+                .any(|r| r.probe.as_ref().is_some_and(|p| p.udp.is_some()))
+            {
+                s += &format!(
+                    "the same pods, UDP echo every 2 ms at real-time priority (send gap: the \
+                     sender's own pause; rtt: how long the path held a datagram):\n  {:<22} \
+                     {:>2} {:>12} {:>11} {:>11} {:>9} {:>9}\n",
+                    "datapath",
+                    "r",
+                    "reply gap ms",
+                    "send gap ms",
+                    "max rtt ms",
+                    "lost/sent",
+                    "loss ms"
+                );
+                for r in &self.runs {
+                    let Some(u) = r.probe.as_ref().and_then(|p| p.udp.as_ref()) else {
+                        continue;
+                    };
+                    s += &format!(
+                        "  {:<22} {:>2} {:>12.1} {:>11.1} {:>11.1} {:>9} {:>9.1}\n",
+                        r.label,
+                        r.round,
+                        u.longest_reply_gap_ms,
+                        u.longest_send_gap_ms,
+                        u.max_rtt_ms,
+                        format!("{}/{}", u.lost(), u.sent),
+                        u.longest_loss_ms
+                    );
+                }
+            }
         }
+        s += &self.summary_table();
         s
     }
 }
@@ -743,12 +785,13 @@ fn one_run(
         }
         r.probe_burst_s = t0.elapsed().as_secs_f64();
         let covered = now() < probe.started_at() + f64::from(cfg.probe_seconds);
-        let (ping, iperf) = probe.finish()?;
+        let (ping, iperf, udp) = probe.finish_all()?;
         r.probe = Some(ProbeReport {
             ping,
             iperf: iperf.unwrap_or_default(),
             seconds: f64::from(cfg.probe_seconds),
             covered,
+            udp,
         });
         if v.moves() {
             r.new_pod = Some(new_pod_gap(
@@ -804,8 +847,22 @@ fn new_pod_gap(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    pub(crate) fn config() -> Config {
+        Config {
+            dir: PathBuf::new(),
+            datapaths: vec![],
+            rounds: 1,
+            pods: 60,
+            probe_pods: 0,
+            probe_seconds: 10,
+            iperf_rate: None,
+            no_fast_start: false,
+            keep_logs: None,
+        }
+    }
 
     #[test]
     fn variants_add_no_fast_start_only_where_ports_move() {
@@ -827,17 +884,7 @@ mod tests {
             ..Run::default()
         };
         let report = Report {
-            config: Config {
-                dir: PathBuf::new(),
-                datapaths: vec![],
-                rounds: 1,
-                pods: 60,
-                probe_pods: 0,
-                probe_seconds: 10,
-                iperf_rate: None,
-                no_fast_start: false,
-                keep_logs: None,
-            },
+            config: config(),
             runs: vec![
                 run("kernel", 1.0, 0.2),
                 run("afxdp", 1.6, 0.5),

@@ -1,5 +1,9 @@
-//! Traffic of running pods while others are added: a fast ping (`ping -D -i 0.002`) and an
-//! iperf3 TCP stream between two pods, started before a burst and read after it.
+//! Traffic of running pods while others are added: a fast ping (`ping -D -i 0.002`), a
+//! sender-timestamped UDP echo ([`crate::udp_probe`]) and an iperf3 TCP stream between two
+//! pods, started before a burst and read after it. ping and the UDP probe run at real-time
+//! priority (`chrt -f 50`): on the lab's 2 vCPUs, shared by both nodes and the burst's
+//! runc/containerd work, a normal-priority ping was itself not scheduled for up to ~200 ms
+//! while the datapath was answering (the UDP probe's send gap and round trips show which).
 //!
 //! The figures: the longest gap between two consecutive ping replies (also the gap from
 //! the probe's start to the first reply and from the last reply to its end, so a probe
@@ -14,6 +18,12 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::phase_log::finite;
+use crate::udp_probe::{self, UdpGaps};
+
+/// The UDP echo probe's port in the destination pod.
+const UDP_PORT: u16 = 7777;
+/// Real-time priority of ping and both ends of the UDP probe (`chrt -f`).
+const UDP_PRIO: &str = "50";
 
 /// What one ping run showed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -109,6 +119,8 @@ pub struct ProbeReport {
     pub seconds: f64,
     /// The burst (apply → all Ready and moved) ended before the probe did.
     pub covered: bool,
+    /// The real-time UDP echo probe beside ping (`None` when it could not run).
+    pub udp: Option<UdpGaps>,
 }
 
 impl ProbeReport {
@@ -117,7 +129,8 @@ impl ProbeReport {
                "longest_gap_ms": finite(self.ping.longest_gap_ms),
                "iperf3_ok": self.iperf.ok, "iperf3_error": self.iperf.error,
                "iperf3_gbit_s": finite(self.iperf.gbit_s), "iperf3_retransmits": self.iperf.retransmits,
-               "probe_seconds": self.seconds, "burst_inside_probe": self.covered})
+               "probe_seconds": self.seconds, "burst_inside_probe": self.covered,
+               "udp": self.udp.as_ref().map(UdpGaps::to_json)})
     }
 }
 
@@ -129,15 +142,24 @@ pub struct Probe {
     server: Option<Child>,
     client: Option<Child>,
     client_out: PathBuf,
+    udp_echo: Option<Child>,
+    udp_send: Option<Child>,
+    udp_out: PathBuf,
     start: f64,
     seconds: u32,
 }
 
 impl Drop for Probe {
     fn drop(&mut self) {
-        for c in [&mut self.ping, &mut self.client, &mut self.server]
-            .into_iter()
-            .flatten()
+        for c in [
+            &mut self.ping,
+            &mut self.client,
+            &mut self.server,
+            &mut self.udp_send,
+            &mut self.udp_echo,
+        ]
+        .into_iter()
+        .flatten()
         {
             let _ = c.kill();
             let _ = c.wait();
@@ -178,9 +200,45 @@ impl Probe {
             server: None,
             client: None,
             client_out,
+            udp_echo: None,
+            udp_send: None,
+            udp_out: dir.join(format!("{tag}-udp.txt")),
             start: 0.0,
             seconds,
         };
+        // the real-time UDP probe (a pod pair only: `to` names the echo's netns)
+        if !to.is_empty() {
+            let exe = std::env::current_exe().context("own executable")?;
+            let addr = if to_ip.contains(':') {
+                format!("[{to_ip}]:{UDP_PORT}")
+            } else {
+                format!("{to_ip}:{UDP_PORT}")
+            };
+            let rt = |ns: &str| {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "chrt", "-f", UDP_PRIO])
+                    .arg(&exe)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                c
+            };
+            probe.udp_echo = Some(
+                rt(to)
+                    .args(["udp-echo", "--port", &UDP_PORT.to_string()])
+                    .args(["--seconds", &(seconds + 5).to_string()])
+                    .spawn()
+                    .context("start the UDP echo")?,
+            );
+            probe.udp_send = Some(
+                rt(from)
+                    .args(["udp-send", "--to", &addr, "--interval-us", "2000"])
+                    .args(["--seconds", &seconds.to_string(), "--out"])
+                    .arg(&probe.udp_out)
+                    .spawn()
+                    .context("start the UDP probe")?,
+            );
+        }
         if let Some(rate) = iperf_rate {
             let (_, server_log) = file("iperf3-server.txt")?;
             probe.server = Some(
@@ -209,7 +267,8 @@ impl Probe {
         probe.start = now();
         probe.ping = Some(
             Command::new("ip")
-                .args(["netns", "exec", from, "ping", "-D", "-n", "-i", "0.002"])
+                .args(["netns", "exec", from, "chrt", "-f", UDP_PRIO])
+                .args(["ping", "-D", "-n", "-i", "0.002"])
                 .args(["-w", &seconds.to_string(), to_ip])
                 .stdin(Stdio::null())
                 .stdout(ping_f)
@@ -242,6 +301,24 @@ impl Probe {
             .with_context(|| format!("read {}", self.ping_out.display()))?;
         let end = end.min(self.start + f64::from(self.seconds));
         Ok((parse_ping(&text, self.start, end), iperf))
+    }
+
+    /// After [`Probe::finish`]-like waiting: the UDP probe's figures (`None` when it did not
+    /// write its records, e.g. `chrt` refused).
+    pub fn finish_all(mut self) -> Result<(PingGaps, Option<IperfResult>, Option<UdpGaps>)> {
+        let bound = Instant::now() + Duration::from_secs(u64::from(self.seconds) + 15);
+        let sent = wait_child(self.udp_send.take(), bound);
+        if let Some(mut e) = self.udp_echo.take() {
+            let _ = e.kill();
+            let _ = e.wait();
+        }
+        let udp = sent
+            .then(|| std::fs::read_to_string(&self.udp_out).ok())
+            .flatten()
+            .map(|t| UdpGaps::of(&udp_probe::parse(&t)))
+            .filter(|g| g.sent > 0);
+        let (ping, iperf) = self.finish()?;
+        Ok((ping, iperf, udp))
     }
 }
 

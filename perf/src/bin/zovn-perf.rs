@@ -216,12 +216,44 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// The pod-burst traffic probe's echo end (run by `pod-burst` inside a pod's netns).
+    #[command(hide = true)]
+    UdpEcho {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        seconds: u32,
+    },
+    /// The pod-burst traffic probe's sending end: one line per datagram to `--out`.
+    #[command(hide = true)]
+    UdpSend {
+        #[arg(long)]
+        to: std::net::SocketAddr,
+        #[arg(long, default_value_t = 2000)]
+        interval_us: u64,
+        #[arg(long)]
+        seconds: u32,
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::UdpEcho { port, seconds } => perf::udp_probe::echo(port, seconds)?,
+        Cmd::UdpSend {
+            to,
+            interval_us,
+            seconds,
+            out,
+        } => perf::udp_probe::send(
+            to,
+            std::time::Duration::from_micros(interval_us),
+            seconds,
+            &out,
+        )?,
         Cmd::OvsdbInsert {
             ports,
             batch,
