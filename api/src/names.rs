@@ -56,6 +56,16 @@ pub fn policy_address_set(cluster_id: &str, key: &str, v4: bool) -> String {
     )
 }
 
+/// The address set of node `node`'s pods of one family (the egress gateway's reroute
+/// policy matches `ip4.src == $name`).
+pub fn egress_address_set(cluster_id: &str, node: &str, v4: bool) -> String {
+    let family = if v4 { "v4" } else { "v6" };
+    format!(
+        "eg_{}_{family}",
+        hash::hex_parts(&[cluster_id, "egress", node])
+    )
+}
+
 fn family_digit(v4: bool) -> char {
     if v4 { '4' } else { '6' }
 }

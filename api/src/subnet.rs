@@ -128,6 +128,17 @@ pub struct SubnetSpec {
     #[schemars(range(min = 1, max = 4094))]
     pub vlan_id: Option<i64>,
 
+    /// Egress: traffic of the Subnet's pods to addresses outside the cluster leaves through
+    /// their node's gateway SNATed to the node's address (`true`, the default), or with the
+    /// pod's own address (`false`: the underlay must route the Subnet back to the nodes).
+    /// Not used in external mode, where the platform's router carries egress.
+    #[serde(
+        rename = "natOutgoing",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nat_outgoing: Option<bool>,
+
     /// The network provider (`ovn`, or a Multus attachment `<name>.<namespace>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
@@ -336,5 +347,54 @@ impl SubnetSpec {
             cidr: cidr.into(),
             ..Default::default()
         }
+    }
+
+    /// Whether the node's gateway masquerades this Subnet's egress: `natOutgoing` (default
+    /// true) on a Subnet the cluster router serves (not a VLAN underlay, not the platform's
+    /// switch, not a secondary network's).
+    pub fn masquerades_egress(&self) -> bool {
+        self.nat_outgoing.unwrap_or(true)
+            && self.vlan_id.is_none()
+            && self
+                .external_logical_switch
+                .as_deref()
+                .is_none_or(|s| s.trim().is_empty())
+            && self
+                .provider
+                .as_deref()
+                .is_none_or(|p| p.trim().is_empty() || p == "ovn")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SubnetSpec;
+
+    #[test]
+    fn egress_is_masqueraded_only_for_routed_overlay_subnets_with_nat_outgoing() {
+        let base = SubnetSpec::with_cidr("10.16.0.0/16");
+        assert!(base.masquerades_egress(), "natOutgoing defaults to true");
+        let cases: [(&str, fn(&mut SubnetSpec)); 5] = [
+            ("natOutgoing false", |s| s.nat_outgoing = Some(false)),
+            ("VLAN underlay", |s| s.vlan_id = Some(100)),
+            ("the platform's switch", |s| {
+                s.external_logical_switch = Some("ls-1".into())
+            }),
+            ("a secondary network", |s| {
+                s.provider = Some("net1.default".into())
+            }),
+            ("natOutgoing false, provider ovn", |s| {
+                s.provider = Some("ovn".into());
+                s.nat_outgoing = Some(false);
+            }),
+        ];
+        for (what, f) in cases {
+            let mut s = base.clone();
+            f(&mut s);
+            assert!(!s.masquerades_egress(), "{what}");
+        }
+        let mut ovn = base.clone();
+        ovn.provider = Some("ovn".into());
+        assert!(ovn.masquerades_egress());
     }
 }

@@ -47,8 +47,20 @@ pub struct DesiredNb {
     pub switches: BTreeMap<String, Parent<LogicalSwitch, LogicalSwitchPort>>,
     /// Service load balancers and the switches they apply on.
     pub load_balancers: DesiredLbs,
-    /// NetworkPolicy port groups, address sets and ACLs ([`crate::netpol`]).
+    /// NetworkPolicy port groups, address sets and ACLs ([`crate::netpol`]); the egress
+    /// gateway's per-node address sets go with them.
     pub netpol: crate::netpol::PolicyNb,
+    /// Routing policies and static routes by router name (the egress gateway,
+    /// [`crate::translate::egress`]).
+    pub router_rows: BTreeMap<String, RouterRows>,
+}
+
+/// A router's routing policies and static routes, keyed by
+/// [`crate::reconcile::router_rows::ROW_KEY`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RouterRows {
+    pub policies: BTreeMap<String, ovsdb::nb::LogicalRouterPolicy>,
+    pub routes: BTreeMap<String, ovsdb::nb::LogicalRouterStaticRoute>,
 }
 
 /// Service load balancers ([`crate::translate::service`]): the `Load_Balancer` rows by

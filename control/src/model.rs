@@ -63,6 +63,8 @@ pub struct ValidSubnet {
     pub namespaces: Vec<String>,
     /// The cluster default Subnet (pods of namespaces no Subnet names).
     pub default: bool,
+    /// Egress SNATed to the node's address (`natOutgoing`, default true).
+    pub nat_outgoing: bool,
 }
 
 /// What a pod asks of IPAM, from its annotations (kube-ovn's names, see [`crate::ipam`]).

@@ -198,6 +198,10 @@ pub enum SubnetProblem {
     ExternalNeedsExternalMode(String),
     #[error("externalLogicalSwitch {0:?} not found in the OVN Northbound database")]
     ExternalSwitchNotFound(String),
+    #[error(
+        "natOutgoing does not apply in external mode: the platform's router carries the pods' egress (its NAT rules decide); remove the field"
+    )]
+    NatOutgoingInExternalMode,
 
     #[error(
         "namespaces entry {0:?} is not a valid namespace name (lowercase letters, digits and '-', at most 63)"
@@ -242,6 +246,7 @@ impl SubnetProblem {
             | ExcludePartlyOutside { .. } => "excludeIPs",
             VlanOutOfRange(_) => "vlanID",
             ExternalNeedsExternalMode(_) | ExternalSwitchNotFound(_) => "externalLogicalSwitch",
+            NatOutgoingInExternalMode => "natOutgoing",
             NamespaceInvalid(_) | NamespaceTaken { .. } => "namespaces",
             DefaultTaken(_) => "default",
         }
@@ -341,6 +346,9 @@ pub fn validate(
             Some(ext) => platform = ext.platform_excludes.get(ls).cloned().unwrap_or_default(),
         }
     }
+    if ctx.external.is_some() && spec.nat_outgoing.is_some() {
+        problems.push(SubnetProblem::NatOutgoingInExternalMode);
+    }
 
     // Conflicts with other Subnets: only those older than this one count (see module docs).
     let me = order_key(ctx.yields, ctx.created.as_ref(), name);
@@ -405,6 +413,7 @@ pub fn validate(
         external_logical_switch,
         namespaces,
         default: spec.default,
+        nat_outgoing: spec.nat_outgoing.unwrap_or(true),
     })
 }
 
@@ -1400,6 +1409,35 @@ mod tests {
     }
 
     #[test]
+    fn nat_outgoing_is_refused_in_external_mode_and_kept_standalone() {
+        for v in [true, false] {
+            let mut s = spec("10.0.0.0/24");
+            s.external_logical_switch = Some("ls-zstack-1".into());
+            s.nat_outgoing = Some(v);
+            assert_eq!(
+                reasons(&s, &external_ctx()),
+                [
+                    "natOutgoing does not apply in external mode: the platform's router carries the pods' egress (its NAT rules decide); remove the field"
+                ]
+            );
+            let problems = validate("x", &s, &external_ctx()).unwrap_err();
+            assert_eq!(problems[0].field(), "natOutgoing");
+        }
+        let mut s = spec("10.0.0.0/24");
+        assert!(
+            validate("x", &s, &ValidationContext::default())
+                .unwrap()
+                .nat_outgoing
+        );
+        s.nat_outgoing = Some(false);
+        assert!(
+            !validate("x", &s, &ValidationContext::default())
+                .unwrap()
+                .nat_outgoing
+        );
+    }
+
+    #[test]
     fn external_switch_not_found() {
         let mut s = spec("10.0.0.0/24");
         s.external_logical_switch = Some("ls-zstack-2".into());
@@ -1657,6 +1695,7 @@ mod tests {
             external_logical_switch: Some("ls".into()),
             namespaces: vec!["BAD".into()],
             default: false,
+            nat_outgoing: None,
         };
         let p = validate("red", &s, &ValidationContext::default()).unwrap_err();
         let fields: Vec<&str> = p.iter().map(SubnetProblem::field).collect();
@@ -1799,6 +1838,7 @@ mod tests {
                         external_logical_switch: ext,
                         namespaces,
                         default,
+                        nat_outgoing: None,
                     }
                 },
             )

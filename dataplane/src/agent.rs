@@ -57,6 +57,8 @@ pub struct Agent {
     /// Services' externalIPs and LoadBalancer ingress IPs (host prefixes): routed through
     /// the management port like the Subnets, so the host reaches them.
     service_routes: Mutex<Vec<IpNet>>,
+    /// The `natOutgoing` Subnets' CIDRs the host NAT table masquerades (pods' egress).
+    egress_sources: Mutex<Vec<IpNet>>,
 }
 
 impl Agent {
@@ -100,6 +102,7 @@ impl Agent {
             mgmt_subnets: Mutex::new(Vec::new()),
             host_nat: crate::host_nat::HostNat::default(),
             service_routes: Mutex::new(Vec::new()),
+            egress_sources: Mutex::new(Vec::new()),
         }
     }
 
@@ -185,10 +188,38 @@ impl Agent {
             self.mgmt_refresh.notify_one();
         }
         let nat = self.host_nat.clone();
-        let r = tokio::task::spawn_blocking(move || nat.sync(&services)).await;
+        let egress = self
+            .egress_sources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let r = tokio::task::spawn_blocking(move || nat.sync(&services, &egress)).await;
         if let Ok(Err(e)) = r {
             tracing::warn!(error = %e, "host Service NAT not applied");
         }
+    }
+
+    /// Re-reads the `natOutgoing` Subnets; true when they changed (the host NAT table must
+    /// follow). An unreadable list keeps the last one.
+    async fn egress_changed(&self) -> bool {
+        let mut now = match self.ctx.pods().nat_outgoing_cidrs().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "Subnets not read: egress masquerade unchanged");
+                return false;
+            }
+        };
+        now.sort();
+        now.dedup();
+        let mut have = self
+            .egress_sources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if *have == now {
+            return false;
+        }
+        *have = now;
+        true
     }
 
     /// Whether the management port already routes every one of `addrs`.
@@ -352,12 +383,17 @@ impl Agent {
                     if let Err(e) = self.ensure_mgmt().await {
                         tracing::warn!(error = %e, "management port not configured");
                     }
+                    if self.egress_changed().await {
+                        self.host_nat_pass().await;
+                        nat_at = Some(tokio::time::Instant::now());
+                    }
                 }
                 _ = tick.tick() => {
                     if let Err(e) = self.ensure_mgmt().await {
                         tracing::warn!(error = %e, "management port not configured");
                     }
-                    if !watching || nat_at.is_none_or(|t| t.elapsed() >= SERVICE_RESYNC) {
+                    let egress = self.egress_changed().await;
+                    if egress || !watching || nat_at.is_none_or(|t| t.elapsed() >= SERVICE_RESYNC) {
                         self.host_nat_pass().await;
                         nat_at = Some(tokio::time::Instant::now());
                     }

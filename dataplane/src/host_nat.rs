@@ -19,6 +19,13 @@
 //! it. Forwarding (`net.ipv4.ip_forward`, `net.ipv6.conf.all.forwarding`) is enabled when
 //! rules exist, as external clients' packets are forwarded into the management port.
 //!
+//! Pods' egress (`local` gateway mode): the cluster router sends a pod's traffic to
+//! addresses outside the cluster to its node's management port; the kernel forwards it to
+//! the uplink, and `postrouting` masquerades what comes from a Subnet with `natOutgoing`
+//! ([`api::subnet::SubnetSpec::masquerades_egress`]) and leaves through any interface but
+//! the management port, so the outside sees the node's address. Replies are un-NATed by
+//! conntrack and routed back into the management port.
+//!
 //! Level-triggered: the whole table is rebuilt from the Services in one `nft -f`
 //! transaction (`add table` + `delete table` + the table), only when the wanted ruleset
 //! differs from the last one applied (and always on the first pass after a start); with
@@ -129,27 +136,57 @@ fn rule_text(d: &Dnat) -> String {
     )
 }
 
-/// The `nft -f` script that makes our table hold exactly `rules` (deletes it when empty).
-pub fn script(rules: &BTreeSet<Dnat>) -> String {
+/// The egress masquerade of `sources` (the `natOutgoing` Subnets' CIDRs), one rule per
+/// family present.
+fn egress_rules(sources: &[ipnet::IpNet]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (ip, v4) in [("ip", true), ("ip6", false)] {
+        let set: BTreeSet<String> = sources
+            .iter()
+            .filter(|c| c.addr().is_ipv4() == v4)
+            .map(|c| c.trunc().to_string())
+            .collect();
+        if !set.is_empty() {
+            let set: Vec<String> = set.into_iter().collect();
+            out.push(format!(
+                "{ip} saddr {{ {} }} oifname != \"{}\" masquerade",
+                set.join(", "),
+                crate::mgmt::MGMT_PORT
+            ));
+        }
+    }
+    out
+}
+
+/// The `nft -f` script that makes our table hold exactly `rules` and the egress
+/// masquerade of `egress` (deletes the table when both are empty).
+pub fn script(rules: &BTreeSet<Dnat>, egress: &[ipnet::IpNet]) -> String {
     let mut s = format!("add table {TABLE}\ndelete table {TABLE}\n");
-    if rules.is_empty() {
+    let egress = egress_rules(egress);
+    if rules.is_empty() && egress.is_empty() {
         return s;
     }
     s.push_str(&format!("table {TABLE} {{\n"));
-    s.push_str("  chain services {\n");
-    for r in rules {
-        s.push_str(&format!("    {}\n", rule_text(r)));
-    }
-    s.push_str("  }\n");
-    // dstnat is -100; nft 1.0 accepts the name only in prerouting
-    for hook in ["prerouting", "output"] {
-        s.push_str(&format!(
-            "  chain {hook} {{\n    type nat hook {hook} priority -100; policy accept;\n    jump services\n  }}\n"
-        ));
+    if !rules.is_empty() {
+        s.push_str("  chain services {\n");
+        for r in rules {
+            s.push_str(&format!("    {}\n", rule_text(r)));
+        }
+        s.push_str("  }\n");
+        // dstnat is -100; nft 1.0 accepts the name only in prerouting
+        for hook in ["prerouting", "output"] {
+            s.push_str(&format!(
+                "  chain {hook} {{\n    type nat hook {hook} priority -100; policy accept;\n    jump services\n  }}\n"
+            ));
+        }
     }
     s.push_str(&format!(
-        "  chain postrouting {{\n    type nat hook postrouting priority srcnat; policy accept;\n    meta mark & {MASQ_MARK:#x} == {MASQ_MARK:#x} masquerade\n  }}\n}}\n"
+        "  chain postrouting {{\n    type nat hook postrouting priority srcnat; policy accept;\n    meta mark & {MASQ_MARK:#x} == {MASQ_MARK:#x} masquerade\n"
     ));
+    for e in &egress {
+        s.push_str(&format!("    {e}\n"));
+    }
+    s.push_str("  }\n}\n");
     s
 }
 
@@ -189,11 +226,12 @@ pub fn delete_table() -> Result<bool, HostNatError> {
     if !listed.success() {
         return Ok(false);
     }
-    apply(&script(&BTreeSet::new()))?;
+    apply(&script(&BTreeSet::new(), &[]))?;
     Ok(true)
 }
 
-/// Turns forwarding on (external clients' packets are forwarded to the management port).
+/// Turns forwarding on (external clients' packets are forwarded to the management port,
+/// pods' egress from it).
 fn enable_forwarding() -> Result<(), HostNatError> {
     for path in [
         "/proc/sys/net/ipv4/ip_forward",
@@ -216,27 +254,33 @@ pub struct HostNat {
 }
 
 impl HostNat {
-    /// Makes our table match `services`; returns whether it was (re)written.
-    pub fn sync(&self, services: &[ServiceInfo]) -> Result<bool, HostNatError> {
+    /// Makes our table match `services` and the egress of `egress` (the `natOutgoing`
+    /// Subnets' CIDRs); returns whether it was (re)written.
+    pub fn sync(
+        &self,
+        services: &[ServiceInfo],
+        egress: &[ipnet::IpNet],
+    ) -> Result<bool, HostNatError> {
         let rules = rules(services);
-        let text = script(&rules);
+        let text = script(&rules, egress);
+        let wanted = !rules.is_empty() || !egress.is_empty();
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if last.as_deref() == Some(text.as_str()) {
             return Ok(false);
         }
-        if !rules.is_empty() {
+        if wanted {
             enable_forwarding()?;
         }
         match apply(&text) {
             // no nft and nothing wanted: there is no table of ours to delete either
-            Err(HostNatError::Spawn(e))
-                if rules.is_empty() && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(HostNatError::Spawn(e)) if !wanted && e.kind() == std::io::ErrorKind::NotFound => {}
             r => r?,
         }
         tracing::info!(
             rules = rules.len(),
+            egress_masquerade = ?egress_rules(egress),
             table = TABLE,
-            "host Service NAT rules applied"
+            "host NAT rules applied (Services, pods' egress)"
         );
         *last = Some(text);
         Ok(true)
@@ -271,7 +315,7 @@ mod tests {
         let r = rules(&[svc(Some(30080))]);
         // nodePort per family + the v4 externalIP
         assert_eq!(r.len(), 3, "{r:?}");
-        let s = script(&r);
+        let s = script(&r, &[]);
         assert!(s.starts_with("add table inet zstack-ovn\ndelete table inet zstack-ovn\n"));
         assert!(s.contains(
             "meta nfproto ipv4 fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto tcp th dport 30080 meta mark set meta mark | 0x4000000 dnat ip to 10.96.0.10:80"
@@ -295,9 +339,31 @@ mod tests {
         headless.headless = true;
         assert!(rules(&[headless]).is_empty());
         assert_eq!(
-            script(&BTreeSet::new()),
+            script(&BTreeSet::new(), &[]),
             "add table inet zstack-ovn\ndelete table inet zstack-ovn\n",
             "no rule: the table goes"
         );
+    }
+
+    #[test]
+    fn egress_masquerade_per_family_outside_the_management_port() {
+        let cidrs: Vec<ipnet::IpNet> = ["10.16.0.0/16", "fd00:10:16::/64", "10.17.0.0/16"]
+            .iter()
+            .map(|c| c.parse().unwrap())
+            .collect();
+        let s = script(&BTreeSet::new(), &cidrs);
+        assert!(
+            s.contains(
+                r#"ip saddr { 10.16.0.0/16, 10.17.0.0/16 } oifname != "ovn-k8s-mp0" masquerade"#
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains(r#"ip6 saddr { fd00:10:16::/64 } oifname != "ovn-k8s-mp0" masquerade"#),
+            "{s}"
+        );
+        // no Service rule: no dnat chains, but the table and its postrouting chain exist
+        assert!(!s.contains("chain services"), "{s}");
+        assert!(s.contains("type nat hook postrouting"), "{s}");
     }
 }

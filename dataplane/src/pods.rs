@@ -64,6 +64,12 @@ pub trait PodSource: Send + Sync {
     /// Every Subnet's CIDRs (dual-stack Subnets give two).
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>>;
 
+    /// The CIDRs of the Subnets whose egress this node masquerades
+    /// ([`api::subnet::SubnetSpec::masquerades_egress`]). The default has none.
+    fn nat_outgoing_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// Every Service (for the host's Service NAT, [`crate::host_nat`]). The default has
     /// none (a source that cannot list Services gets no host rules).
     fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
@@ -342,6 +348,21 @@ impl PodSource for LabSource {
                 .collect())
         })
     }
+
+    fn nat_outgoing_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
+        Box::pin(async move {
+            Ok(self
+                .get("Subnet")
+                .await?
+                .iter()
+                .filter_map(|s| {
+                    serde_json::from_value::<api::subnet::SubnetSpec>(s["spec"].clone()).ok()
+                })
+                .filter(api::subnet::SubnetSpec::masquerades_egress)
+                .flat_map(|s| parse_cidrs(&s.cidr))
+                .collect())
+        })
+    }
 }
 
 /// How long a read waits for a store's first list before it fails.
@@ -569,6 +590,18 @@ impl PodSource for KubeSource {
             Ok(store
                 .state()
                 .iter()
+                .flat_map(|s| parse_cidrs(&s.spec.cidr))
+                .collect())
+        })
+    }
+
+    fn nat_outgoing_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
+        Box::pin(async move {
+            let store = self.subnets.ready().await?;
+            Ok(store
+                .state()
+                .iter()
+                .filter(|s| s.spec.masquerades_egress())
                 .flat_map(|s| parse_cidrs(&s.spec.cidr))
                 .collect())
         })

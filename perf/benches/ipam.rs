@@ -36,6 +36,7 @@ fn spec(name: &str, cidr: &str, gateway: &str) -> ValidSubnet {
         external_logical_switch: None,
         namespaces: vec![],
         default: false,
+        nat_outgoing: true,
     }
 }
 

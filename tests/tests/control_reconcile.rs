@@ -27,6 +27,7 @@ fn subnet(name: &str, cidr: &str, gw: &str) -> ValidSubnet {
         external_logical_switch: None,
         namespaces: vec![],
         default: false,
+        nat_outgoing: true,
     }
 }
 
@@ -68,6 +69,177 @@ impl Model {
         };
         translate(cfg, &input)
     }
+
+    /// With the egress gateway's rows (as the controller adds them).
+    fn desired_with_egress(&self, cfg: &ClusterConfig) -> DesiredNb {
+        let mut nb = self.desired(cfg);
+        let input = Input {
+            subnets: self.subnets.iter().collect(),
+            pods: self.pods.iter().map(|(p, a)| (p, a)).collect(),
+            nodes: self.nodes.iter().map(|(n, a)| (n, a)).collect(),
+        };
+        control::translate::egress::add(cfg, &input, &mut nb);
+        nb
+    }
+}
+
+fn node(name: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        addresses: vec![],
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+/// `ovn-nbctl lr-policy-list` of the cluster router, one policy per line, trimmed (as a
+/// set: policies of one priority come in no fixed order).
+fn policies(nb: &str) -> std::collections::BTreeSet<String> {
+    nbctl(nb, &["lr-policy-list", "ovn_cluster_router"])
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn egress_policies_converge_and_spare_foreign_rows() {
+    if !tests::require_real(
+        "control_reconcile_egress_policies_converge_and_spare_foreign_rows",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("cre");
+    let (central, client) = start(&s.dir.path().join("central")).await;
+    let nb = central.nb_remote();
+    let cfg = ClusterConfig::default();
+    let mut model = Model {
+        subnets: vec![subnet("blue", "10.1.0.0/24", "10.1.0.1")],
+        pods: vec![
+            (
+                pod("ns1", "a", "node1"),
+                addrs("blue", "10.1.0.5/24", "0a:58:0a:01:00:05"),
+            ),
+            (
+                pod("ns1", "b", "node2"),
+                addrs("blue", "10.1.0.6/24", "0a:58:0a:01:00:06"),
+            ),
+        ],
+        nodes: vec![
+            (
+                node("node1"),
+                addrs("join", "100.64.0.2/16", "0a:58:64:40:00:02"),
+            ),
+            (
+                node("node2"),
+                addrs("join", "100.64.0.3/16", "0a:58:64:40:00:03"),
+            ),
+        ],
+    };
+    let rec = Reconciler::start(client.clone(), OWNER).await.unwrap();
+    rec.reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    let set1 = api::names::egress_address_set(OWNER, "node1", true);
+    let set2 = api::names::egress_address_set(OWNER, "node2", true);
+    assert_eq!(
+        policies(&nb),
+        [
+            "31000 ip4.dst == {10.1.0.0/24, 10.96.0.0/16, 100.64.0.0/16} allow".to_string(),
+            format!("30000 ip4.src == ${set1} reroute 100.64.0.2"),
+            format!("30000 ip4.src == ${set2} reroute 100.64.0.3"),
+        ]
+        .into()
+    );
+    let routes = nbctl(&nb, &["lr-route-list", "ovn_cluster_router"]);
+    assert!(
+        routes.contains("0.0.0.0/0") && routes.contains("100.64.0.1"),
+        "{routes}"
+    );
+    assert_eq!(
+        nbctl(&nb, &["get", "Address_Set", &set1, "addresses"]).trim(),
+        "[\"10.1.0.5\"]"
+    );
+
+    // an operator's own policy and route on our router
+    nbctl(
+        &nb,
+        &[
+            "lr-policy-add",
+            "ovn_cluster_router",
+            "500",
+            "ip4.src == 192.0.2.1",
+            "drop",
+        ],
+    );
+    nbctl(
+        &nb,
+        &[
+            "lr-route-add",
+            "ovn_cluster_router",
+            "192.0.2.0/24",
+            "100.64.0.9",
+        ],
+    );
+
+    // converged: no write, also from a restarted reconciler
+    let again = rec
+        .reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    assert_eq!(again.transactions, 0, "{again:?}");
+    let restarted = Reconciler::start(client.clone(), OWNER).await.unwrap();
+    let third = restarted
+        .reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    assert_eq!(third.transactions, 0, "{third:?}");
+
+    // node2 goes (with its pod), pod a moves address: node2's policy goes, the operator's stay
+    model.nodes.truncate(1);
+    model.pods.truncate(1);
+    model.pods[0].1 = addrs("blue", "10.1.0.7/24", "0a:58:0a:01:00:07");
+    let out = rec
+        .reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    assert!(out.deletes >= 1, "{out:?}");
+    assert_eq!(
+        policies(&nb),
+        [
+            "31000 ip4.dst == {10.1.0.0/24, 10.96.0.0/16, 100.64.0.0/16} allow".to_string(),
+            format!("30000 ip4.src == ${set1} reroute 100.64.0.2"),
+            "500 ip4.src == 192.0.2.1 drop".to_string(),
+        ]
+        .into()
+    );
+    assert!(nbctl(&nb, &["lr-route-list", "ovn_cluster_router"]).contains("192.0.2.0/24"));
+    assert_eq!(
+        nbctl(&nb, &["get", "Address_Set", &set1, "addresses"]).trim(),
+        "[\"10.1.0.7\"]"
+    );
+
+    // gateway off: our policies and route go, the operator's stay
+    let off = ClusterConfig {
+        gateway: control::translate::GatewayMode::Off,
+        ..ClusterConfig::default()
+    };
+    rec.reconcile(&model.desired_with_egress(&off))
+        .await
+        .unwrap();
+    assert_eq!(
+        policies(&nb),
+        ["500 ip4.src == 192.0.2.1 drop".to_string()].into()
+    );
+    let routes = nbctl(&nb, &["lr-route-list", "ovn_cluster_router"]);
+    assert!(
+        routes.contains("192.0.2.0/24") && !routes.contains("0.0.0.0/0"),
+        "{routes}"
+    );
+    client.close().await;
+    central.stop().unwrap();
 }
 
 async fn start(dir: &std::path::Path) -> (Central, Client) {

@@ -23,7 +23,7 @@ use control::leader::{Elector, LeaseConfig};
 use control::metrics::ControllerMetrics;
 use control::reconcile::Reconciler;
 use control::source::kube::{KubeWriter, spawn_watchers};
-use control::translate::{ClusterConfig, DefaultSubnet, Mode};
+use control::translate::{ClusterConfig, DefaultSubnet, GatewayMode, Mode};
 use ovsdb::{Client, ClientConfig, TlsConfig};
 use tokio::sync::mpsc;
 
@@ -33,6 +33,14 @@ enum ModeArg {
     Standalone,
     /// The OVN databases belong to an IaaS platform: only our own rows are touched.
     External,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum GatewayModeArg {
+    /// Through the pod's own node (its management port; masqueraded there).
+    Local,
+    /// No egress out of the cluster.
+    Off,
 }
 
 #[derive(Parser, Debug)]
@@ -70,6 +78,11 @@ struct Args {
     /// the default Subnet with it (absent or empty: no default Subnet).
     #[arg(long, value_delimiter = ',')]
     cluster_cidr: Vec<String>,
+    /// Pods' egress: `local` (through their own node's management port, masqueraded there
+    /// for Subnets with natOutgoing) or `off` (no route out of the cluster). Not used in
+    /// external mode.
+    #[arg(long, value_enum, default_value = "local")]
+    gateway_mode: GatewayModeArg,
     /// Name of the default Subnet --cluster-cidr creates.
     #[arg(long, default_value = control::translate::DefaultSubnet::NAME)]
     default_subnet_name: String,
@@ -148,6 +161,10 @@ fn cluster_config(args: &Args) -> Result<ClusterConfig> {
         join_gateway,
         service_cidrs: args.service_cidr.clone(),
         default_subnet: default_subnet(args)?,
+        gateway: match args.gateway_mode {
+            GatewayModeArg::Local => GatewayMode::Local,
+            GatewayModeArg::Off => GatewayMode::Off,
+        },
     })
 }
 

@@ -671,6 +671,7 @@ impl<W: Writer> Controller<W> {
             node_cidrs: vec![self.cfg.join_cidr],
         });
         nb.netpol = policies.nb;
+        translate::egress::add(&self.cfg, &input, &mut nb);
         (nb, policies.problems)
     }
 
@@ -751,6 +752,7 @@ pub fn join_subnet(cfg: &ClusterConfig) -> ValidSubnet {
         external_logical_switch: None,
         namespaces: vec![],
         default: false,
+        nat_outgoing: false,
     }
 }
 

@@ -111,12 +111,14 @@ fn crd_spec_field_names() {
             "externalLogicalSwitch",
             "gateway",
             "namespaces",
+            "natOutgoing",
             "protocol",
             "provider",
             "vlanID"
         ]
     );
     assert_eq!(spec["required"], json!(["cidr"]));
+    assert_eq!(spec["properties"]["natOutgoing"]["type"], json!("boolean"));
     assert_eq!(spec["properties"]["vlanID"]["minimum"], json!(1.0));
     assert_eq!(spec["properties"]["vlanID"]["maximum"], json!(4094.0));
     assert_eq!(
@@ -254,6 +256,7 @@ spec:
   - 10.16.1.1-10.16.1.9
   protocol: Dual
   vlanID: 100
+  natOutgoing: false
   provider: ovn
   externalLogicalSwitch: ls-zstack-1
   namespaces: [team-blue]
@@ -289,6 +292,7 @@ status:
             external_logical_switch: Some("ls-zstack-1".into()),
             namespaces: vec!["team-blue".into()],
             default: true,
+            nat_outgoing: Some(false),
         }
     );
     let status = sn.status.clone().unwrap();

@@ -85,7 +85,7 @@ pub mod subnet;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};

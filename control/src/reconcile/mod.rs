@@ -7,9 +7,11 @@
 
 pub mod acl;
 pub mod address_set;
+pub mod children;
 pub mod family;
 pub mod load_balancer;
 pub mod port_group;
+pub mod router_rows;
 pub mod template_var;
 #[cfg(test)]
 mod tests;
@@ -112,6 +114,8 @@ pub fn monitor_requests() -> Vec<MonitorRequest> {
     vec![
         MonitorRequest::of::<LogicalRouter>(),
         MonitorRequest::of::<LogicalRouterPort>(),
+        MonitorRequest::of::<ovsdb::nb::LogicalRouterPolicy>(),
+        MonitorRequest::of::<ovsdb::nb::LogicalRouterStaticRoute>(),
         MonitorRequest::of::<LogicalSwitch>(),
         MonitorRequest::of::<LogicalSwitchPort>(),
         MonitorRequest::of::<ovsdb::nb::PortGroup>(),
@@ -214,6 +218,8 @@ impl Reconciler {
         };
         if plan.is_empty() {
             self.reconcile_policy(&desired.netpol, &mut outcome).await?;
+            self.reconcile_router_rows(&desired.router_rows, &mut outcome)
+                .await?;
             return Ok(outcome);
         }
         self.write(&plan, &mut outcome).await?;
@@ -226,6 +232,8 @@ impl Reconciler {
             })
             .await?;
         self.reconcile_policy(&desired.netpol, &mut outcome).await?;
+        self.reconcile_router_rows(&desired.router_rows, &mut outcome)
+            .await?;
         Ok(outcome)
     }
 

@@ -9,7 +9,9 @@
 //! | [`pod`] | a pod with its addresses → a logical switch port |
 //! | [`node`] | a node with its join address → its management port |
 //! | [`service`] | Services and EndpointSlices → load balancers (one per Service and protocol) |
+//! | [`egress`] | pods' traffic leaving the cluster → router policies to their node's gateway |
 
+pub mod egress;
 pub mod node;
 pub mod pod;
 pub mod service;
@@ -46,6 +48,19 @@ pub struct ClusterConfig {
     pub service_cidrs: Vec<IpNet>,
     /// The default Subnet the controller creates and keeps (`--cluster-cidr`); `None`: none.
     pub default_subnet: Option<DefaultSubnet>,
+    /// How pods reach addresses outside the cluster ([`egress`]).
+    pub gateway: GatewayMode,
+}
+
+/// The egress gateway (`--gateway-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GatewayMode {
+    /// Through the pod's own node: the cluster router reroutes the traffic to the node's
+    /// management port, the node's kernel forwards it (and masquerades it, `natOutgoing`).
+    #[default]
+    Local,
+    /// No egress: traffic to addresses outside the cluster is dropped by the cluster router.
+    Off,
 }
 
 /// The cluster's default Subnet as the controller's flags give it
@@ -84,6 +99,7 @@ impl Default for ClusterConfig {
                 16,
             ))],
             default_subnet: None,
+            gateway: GatewayMode::Local,
         }
     }
 }

@@ -41,6 +41,7 @@ pub(crate) fn subnet(
         external_logical_switch: None,
         namespaces: vec![],
         default: false,
+        nat_outgoing: true,
     }
 }
 
