@@ -66,6 +66,7 @@ pub mod cluster;
 pub mod config;
 pub mod ctl;
 pub mod error;
+pub mod external;
 pub mod hugepages;
 pub mod kubecluster;
 pub mod kubevirt;

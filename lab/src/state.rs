@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::central::CentralState;
 use crate::config::LabConfig;
 use crate::error::{LabError, Result};
+use crate::external::ExternalState;
 use crate::hugepages::HugepageChange;
 use crate::process::DaemonRecord;
 
@@ -159,6 +160,9 @@ pub struct Timings {
     pub hugepages: Option<Duration>,
     pub central: Duration,
     pub underlay: Duration,
+    /// The external network (netns, router).
+    #[serde(default)]
+    pub external: Option<Duration>,
     /// Per node, in order.
     pub nodes: Vec<Duration>,
     /// Waiting for every chassis (with Encap) in the SB.
@@ -186,6 +190,9 @@ pub struct Manifest {
     /// The node agents (`zstack-ovnkube-node`, one per node, in node order), once started.
     #[serde(default)]
     pub agents: Vec<DaemonRecord>,
+    /// The external network and its server ([`crate::external`]), once created.
+    #[serde(default)]
+    pub external: Option<ExternalState>,
 }
 
 impl Manifest {
@@ -203,14 +210,16 @@ impl Manifest {
             complete: false,
             apiserver: None,
             agents: Vec::new(),
+            external: None,
         }
     }
 
-    /// Every recorded daemon, in stop order: the object store (and its pod runtime), the
-    /// node agents, nodes last-to-first (ovn-controller, ovs-vswitchd, ovsdb-server), then
-    /// central (northd, NB, SB).
+    /// Every recorded daemon, in stop order: the external server, the object store (and
+    /// its pod runtime), the node agents, nodes last-to-first (ovn-controller,
+    /// ovs-vswitchd, ovsdb-server), then central (northd, NB, SB).
     pub fn daemons_stop_order(&self) -> Vec<&DaemonRecord> {
-        let mut v: Vec<&DaemonRecord> = self.apiserver.iter().collect();
+        let mut v: Vec<&DaemonRecord> = self.external_server().into_iter().collect();
+        v.extend(self.apiserver.iter());
         v.extend(self.agents.iter().rev());
         for n in self.nodes.iter().rev() {
             v.extend(n.daemons.iter().rev());
@@ -223,12 +232,19 @@ impl Manifest {
     }
 
     /// Every recorded daemon, in start order: central (NB, SB, northd), each node's
-    /// ovsdb-server, ovs-vswitchd, ovn-controller, then the object store, then the agents.
+    /// ovsdb-server, ovs-vswitchd, ovn-controller, then the object store, then the agents,
+    /// then the external server.
     pub fn daemons_start_order(&self) -> Vec<&DaemonRecord> {
         let mut v = self.ovn_daemons();
         v.extend(self.apiserver.iter());
         v.extend(self.agents.iter());
+        v.extend(self.external_server());
         v
+    }
+
+    /// The external network's server, if started.
+    pub fn external_server(&self) -> Option<&DaemonRecord> {
+        self.external.as_ref().and_then(|e| e.server.as_ref())
     }
 
     /// The OVN/OVS daemons (start order), without the object store.
