@@ -77,9 +77,10 @@ pub struct ClusterDownArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
-    /// Start central + N nodes and wait until every chassis is registered.
+    /// Start central + N nodes and the external network, wait until every chassis is
+    /// registered.
     Up(UpArgs),
-    /// Daemons (pid, alive), chassis, NB/SB remotes.
+    /// Daemons (pid, alive), chassis, NB/SB remotes, the external network.
     Status(DirArgs),
     /// Stop every daemon, delete every netns, undo hugepage changes, remove the state dir.
     Down(DownArgs),
