@@ -17,15 +17,13 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{LabError, Result};
 use crate::names::Names;
 use crate::netns;
 use crate::pods::record::{PortSpec, Proto};
 use crate::pods::responder::{ResponderDaemon, spawn_daemon};
 use crate::process::DaemonRecord;
-use crate::state::Layout;
+use crate::state::{ExternalState, Layout};
 
 /// The external host's IPv4 address.
 pub const HOST_V4: &str = "198.51.100.10";
@@ -51,22 +49,6 @@ pub const UDP_PORT: u16 = 5353;
 pub const SERVER_NAME: &str = "external";
 /// The server's name in the manifest and `zovn lab status`.
 pub const DAEMON_NAME: &str = "external-server";
-
-/// The external network as recorded in the manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExternalState {
-    /// The external host's netns.
-    pub netns: String,
-    pub host_v4: String,
-    pub host_v6: String,
-    pub router_v4: String,
-    pub router_v6: String,
-    pub underlay_router_v4: String,
-    pub underlay_router_v6: String,
-    /// The server answering TCP [`TCP_PORT`] and UDP [`UDP_PORT`], once started.
-    #[serde(default)]
-    pub server: Option<DaemonRecord>,
-}
 
 /// The server's pidfile (under `<dir>/run`, so a stale-state cleanup finds it too).
 pub fn pidfile(layout: &Layout) -> PathBuf {

@@ -1,5 +1,5 @@
-//! [`Lab`]: central + N nodes + underlay, built from a [`LabConfig`], recorded in a
-//! manifest, torn down exactly.
+//! [`Lab`]: central + N nodes + underlay (+ the external network), built from a
+//! [`LabConfig`], recorded in a manifest, torn down exactly.
 //!
 //! `down` stops every daemon by pid (confirmed gone), deletes every netns the lab created
 //! (which removes their veths), undoes hugepage changes the lab made, and removes the state
@@ -15,7 +15,7 @@ use crate::central::{Central, CentralConfig};
 use crate::config::LabConfig;
 use crate::ctl;
 use crate::error::{LabError, Result};
-use crate::external::{self, ExternalState};
+use crate::external;
 use crate::hugepages;
 use crate::names::{Names, check_pod_name};
 use crate::netns;
@@ -23,7 +23,7 @@ use crate::node::{self, NodeSpec};
 use crate::process::{
     DaemonRecord, StopOutcome, cmdline_matches, read_pidfile, stop_daemon, stop_pid,
 };
-use crate::state::{Layout, Manifest, NodeState, PodState, Timings, pidfiles};
+use crate::state::{ExternalState, Layout, Manifest, NodeState, PodState, Timings, pidfiles};
 use crate::wait::wait_for;
 
 /// How long `up` waits for every chassis to appear in the SB.
@@ -99,8 +99,10 @@ impl Lab {
     /// Builds the lab, calling `progress` after each step. A state dir left by a crashed
     /// lab is cleaned first (only what its manifest/pidfiles name); a lab that is complete
     /// and fully alive in `cfg.dir` is an error (take it down first). Returns once every
-    /// node's chassis is in the SB with an Encap. On failure everything started is torn
-    /// down before the error is returned. The returned lab stops on drop unless
+    /// node's chassis is in the SB with an Encap. The external network
+    /// ([`crate::external`]) is built too, without its server
+    /// ([`Lab::start_external_server`]). On failure everything started is torn down before
+    /// the error is returned. The returned lab stops on drop unless
     /// [`Lab::keep_running`] is called.
     pub fn up_with_progress(cfg: LabConfig, mut progress: impl FnMut(&Step)) -> Result<Lab> {
         let names = cfg.validate()?;

@@ -5,10 +5,11 @@
 //! `<dir>/run/{lab-api.sock,lab-apiserver.pid}`, `<dir>/log/lab-apiserver.log`,
 //! `<dir>/store.json`; the node agents' `<dir>/node<i>/{cni/net.d,cni/bin,agent}`,
 //! `<dir>/node<i>/run/cni.sock`, `<dir>/node<i>/log/agent.log`; the pod runtime's
-//! `<dir>/pods.json` and `<dir>/pods/{run,log}`. The manifest records everything
-//! the lab created — daemons (pid, program, pidfile), network namespaces, hugepage changes
-//! — and is saved after every step, so `down` (or the stale-state cleanup of the next `up`)
-//! removes exactly that.
+//! `<dir>/pods.json` and `<dir>/pods/{run,log}`; the external server's
+//! `<dir>/run/external-server.pid`, `<dir>/log/external-server.log`. The manifest records
+//! everything the lab created — daemons (pid, program, pidfile), network namespaces,
+//! hugepage changes, the external network — and is saved after every step, so `down` (or
+//! the stale-state cleanup of the next `up`) removes exactly that.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,7 +19,6 @@ use serde::{Deserialize, Serialize};
 use crate::central::CentralState;
 use crate::config::LabConfig;
 use crate::error::{LabError, Result};
-use crate::external::ExternalState;
 use crate::hugepages::HugepageChange;
 use crate::process::DaemonRecord;
 
@@ -151,6 +151,22 @@ pub struct PodState {
     pub iface_id: String,
     pub mac: String,
     pub ip_cidr: String,
+}
+
+/// The lab's external network ([`crate::external`]) as recorded in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalState {
+    /// The external host's netns.
+    pub netns: String,
+    pub host_v4: String,
+    pub host_v6: String,
+    pub router_v4: String,
+    pub router_v6: String,
+    pub underlay_router_v4: String,
+    pub underlay_router_v6: String,
+    /// The server answering TCP [`crate::external::TCP_PORT`] and UDP [`crate::external::UDP_PORT`], once started.
+    #[serde(default)]
+    pub server: Option<DaemonRecord>,
 }
 
 /// Start-up time of each step.
