@@ -1,5 +1,5 @@
-//! [`Lab`]: central + N nodes + underlay, built from a [`LabConfig`], recorded in a
-//! manifest, torn down exactly.
+//! [`Lab`]: central + N nodes + underlay (+ the external network), built from a
+//! [`LabConfig`], recorded in a manifest, torn down exactly.
 //!
 //! `down` stops every daemon by pid (confirmed gone), deletes every netns the lab created
 //! (which removes their veths), undoes hugepage changes the lab made, and removes the state
@@ -15,6 +15,7 @@ use crate::central::{Central, CentralConfig};
 use crate::config::LabConfig;
 use crate::ctl;
 use crate::error::{LabError, Result};
+use crate::external;
 use crate::hugepages;
 use crate::names::{Names, check_pod_name};
 use crate::netns;
@@ -22,7 +23,7 @@ use crate::node::{self, NodeSpec};
 use crate::process::{
     DaemonRecord, StopOutcome, cmdline_matches, read_pidfile, stop_daemon, stop_pid,
 };
-use crate::state::{Layout, Manifest, NodeState, PodState, Timings, pidfiles};
+use crate::state::{ExternalState, Layout, Manifest, NodeState, PodState, Timings, pidfiles};
 use crate::wait::wait_for;
 
 /// How long `up` waits for every chassis to appear in the SB.
@@ -74,6 +75,8 @@ pub struct LabStatus {
     pub chassis: std::result::Result<Vec<String>, String>,
     /// Recorded netns and whether each exists.
     pub netns: Vec<(String, bool)>,
+    /// The external network ([`crate::external`]), if the lab has one.
+    pub external: Option<ExternalState>,
     pub timings: Timings,
 }
 
@@ -96,8 +99,10 @@ impl Lab {
     /// Builds the lab, calling `progress` after each step. A state dir left by a crashed
     /// lab is cleaned first (only what its manifest/pidfiles name); a lab that is complete
     /// and fully alive in `cfg.dir` is an error (take it down first). Returns once every
-    /// node's chassis is in the SB with an Encap. On failure everything started is torn
-    /// down before the error is returned. The returned lab stops on drop unless
+    /// node's chassis is in the SB with an Encap. The external network
+    /// ([`crate::external`]) is built too, without its server
+    /// ([`Lab::start_external_server`]). On failure everything started is torn down before
+    /// the error is returned. The returned lab stops on drop unless
     /// [`Lab::keep_running`] is called.
     pub fn up_with_progress(cfg: LabConfig, mut progress: impl FnMut(&Step)) -> Result<Lab> {
         let names = cfg.validate()?;
@@ -163,6 +168,15 @@ impl Lab {
         netns::add_bridge(&ul_ns, &ul_br)?;
         lab.manifest.timings.underlay = step("underlay bridge", &mut progress);
 
+        let ext_ns = lab.names.external_netns();
+        lab.add_netns(&ext_ns)?;
+        lab.manifest.external = Some(external::create(&lab.names, &ul_ns, &ul_br)?);
+        lab.save()?;
+        lab.manifest.timings.external = Some(step(
+            "external network (198.51.100.0/24, 2001:db8:5100::/64 behind the underlay router)",
+            &mut progress,
+        ));
+
         let sb_remote = lab.sb_remote();
         let (names, layout) = (lab.names.clone(), lab.layout.clone());
         for i in 1..=cfg.nodes {
@@ -177,7 +191,8 @@ impl Lab {
             };
             let mut st = node::initial_state(&spec);
             lab.add_netns(&st.netns)?;
-            let r = node::start(&spec, &ul_ns, &ul_br, &mut st);
+            let r = node::start(&spec, &ul_ns, &ul_br, &mut st)
+                .and_then(|()| external::route_node(&st.netns));
             lab.manifest.nodes.push(st);
             lab.save()?;
             r?;
@@ -317,6 +332,7 @@ impl Lab {
                     (n, ok)
                 })
                 .collect(),
+            external: self.manifest.external.clone(),
             timings: self.manifest.timings.clone(),
         }
     }
@@ -481,6 +497,39 @@ impl Lab {
             for d in n.daemons.iter_mut().filter(|d| d.name == name) {
                 *d = rec.clone();
             }
+        }
+        self.save()?;
+        Ok(rec)
+    }
+
+    /// The external network, as recorded (labs brought up before it existed have none).
+    pub fn external(&self) -> Option<&ExternalState> {
+        self.manifest.external.as_ref()
+    }
+
+    /// Starts the external network's server (`<exe> lab responder --echo-source`, TCP
+    /// 8080 and UDP 5353, see [`crate::external`]) in the external netns and records it.
+    /// `exe` is the `zovn` binary. A recorded server that is still alive is an error; a
+    /// dead one is replaced.
+    pub fn start_external_server(&mut self, exe: &Path) -> Result<DaemonRecord> {
+        let Some(ext) = self.manifest.external.clone() else {
+            return Err(LabError::Invalid(format!(
+                "the lab in {} has no external network (brought up by an older zovn)",
+                self.layout.dir.display()
+            )));
+        };
+        if let Some(old) = &ext.server
+            && old.is_alive()
+        {
+            return Err(LabError::Daemon {
+                name: old.name.clone(),
+                program: old.program.clone(),
+                detail: format!("already running (pid {})", old.pid),
+            });
+        }
+        let rec = external::start_server(&self.layout, exe, &ext)?;
+        if let Some(e) = self.manifest.external.as_mut() {
+            e.server = Some(rec.clone());
         }
         self.save()?;
         Ok(rec)

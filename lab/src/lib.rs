@@ -8,6 +8,8 @@
 //! - [`central`]: [`Central`] — OVN NB/SB ovsdb-servers (standalone or Raft; unix, TCP, SSL) +
 //!   ovn-northd.
 //! - [`node`]: one simulated node (netns, ovsdb-server, ovs-vswitchd[-dpdk], ovn-controller).
+//! - [`external`]: the external network — a host outside every node behind the underlay
+//!   netns as router, with a server naming the source address it saw.
 //! - [`state`]: state-dir layout and the `lab.json` manifest.
 //! - [`process`]: commands with clear errors; daemons started/stopped by pid.
 //! - [`netns`], [`names`], [`hugepages`], [`cluster`], [`wait`].
@@ -66,6 +68,7 @@ pub mod cluster;
 pub mod config;
 pub mod ctl;
 pub mod error;
+pub mod external;
 pub mod hugepages;
 pub mod kubecluster;
 pub mod kubevirt;
@@ -87,4 +90,4 @@ pub use config::{
 pub use error::{LabError, Result};
 pub use lab::{Lab, LabStatus, PodConfig, Step};
 pub use nix::sys::signal::Signal;
-pub use state::{Manifest, NodeState, PodState, Timings};
+pub use state::{ExternalState, Manifest, NodeState, PodState, Timings};

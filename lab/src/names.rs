@@ -80,6 +80,22 @@ impl Names {
     pub fn pod_host_veth(&self, pod: &str) -> String {
         format!("{}v{pod}", self.prefix)
     }
+
+    /// Network namespace of the external host, outside every node: `<prefix>x`.
+    pub fn external_netns(&self) -> String {
+        format!("{}x", self.prefix)
+    }
+
+    /// The external host's interface, inside [`Names::external_netns`].
+    pub fn external_host_if(&self) -> String {
+        format!("{}xh", self.prefix)
+    }
+
+    /// The underlay router's interface towards the external host, inside
+    /// [`Names::underlay_netns`].
+    pub fn external_router_if(&self) -> String {
+        format!("{}xr", self.prefix)
+    }
 }
 
 /// Checks an interface name against IFNAMSIZ.
@@ -123,6 +139,9 @@ mod tests {
             n.underlay_port(MAX_NODES),
             n.pod_netns(pod),
             n.pod_host_veth(pod),
+            n.external_netns(),
+            n.external_host_if(),
+            n.external_router_if(),
         ] {
             assert!(name.len() <= IFNAMSIZ_MAX, "{name} too long");
             check_ifname(&name).expect("valid");
@@ -147,5 +166,7 @@ mod tests {
         assert_ne!(n.node_uplink(1), n.underlay_port(1));
         assert_ne!(n.node_netns(1), n.node_netns(11));
         assert_eq!(n.system_id(2), "lab-node2");
+        assert_eq!(n.external_netns(), "labx");
+        assert_ne!(n.external_host_if(), n.external_router_if());
     }
 }

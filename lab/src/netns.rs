@@ -93,6 +93,17 @@ pub fn addr_add(ns: &str, dev: &str, cidr: &str) -> Result<()> {
     ip_n(ns, &["addr", "add", cidr, "dev", dev]).map(drop)
 }
 
+/// `ip -n NS addr add CIDR dev DEV nodad` (IPv6: usable at once, no duplicate detection).
+pub fn addr_add_nodad(ns: &str, dev: &str, cidr: &str) -> Result<()> {
+    ip_n(ns, &["addr", "add", cidr, "dev", dev, "nodad"]).map(drop)
+}
+
+/// `ip -n NS route add DEST via GW` (`DEST` may be `default`; `-6` when `GW` is IPv6).
+pub fn route_add(ns: &str, dest: &str, gw: &str) -> Result<()> {
+    let family = if gw.contains(':') { "-6" } else { "-4" };
+    ip_n(ns, &[family, "route", "add", dest, "via", gw]).map(drop)
+}
+
 /// The MAC address of `dev` in `ns`.
 pub fn link_mac(ns: &str, dev: &str) -> Result<String> {
     let out = ip_n(ns, &["-br", "link", "show", "dev", dev])?;

@@ -2,8 +2,8 @@
 //! ovs-vswitchd (userspace `netdev` datapath, or the DPDK build) and ovn-controller.
 //!
 //! Underlay: the node's veth `<prefix>u<i>` is a port of `br-phy` (netdev, hwaddr = the
-//! veth MAC), which carries the tunnel endpoint IP `172.16.0.<i>/24`; the peer sits on the
-//! lab's underlay Linux bridge. `br-int` is netdev with `fail_mode=secure`.
+//! veth MAC), which carries the tunnel endpoint IP `172.16.0.<i>/24` (and the IPv6 underlay
+//! address `fd00:172:16::<i>/64`); the peer sits on the lab's underlay Linux bridge. `br-int` is netdev with `fail_mode=secure`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -27,6 +27,14 @@ pub const VSWITCHD: &str = "/usr/lib/openvswitch-switch/ovs-vswitchd";
 pub const VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
 /// First three octets of the underlay /24 (lives only inside the lab's namespaces).
 pub const UNDERLAY_NET: &str = "172.16.0";
+
+/// The underlay's IPv6 /64 (prefix of [`underlay_v6`]).
+pub const UNDERLAY_NET6: &str = "fd00:172:16::";
+
+/// Node `i`'s IPv6 underlay address on br-phy: `fd00:172:16::<i>`.
+pub fn underlay_v6(i: usize) -> String {
+    format!("{UNDERLAY_NET6}{i}")
+}
 
 /// `other_config` for an OVS-DPDK node on this 2-core machine.
 pub const DPDK_OTHER_CONFIG: &[&str] = &[
@@ -204,6 +212,7 @@ pub fn start(
         ],
     )?;
     netns::addr_add(&ns, "br-phy", &format!("{}/24", state.encap_ip))?;
+    netns::addr_add_nodad(&ns, "br-phy", &format!("{}/64", underlay_v6(i)))?;
     netns::link_up(&ns, "br-phy")?;
     ctl::vsctl(
         &db,

@@ -5,10 +5,11 @@
 //! `<dir>/run/{lab-api.sock,lab-apiserver.pid}`, `<dir>/log/lab-apiserver.log`,
 //! `<dir>/store.json`; the node agents' `<dir>/node<i>/{cni/net.d,cni/bin,agent}`,
 //! `<dir>/node<i>/run/cni.sock`, `<dir>/node<i>/log/agent.log`; the pod runtime's
-//! `<dir>/pods.json` and `<dir>/pods/{run,log}`. The manifest records everything
-//! the lab created — daemons (pid, program, pidfile), network namespaces, hugepage changes
-//! — and is saved after every step, so `down` (or the stale-state cleanup of the next `up`)
-//! removes exactly that.
+//! `<dir>/pods.json` and `<dir>/pods/{run,log}`; the external server's
+//! `<dir>/run/external-server.pid`, `<dir>/log/external-server.log`. The manifest records
+//! everything the lab created — daemons (pid, program, pidfile), network namespaces,
+//! hugepage changes, the external network — and is saved after every step, so `down` (or
+//! the stale-state cleanup of the next `up`) removes exactly that.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -152,6 +153,22 @@ pub struct PodState {
     pub ip_cidr: String,
 }
 
+/// The lab's external network ([`crate::external`]) as recorded in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalState {
+    /// The external host's netns.
+    pub netns: String,
+    pub host_v4: String,
+    pub host_v6: String,
+    pub router_v4: String,
+    pub router_v6: String,
+    pub underlay_router_v4: String,
+    pub underlay_router_v6: String,
+    /// The server answering TCP [`crate::external::TCP_PORT`] and UDP [`crate::external::UDP_PORT`], once started.
+    #[serde(default)]
+    pub server: Option<DaemonRecord>,
+}
+
 /// Start-up time of each step.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timings {
@@ -159,6 +176,9 @@ pub struct Timings {
     pub hugepages: Option<Duration>,
     pub central: Duration,
     pub underlay: Duration,
+    /// The external network (netns, router).
+    #[serde(default)]
+    pub external: Option<Duration>,
     /// Per node, in order.
     pub nodes: Vec<Duration>,
     /// Waiting for every chassis (with Encap) in the SB.
@@ -186,6 +206,9 @@ pub struct Manifest {
     /// The node agents (`zstack-ovnkube-node`, one per node, in node order), once started.
     #[serde(default)]
     pub agents: Vec<DaemonRecord>,
+    /// The external network and its server ([`crate::external`]), once created.
+    #[serde(default)]
+    pub external: Option<ExternalState>,
 }
 
 impl Manifest {
@@ -203,14 +226,16 @@ impl Manifest {
             complete: false,
             apiserver: None,
             agents: Vec::new(),
+            external: None,
         }
     }
 
-    /// Every recorded daemon, in stop order: the object store (and its pod runtime), the
-    /// node agents, nodes last-to-first (ovn-controller, ovs-vswitchd, ovsdb-server), then
-    /// central (northd, NB, SB).
+    /// Every recorded daemon, in stop order: the external server, the object store (and
+    /// its pod runtime), the node agents, nodes last-to-first (ovn-controller,
+    /// ovs-vswitchd, ovsdb-server), then central (northd, NB, SB).
     pub fn daemons_stop_order(&self) -> Vec<&DaemonRecord> {
-        let mut v: Vec<&DaemonRecord> = self.apiserver.iter().collect();
+        let mut v: Vec<&DaemonRecord> = self.external_server().into_iter().collect();
+        v.extend(self.apiserver.iter());
         v.extend(self.agents.iter().rev());
         for n in self.nodes.iter().rev() {
             v.extend(n.daemons.iter().rev());
@@ -223,12 +248,19 @@ impl Manifest {
     }
 
     /// Every recorded daemon, in start order: central (NB, SB, northd), each node's
-    /// ovsdb-server, ovs-vswitchd, ovn-controller, then the object store, then the agents.
+    /// ovsdb-server, ovs-vswitchd, ovn-controller, then the object store, then the agents,
+    /// then the external server.
     pub fn daemons_start_order(&self) -> Vec<&DaemonRecord> {
         let mut v = self.ovn_daemons();
         v.extend(self.apiserver.iter());
         v.extend(self.agents.iter());
+        v.extend(self.external_server());
         v
+    }
+
+    /// The external network's server, if started.
+    pub fn external_server(&self) -> Option<&DaemonRecord> {
+        self.external.as_ref().and_then(|e| e.server.as_ref())
     }
 
     /// The OVN/OVS daemons (start order), without the object store.

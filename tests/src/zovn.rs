@@ -266,7 +266,7 @@ impl Zovn {
 }
 
 /// Brings up a lab of `nodes` nodes in `<scratch>/lab` (names prefixed by the scratch's
-/// prefix) and its object store, kept running until the returned [`DownOnDrop`] goes
+/// prefix), its object store and the external host's server, kept running until the returned [`DownOnDrop`] goes
 /// (keep it bound: `let (mut lab, z, _down) = ...`). `datapath` is
 /// [`lab::LabConfig::datapath`]: empty = no datapath config, one value = every node, else
 /// one per node. The node agents are not started ([`start_agents`]), so a test can
@@ -285,6 +285,8 @@ pub fn start_lab(
     let down = DownOnDrop(dir.clone());
     let z = Zovn::new(&dir);
     lab.start_apiserver(&z.exe).expect("object store");
+    lab.start_external_server(&z.exe)
+        .expect("the external host's server");
     (lab, z, down)
 }
 

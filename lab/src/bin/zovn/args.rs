@@ -77,9 +77,10 @@ pub struct ClusterDownArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
-    /// Start central + N nodes and wait until every chassis is registered.
+    /// Start central + N nodes and the external network, wait until every chassis is
+    /// registered.
     Up(UpArgs),
-    /// Daemons (pid, alive), chassis, NB/SB remotes.
+    /// Daemons (pid, alive), chassis, NB/SB remotes, the external network.
     Status(DirArgs),
     /// Stop every daemon, delete every netns, undo hugepage changes, remove the state dir.
     Down(DownArgs),
@@ -92,7 +93,8 @@ pub enum LabCommand {
     /// Run the lab's object store daemon (started by `zovn lab up`).
     #[command(hide = true)]
     Serve(ServeArgs),
-    /// Run a command inside a pod's network namespace (its exit code is passed through).
+    /// Run a command inside a pod's network namespace, or with --external in the external
+    /// host's (its exit code is passed through).
     Exec(ExecArgs),
     /// Connect from inside a pod to HOST:PORT (TCP: connect and read the reply; --udp: send
     /// and wait for the echo). Exit 0 when reachable, 1 when not.
@@ -104,7 +106,8 @@ pub enum LabCommand {
     #[command(hide = true)]
     RestartVswitchd(RestartVswitchdArgs),
     /// A pod's responder (started by the pod runtime inside the pod netns): TCP answers
-    /// with the pod name and closes, UDP echoes the pod name.
+    /// with the pod name and closes, UDP echoes the pod name. The external host's server
+    /// is one too (`--echo-source`).
     #[command(hide = true)]
     Responder(ResponderArgs),
 }
@@ -114,7 +117,12 @@ pub struct ExecArgs {
     #[command(flatten)]
     pub dir: DirArgs,
     /// The pod: NAMESPACE/NAME (NAME alone: namespace default).
-    pub pod: String,
+    #[arg(required_unless_present = "external", conflicts_with = "external")]
+    pub pod: Option<String>,
+    /// Run in the external host's netns (198.51.100.10, outside every node) instead of a
+    /// pod's: the lab's external client.
+    #[arg(long)]
+    pub external: bool,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -147,6 +155,9 @@ pub struct ResponderArgs {
     /// Written once every port is bound.
     #[arg(long)]
     pub pidfile: Option<PathBuf>,
+    /// Also name the client's address and port as seen (`NAME ADDR:PORT`).
+    #[arg(long)]
+    pub echo_source: bool,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@
 //! zovn lab delete -f FILE|DIR [-f ...] [--wait [--timeout S]] [--dir DIR]
 //! zovn lab get pods|subnets|sn|namespaces|nodes [-o table|json|yaml] [--dir DIR]
 //! zovn lab exec NS/POD [--dir DIR] -- CMD [ARGS...]
+//! zovn lab exec --external [--dir DIR] -- CMD [ARGS...]
 //! zovn lab probe NS/POD HOST:PORT [--udp] [--timeout 2s] [--dir DIR]
 //! zovn lab stats [--node N] [-o table|json] [--dir DIR]
 //! ```
@@ -32,6 +33,12 @@
 //! The object store's pod runtime turns every pod into a network namespace wired by the
 //! CNI shim and the agent, with a responder on its container ports; `exec` and `probe`
 //! act from inside a pod.
+//!
+//! `up` also builds an external network outside every node: the host `198.51.100.10` /
+//! `2001:db8:5100::10` in netns `<prefix>x` behind the underlay netns as router (nodes
+//! route it via `172.16.0.254` / `fd00:172:16::254`), whose server answers TCP 8080 and
+//! UDP 5353 with the source address it saw (`zovn lab probe NS/POD 198.51.100.10:8080`
+//! shows what the outside sees); `exec --external` runs a command as that host.
 
 mod apply;
 mod args;

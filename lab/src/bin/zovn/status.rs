@@ -42,6 +42,10 @@ pub fn run(a: DirArgs) -> anyhow::Result<()> {
         })
         .collect();
     println!("netns: {}", ns.join(", "));
+    match &s.external {
+        Some(ext) => println!("external: {}", lab::external::describe(ext)),
+        None => println!("external: none"),
+    }
     let t = &s.timings;
     let nodes: Vec<String> = t
         .nodes
@@ -49,8 +53,9 @@ pub fn run(a: DirArgs) -> anyhow::Result<()> {
         .map(|d| format!("{}ms", d.as_millis()))
         .collect();
     println!(
-        "start-up: central {}ms, nodes [{}], chassis wait {}ms, total {}ms",
+        "start-up: central {}ms, external {}ms, nodes [{}], chassis wait {}ms, total {}ms",
         t.central.as_millis(),
+        t.external.unwrap_or_default().as_millis(),
         nodes.join(", "),
         t.chassis.as_millis(),
         t.total.as_millis()

@@ -1,5 +1,6 @@
-//! `zovn lab up`: the lab, then its object store. On a lab that is already running but
-//! whose object store died, only the store is started again (it reloads its objects).
+//! `zovn lab up`: the lab, then its object store, the node agents and the external
+//! host's server. On a lab that is already running but whose object store, agents or
+//! external server died, only those are started again (the store reloads its objects).
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,12 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("starting the object store of the lab in {}", dir.display()))?;
     start_agents(&mut lab)
         .with_context(|| format!("starting the node agents of the lab in {}", dir.display()))?;
+    lab.start_external_server(&exe).with_context(|| {
+        format!(
+            "starting the external host's server of the lab in {}",
+            dir.display()
+        )
+    })?;
     lab.keep_running();
     println!("NB: {}", lab.nb_remote());
     println!("SB: {}", lab.sb_remote());
@@ -53,6 +60,12 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         );
     }
     print_apiserver(&dir, api.pid);
+    if let Some(ext) = lab.external() {
+        println!(
+            "external: {} — `zovn lab exec --external -- CMD`",
+            lab::external::describe(ext)
+        );
+    }
     println!(
         "total {:.2}s — `zovn lab down --dir {}` to remove",
         lab.timings().total.as_secs_f64(),
@@ -93,8 +106,8 @@ fn start_agents(lab: &mut Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// If a lab is running in `dir` but its object store or a recorded node agent died,
-/// starts them again and returns true.
+/// If a lab is running in `dir` but its object store, a recorded node agent or the
+/// external server died, starts them again and returns true.
 fn restart_apiserver(dir: &Path, exe: &Path) -> anyhow::Result<bool> {
     if !dir.join("lab.json").exists() {
         return Ok(false);
@@ -108,7 +121,11 @@ fn restart_apiserver(dir: &Path, exe: &Path) -> anyhow::Result<bool> {
     // only agents that were started and died are started again (a lab brought up
     // without agents stays without them)
     let agents_dead = lab.agents().iter().any(|a| !a.is_alive());
-    if lab.manifest().apiserver_alive() && !agents_dead {
+    let external_dead = lab
+        .manifest()
+        .external_server()
+        .is_some_and(|s| !s.is_alive());
+    if lab.manifest().apiserver_alive() && !agents_dead && !external_dead {
         // a complete running lab: refused by `up`
         return Ok(false);
     }
@@ -129,6 +146,15 @@ fn restart_apiserver(dir: &Path, exe: &Path) -> anyhow::Result<bool> {
         start_agents(&mut lab).with_context(|| {
             format!("restarting the node agents of the lab in {}", dir.display())
         })?;
+    }
+    if external_dead {
+        let rec = lab.start_external_server(exe).with_context(|| {
+            format!(
+                "restarting the external host's server of the lab in {}",
+                dir.display()
+            )
+        })?;
+        println!("external server started again: pid {}", rec.pid);
     }
     Ok(true)
 }
