@@ -370,11 +370,13 @@ impl SubnetSpec {
 mod tests {
     use super::SubnetSpec;
 
+    type Case = (&'static str, fn(&mut SubnetSpec));
+
     #[test]
     fn egress_is_masqueraded_only_for_routed_overlay_subnets_with_nat_outgoing() {
         let base = SubnetSpec::with_cidr("10.16.0.0/16");
         assert!(base.masquerades_egress(), "natOutgoing defaults to true");
-        let cases: [(&str, fn(&mut SubnetSpec)); 5] = [
+        let cases: [Case; 5] = [
             ("natOutgoing false", |s| s.nat_outgoing = Some(false)),
             ("VLAN underlay", |s| s.vlan_id = Some(100)),
             ("the platform's switch", |s| {

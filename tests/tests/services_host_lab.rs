@@ -196,7 +196,7 @@ fn node_local_and_host_services_on_real_traffic() {
                 host_probe(&host.netns, &target)
             });
         }
-        for target in ["198.51.100.10:80", "192.0.2.10:80"] {
+        for target in ["203.0.113.10:80", "192.0.2.10:80"] {
             reaches(&format!("host {} → {target}", host.netns), &webs, || {
                 host_probe(&host.netns, target)
             });

@@ -280,7 +280,7 @@ fn services_on_real_traffic() {
     }
 
     // LoadBalancer: ingress IP and externalIPs
-    for target in ["198.51.100.10:80", "192.0.2.10:80"] {
+    for target in ["203.0.113.10:80", "192.0.2.10:80"] {
         for from in [c1, c2] {
             reachable(&z, from, target, false, &webs);
         }
