@@ -834,7 +834,7 @@ fn pmd_summary(perf_show: &str) -> String {
 
 /// Waits (bounded) until something listens on TCP `port` in netns `ns` (`ss`, no
 /// connection: a probe would count as a client of the server).
-fn wait_listening(ns: &str, port: u16) -> Result<()> {
+pub fn wait_listening(ns: &str, port: u16) -> Result<()> {
     let t = Instant::now();
     loop {
         let o = run_ok(Command::new("ip").args([

@@ -35,6 +35,7 @@ pub mod alloc;
 pub mod cni_add;
 pub mod control_sync;
 pub mod datapath_bench;
+pub mod egress_bench;
 pub mod guard_bench;
 pub mod host;
 pub mod netpol_bench;

@@ -216,6 +216,25 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Pods' egress to the lab's external host vs pod-to-pod on the same node, per
+    /// datapath (`local` gateway mode): iperf3 -P1 and qperf tcp_lat, medians and ratios.
+    Egress {
+        /// Datapaths (comma separated), one lab node each.
+        #[arg(long, value_delimiter = ',', default_value = "kernel,afxdp,dpdk")]
+        datapaths: Vec<String>,
+        /// iperf3 seconds per sample.
+        #[arg(long, default_value_t = 5)]
+        seconds: u32,
+        /// qperf seconds per sample.
+        #[arg(long, default_value_t = 2)]
+        qperf_seconds: u32,
+        /// Rounds (the paths alternate; medians are reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// The pod-burst traffic probe's echo end (run by `pod-burst` inside a pod's netns).
     #[command(hide = true)]
     UdpEcho {
@@ -243,6 +262,29 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::UdpEcho { port, seconds } => perf::udp_probe::echo(port, seconds)?,
+        Cmd::Egress {
+            datapaths,
+            seconds,
+            qperf_seconds,
+            rounds,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::egress_bench::Config {
+                dir: dir.clone(),
+                datapaths,
+                seconds,
+                qperf_seconds,
+                rounds,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::egress_bench::run(cfg))
+                .await
+                .context("egress worker")?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
         Cmd::UdpSend {
             to,
             interval_us,
