@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
@@ -713,14 +713,7 @@ impl Bench {
 
     /// Starts `argv` in netns `ns` (stopped by [`Bench::stop_server`] or teardown).
     fn server(&mut self, ns: &str, argv: &[&str]) -> Result<usize> {
-        let c = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("start {argv:?} in {ns}"))?;
+        let c = crate::host::spawn_in_netns(ns, argv)?;
         self.servers.push(c);
         Ok(self.servers.len() - 1)
     }

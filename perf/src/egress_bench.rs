@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
@@ -134,15 +134,7 @@ impl Drop for Guard {
 }
 
 fn server(g: &mut Guard, ns: &str, argv: &[&str]) -> Result<()> {
-    let c = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(argv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("start {argv:?} in {ns}"))?;
-    g.servers.push(c);
+    g.servers.push(crate::host::spawn_in_netns(ns, argv)?);
     Ok(())
 }
 

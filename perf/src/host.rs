@@ -38,6 +38,18 @@ pub fn which(bin: &str) -> Option<PathBuf> {
 
 /// The lock the heavy lab tests share (`tests::heavy_lock`): no lab test runs meanwhile.
 /// `who` names the benchmark in the message printed while waiting.
+/// Starts `argv` in netns `ns` in the background (no stdio); the caller stops it.
+pub fn spawn_in_netns(ns: &str, argv: &[&str]) -> Result<std::process::Child> {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("start {argv:?} in {ns}"))
+}
+
 pub fn heavy_lock(who: &str) -> Result<File> {
     let path = std::env::temp_dir().join("zovn-heavy-tests.lock");
     let f = File::options()
