@@ -3,7 +3,10 @@
 //!
 //! Underlay: the node's veth `<prefix>u<i>` is a port of `br-phy` (netdev, hwaddr = the
 //! veth MAC), which carries the tunnel endpoint IP `172.16.0.<i>/24` (and the IPv6 underlay
-//! address `fd00:172:16::<i>/64`); the peer sits on the lab's underlay Linux bridge. `br-int` is netdev with `fail_mode=secure`.
+//! address `fd00:172:16::<i>/64`); the peer sits on the lab's underlay Linux bridge.
+//! `br-int` is netdev with `fail_mode=secure`. `ovn-bridge-mappings=physnet:br-phy`: VLAN
+//! Subnets reach the underlay through br-phy, tagged by OVS in userspace (the kernel has no
+//! 802.1Q module).
 
 use std::path::Path;
 use std::time::Duration;
@@ -25,6 +28,9 @@ pub const VSWITCH_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 pub const VSWITCHD: &str = "/usr/lib/openvswitch-switch/ovs-vswitchd";
 /// The DPDK build of ovs-vswitchd.
 pub const VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
+/// The physical network name VLAN Subnets' localnet ports use (their `provider`'s default),
+/// mapped to `br-phy` on every node (`ovn-bridge-mappings`).
+pub const PHYSNET: &str = "physnet";
 /// First three octets of the underlay /24 (lives only inside the lab's namespaces).
 pub const UNDERLAY_NET: &str = "172.16.0";
 
@@ -241,6 +247,8 @@ pub fn start(
             &encap_type,
             &encap_ip,
             "external_ids:ovn-bridge-datapath-type=netdev",
+            // a VLAN Subnet's localnet port (network_name `physnet`) leaves through br-phy
+            &format!("external_ids:ovn-bridge-mappings={PHYSNET}:br-phy"),
         ],
     )?;
 
