@@ -5,7 +5,8 @@
 # decided about its datapath and why, apply
 # examples/lab/ (Namespaces, Subnets, Pods: each pod a network namespace wired through the
 # real CNI plugin), show what was decided (pod addresses, Subnet status), the reachability
-# matrix (same node and across the Geneve tunnel) and the OVN rows, tear everything down.
+# matrix (same node and across the Geneve tunnel), every pod's egress to the lab's external
+# host (the address the outside saw) and the OVN rows, tear everything down.
 set -euo pipefail
 DIR=${1:-/tmp/zovn-lab}; NODES=${2:-2}
 if [ "$NODES" = 2 ]; then DATAPATHS=${3:-dpdk,kernel}; else DATAPATHS=${3:-auto}; fi
@@ -39,6 +40,11 @@ $ZOVN lab get pods --dir "$DIR"
 
 step "reachability matrix    (zovn lab probe: every pod to every declared port; hosts to pods)"
 python3 scripts/lab-matrix.py "$ZOVN" "$DIR"
+
+step "egress                 (every pod to the external host 198.51.100.10:8080, outside every node: the address it saw)"
+for pod in $($ZOVN lab get pods --dir "$DIR" | awk 'NR>1 {print $1}'); do
+  printf '  %-22s -> %s\n' "$pod" "$($ZOVN lab probe "$pod" 198.51.100.10:8080 --dir "$DIR" 2>&1 | tail -n1)"
+done
 
 step "zovn lab stats         (PMD threads, rx queue usage, per-pod port counters)"
 $ZOVN lab stats --dir "$DIR" || true
