@@ -301,6 +301,21 @@ pub fn start_agents(lab: &mut Lab) -> Vec<lab::process::DaemonRecord> {
 impl Zovn {
     /// `zovn lab apply -f examples/<name>` (a directory or file of the repository's
     /// `examples/`).
+    /// `zovn lab probe FROM TARGET --timeout 2s [--udp]`: Ok(what answered) or Err(why
+    /// not, as the command printed it).
+    pub fn probe(&self, from: &str, target: &str, udp: bool) -> Result<String, String> {
+        let mut args = vec!["probe", from, target, "--timeout", "2s"];
+        if udp {
+            args.push("--udp");
+        }
+        let (code, out, err) = self.run(&args);
+        if code == 0 {
+            Ok(out.trim().to_string())
+        } else {
+            Err(format!("{out}{err}"))
+        }
+    }
+
     pub fn apply_example(&self, name: &str) -> String {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../examples")

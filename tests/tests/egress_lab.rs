@@ -56,17 +56,7 @@ fn manifest(p: &str) -> String {
 
 /// The pod's probe to the external host: Ok(what the host answered) or Err(why not).
 fn probe(z: &Zovn, pod: &str, port: &str, udp: bool) -> Result<String, String> {
-    let target = format!("{EXTERNAL}:{port}");
-    let mut args = vec!["probe", pod, &target, "--timeout", "2s"];
-    if udp {
-        args.push("--udp");
-    }
-    let (code, out, err) = z.run(&args);
-    if code == 0 {
-        Ok(out.trim().to_string())
-    } else {
-        Err(format!("{out}{err}"))
-    }
+    z.probe(pod, &format!("{EXTERNAL}:{port}"), udp)
 }
 
 /// Waits until `pod` reaches the external host on `port`; what the host answered.

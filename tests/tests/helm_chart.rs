@@ -678,6 +678,10 @@ fn schema_refuses_bad_values_naming_the_key() {
             ],
         ),
         (
+            &["--set", "gateway.mode=shared"],
+            &["gateway.mode", "must be one of the following"],
+        ),
+        (
             &["--set", "ovn.standalone.haMode=HA"],
             &["ovn.standalone.haMode", "\"single\", \"ha\""],
         ),

@@ -52,12 +52,7 @@ spec: {type: NodePort, selector: {app: web}, ports: [{port: 80, targetPort: 8080
 
 /// A pod's probe: Ok(who answered) or Err(why not).
 fn probe(z: &Zovn, from: &str, target: &str) -> Result<String, String> {
-    let (code, out, err) = z.run(&["probe", from, target, "--timeout", "2s"]);
-    if code == 0 {
-        Ok(out.trim().to_string())
-    } else {
-        Err(format!("{out}{err}"))
-    }
+    z.probe(from, target, false)
 }
 
 /// A probe from a host (node netns).

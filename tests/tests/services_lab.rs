@@ -22,16 +22,7 @@ use tests::zovn::{Zovn, pod_ip, start_agents, start_lab, wait_dataplane_synced};
 
 /// One probe: Ok(who answered) or Err(why not).
 fn probe(z: &Zovn, from: &str, target: &str, udp: bool) -> Result<String, String> {
-    let mut args = vec!["probe", from, target, "--timeout", "2s"];
-    if udp {
-        args.push("--udp");
-    }
-    let (code, out, err) = z.run(&args);
-    if code == 0 {
-        Ok(out.trim().to_string())
-    } else {
-        Err(format!("{out}{err}"))
-    }
+    z.probe(from, target, udp)
 }
 
 /// Waits (bounded) until `f` answers `Some`.

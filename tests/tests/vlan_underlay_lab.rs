@@ -42,12 +42,7 @@ fn tunnel_tx(db: &str) -> u64 {
 }
 
 fn probe(z: &Zovn, from: &str, target: &str) -> Result<String, String> {
-    let (code, out, err) = z.run(&["probe", from, target, "--timeout", "2s"]);
-    if code == 0 {
-        Ok(out.trim().to_string())
-    } else {
-        Err(format!("{out}{err}"))
-    }
+    z.probe(from, target, false)
 }
 
 #[test]
