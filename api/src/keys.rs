@@ -9,6 +9,7 @@
 //! | [`NETWORK_SUBNETS`], [`NETWORK_ERRORS`] | Pod | controller | controller, agent |
 //! | [`NODE_MGMT_PORT`] | Node | controller | agent |
 //! | [`CHASSIS_ID`] | Node | agent | controller (SB chassis clean-up) |
+//! | [`NODE_GATEWAY`] | Node | agent | controller (`shared` gateway mode) |
 //! | [`DATAPATH_STATUS`] | Node | agent | lab, `zovn status` |
 //! | [`DATAPATH_CONFIG`] | Node | operator | agent |
 //! | [`POD_DATAPATH`] | Pod | user | agent |
@@ -32,6 +33,9 @@ pub const NETWORK_ERRORS: &str = "network.zstack.io/network-errors";
 pub const NODE_MGMT_PORT: &str = "network.zstack.io/mgmt-port";
 /// The node's OVN chassis name (`external_ids:system-id`).
 pub const CHASSIS_ID: &str = "network.zstack.io/chassis-id";
+/// The node agent's gateway interface report, `shared` gateway mode (JSON,
+/// [`crate::gateway::NodeGateway`]).
+pub const NODE_GATEWAY: &str = "network.zstack.io/gateway";
 
 /// The node agent's datapath report on its Node (JSON).
 pub const DATAPATH_STATUS: &str = "network.zstack.io/datapath-status";

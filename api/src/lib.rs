@@ -7,6 +7,7 @@
 //! | [`keys`] | every annotation key, label and event reason the parts share |
 //! | [`pod_networks`] | the `k8s.ovn.org/pod-networks` and mgmt-port codec (typed IPs, MACs) |
 //! | [`multus`] | `k8s.v1.cni.cncf.io/networks` selections, NetworkAttachmentDefinitions |
+//! | [`gateway`] | the node gateway report of `shared` gateway mode, and its OVN/OVS names |
 //! | [`mac`] | [`Mac`], its one parser and its one formatting |
 //! | `subnet` | the `network.zstack.io/v1` Subnet custom resource types (feature `k8s`) |
 //! | [`services`] | the Service/endpoint model, and (feature `k8s`) its conversion from Kubernetes objects |
@@ -18,6 +19,7 @@
 //! pins each with literal values; a failing golden test is a migration, not a test to
 //! update.
 
+pub mod gateway;
 pub mod hash;
 pub mod keys;
 pub mod mac;

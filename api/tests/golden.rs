@@ -93,6 +93,16 @@ fn router_macs() {
 }
 
 #[test]
+fn gateway_rows_and_patch_port() {
+    use api::gateway::*;
+    assert_eq!(gateway_router("n1"), "GR_n1");
+    assert_eq!(external_switch("n1"), "ext_n1");
+    assert_eq!(external_localnet_port("n1"), "lnet_n1");
+    // ovn-controller's own naming of the gateway bridge's patch port
+    assert_eq!(gateway_patch_port("n1"), "patch-lnet_n1-to-br-int");
+}
+
+#[test]
 fn annotation_keys() {
     use api::keys::*;
     for (key, want) in [
@@ -103,6 +113,7 @@ fn annotation_keys() {
         (NETWORK_ERRORS, "network.zstack.io/network-errors"),
         (NODE_MGMT_PORT, "network.zstack.io/mgmt-port"),
         (CHASSIS_ID, "network.zstack.io/chassis-id"),
+        (NODE_GATEWAY, "network.zstack.io/gateway"),
         (DATAPATH_STATUS, "network.zstack.io/datapath-status"),
         (DATAPATH_CONFIG, "network.zstack.io/datapath-config"),
         (POD_DATAPATH, "network.zstack.io/datapath"),

@@ -50,17 +50,18 @@ pub struct DesiredNb {
     /// NetworkPolicy port groups, address sets and ACLs ([`crate::netpol`]); the egress
     /// gateway's per-node address sets go with them.
     pub netpol: crate::netpol::PolicyNb,
-    /// Routing policies and static routes by router name (the egress gateway,
-    /// [`crate::translate::egress`]).
+    /// Routing policies, static routes and NAT rows by router name (the egress gateway,
+    /// [`crate::translate::egress`], [`crate::translate::gateway_router`]).
     pub router_rows: BTreeMap<String, RouterRows>,
 }
 
-/// A router's routing policies and static routes, keyed by
+/// A router's routing policies, static routes and NAT rows, keyed by
 /// [`crate::reconcile::router_rows::ROW_KEY`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RouterRows {
     pub policies: BTreeMap<String, ovsdb::nb::LogicalRouterPolicy>,
     pub routes: BTreeMap<String, ovsdb::nb::LogicalRouterStaticRoute>,
+    pub nats: BTreeMap<String, ovsdb::nb::Nat>,
 }
 
 /// Service load balancers ([`crate::translate::service`]): the `Load_Balancer` rows by

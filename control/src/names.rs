@@ -40,6 +40,11 @@ pub use api::names::{network_port, node_port};
 /// `external_ids` key on a secondary network's switch port: the NAD (`<ns>/<name>`).
 pub const NETWORK: &str = "zstack.io/network";
 
+/// The `network_name` of our localnet ports (VLAN Subnets without a `provider`, the
+/// gateway routers' external switches): each node maps it to its gateway bridge with
+/// `ovn-bridge-mappings=physnet:<bridge>`.
+pub const PHYSNET: &str = "physnet";
+
 /// The localnet port of an underlay (VLAN) Subnet switch.
 pub fn localnet_port(switch: &str) -> String {
     format!("{switch}-localnet")

@@ -36,6 +36,8 @@
 //! | [`ovs`] | the local Open_vSwitch db: the [`ovs::NodeOvs`] trait, [`ovs::Ovs`] on the typed `ovsdb::vswitch` rows (br-int, owned ports, `ovn-installed` waits, `Open_vSwitch` maps), an in-memory implementation for unit tests |
 //! | [`datapath`] | datapath selection and tuning: config, probe, decide, apply, status, PM QoS |
 //! | [`node_datapath`] | a datapath pass reported: Node annotation, events, metrics |
+//! | [`gateway`] | `shared` gateway mode: the gateway bridge's address, MAC and next hop, reported on the Node |
+//! | [`gateway_flows`] | `shared` gateway mode: the gateway bridge's rules splitting the shared address between the host and the gateway router |
 //! | [`host_nat`] | Services reached from the host: NodePort, externalIPs and LoadBalancer IPs DNATed to the cluster IP in our nf_tables table `inet zstack-ovn` |
 //! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
 //! | [`mtu`] | the pod MTU from the underlay and the encapsulation |
@@ -57,6 +59,8 @@ pub mod agent;
 pub mod attach;
 pub mod datapath;
 pub mod datapath_metrics;
+pub mod gateway;
+pub mod gateway_flows;
 pub mod host_nat;
 pub mod megaflow;
 pub mod megaflow_guard;

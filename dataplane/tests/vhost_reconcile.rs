@@ -167,6 +167,7 @@ fn reconcile_never_re_adds_a_port_a_request_in_flight_removed() {
                 refresh: Duration::from_secs(5),
                 datapath: Default::default(),
                 vswitchd_ctl: None,
+                gateway: None,
             },
             ovs,
             Box::new(LabSource::new(d.path().join("no-store.sock"))),

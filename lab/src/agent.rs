@@ -78,7 +78,12 @@ pub fn shim_exe() -> anyhow::Result<PathBuf> {
 }
 
 /// The agent's arguments for `node`.
-pub fn agent_args(layout: &Layout, node: &NodeState, shim: Option<&Path>) -> Vec<String> {
+pub fn agent_args(
+    layout: &Layout,
+    node: &NodeState,
+    shim: Option<&Path>,
+    gateway: crate::Gateway,
+) -> Vec<String> {
     let i = node.index;
     let s = |p: PathBuf| p.to_string_lossy().into_owned();
     let mut a = vec![
@@ -105,6 +110,17 @@ pub fn agent_args(layout: &Layout, node: &NodeState, shim: Option<&Path>) -> Vec
         "--metrics-addr".into(),
         format!("127.0.0.1:{AGENT_METRICS_PORT}"),
     ]);
+    if gateway == crate::Gateway::Shared {
+        // br-phy holds the uplink and the node's address; the nodes have no default route
+        a.extend([
+            "--gateway-mode".into(),
+            "shared".into(),
+            "--gateway-interface".into(),
+            "br-phy".into(),
+            "--gateway-next-hop".into(),
+            crate::external::UNDERLAY_ROUTER_V4.into(),
+        ]);
+    }
     if node.datapath.is_some() {
         a.extend([
             "--datapath-config".into(),
@@ -141,6 +157,17 @@ pub fn start(
     node: &NodeState,
     agent: &Path,
     shim: Option<&Path>,
+    gateway: crate::Gateway,
+) -> Result<DaemonRecord> {
+    start_with_args(layout, node, agent, agent_args(layout, node, shim, gateway))
+}
+
+/// As [`start`], with the agent's arguments given (e.g. [`agent_args`] edited by a test).
+pub fn start_with_args(
+    layout: &Layout,
+    node: &NodeState,
+    agent: &Path,
+    args: Vec<String>,
 ) -> Result<DaemonRecord> {
     let i = node.index;
     for d in [
@@ -155,7 +182,7 @@ pub fn start(
     let spec = DetachedSpec {
         name: format!("node{i}/{AGENT_BIN}"),
         program: agent.to_path_buf(),
-        args: agent_args(layout, node, shim),
+        args,
         netns: Some(node.netns.clone()),
         log_file: layout.node_agent_log(i),
         mount_ns: None,

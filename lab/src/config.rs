@@ -82,6 +82,34 @@ pub struct LabConfig {
     /// (`--cluster-cidr`); empty: none (also a lab saved before this setting existed).
     #[serde(default)]
     pub cluster_cidr: Vec<IpNet>,
+    /// Pods' egress (the controller's and agents' `--gateway-mode`); `shared` gives each
+    /// node a gateway router sharing its br-phy address.
+    #[serde(default)]
+    pub gateway: Gateway,
+}
+
+/// The lab's gateway mode (`zovn lab up --gateway-mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gateway {
+    /// Through each node's management port, masqueraded by its agent.
+    #[default]
+    Local,
+    /// A gateway router per node, sharing its br-phy address (SNAT in OVN).
+    Shared,
+    /// No egress.
+    Off,
+}
+
+impl Gateway {
+    /// The `--gateway-mode` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gateway::Local => "local",
+            Gateway::Shared => "shared",
+            Gateway::Off => "off",
+        }
+    }
 }
 
 /// The cluster CIDR a lab gets unless told otherwise.
@@ -126,6 +154,7 @@ impl LabConfig {
             encap: Encap::Geneve,
             datapath: Vec::new(),
             cluster_cidr: default_cluster_cidr(),
+            gateway: Gateway::Local,
         }
     }
 

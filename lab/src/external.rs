@@ -111,6 +111,10 @@ pub fn create(names: &Names, underlay_netns: &str, underlay_bridge: &str) -> Res
     netns::addr_add(&ext, &host_if, &format!("{HOST_V4}/24"))?;
     netns::addr_add_nodad(&ext, &host_if, &format!("{HOST_V6}/64"))?;
     netns::link_up(&ext, &host_if)?;
+    // full checksums on the wire, as a real host's NIC delivers them: a veth otherwise
+    // hands on TCP/UDP with the checksum left to an offload that never happens, and the
+    // nodes' userspace conntrack (shared gateway mode) refuses such packets
+    netns::exec(&ext, &["ethtool", "-K", &host_if, "tx", "off"])?;
     netns::route_add(&ext, "default", ROUTER_V4)?;
     netns::route_add(&ext, "default", ROUTER_V6)?;
     Ok(ExternalState {

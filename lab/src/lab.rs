@@ -441,7 +441,7 @@ impl Lab {
                 out.push(old.clone());
                 continue;
             }
-            let rec = crate::agent::start(&self.layout, node, agent, shim);
+            let rec = crate::agent::start(&self.layout, node, agent, shim, self.config().gateway);
             if let Ok(rec) = &rec {
                 self.manifest.agents.retain(|a| a.name != name);
                 self.manifest.agents.push(rec.clone());
@@ -450,6 +450,36 @@ impl Lab {
             out.push(rec?);
         }
         Ok(out)
+    }
+
+    /// Stops node `i`'s agent (by its recorded pid) and starts it again with the lab's
+    /// arguments as `edit` changes them (tests: a bad flag on one node); the manifest
+    /// records the new agent.
+    pub fn restart_agent_with(
+        &mut self,
+        i: usize,
+        agent: &Path,
+        shim: Option<&Path>,
+        edit: impl FnOnce(&mut Vec<String>),
+    ) -> Result<DaemonRecord> {
+        let node = self
+            .manifest
+            .nodes
+            .iter()
+            .find(|n| n.index == i)
+            .cloned()
+            .ok_or_else(|| LabError::Invalid(format!("no node {i} in this lab")))?;
+        let name = format!("node{i}/{}", crate::agent::AGENT_BIN);
+        if let Some(old) = self.manifest.agents.iter().find(|a| a.name == name) {
+            crate::process::stop_daemon(old)?;
+        }
+        let mut args = crate::agent::agent_args(&self.layout, &node, shim, self.config().gateway);
+        edit(&mut args);
+        let rec = crate::agent::start_with_args(&self.layout, &node, agent, args)?;
+        self.manifest.agents.retain(|a| a.name != name);
+        self.manifest.agents.push(rec.clone());
+        self.save()?;
+        Ok(rec)
     }
 
     /// Kills node `i`'s ovs-vswitchd (SIGKILL, a crash) and starts it again with the same

@@ -598,6 +598,7 @@ impl Bench {
             dpdk: Dpdk::Off,
             datapath: nodes.iter().map(|(d, _)| d.clone()).collect(),
             encap: Encap::Geneve,
+            gateway: lab::Gateway::Local,
         })
         .context("lab up")?;
         lab.keep_running();
@@ -834,7 +835,7 @@ impl Bench {
     fn start_agent(&mut self, lab: &Lab, st: &lab::state::NodeState, agent: &Path) -> Result<()> {
         let node = self.node(st.index)?.clone();
         let layout = lab::state::Layout::new(lab.dir());
-        let mut args = lab::agent::agent_args(&layout, st, None);
+        let mut args = lab::agent::agent_args(&layout, st, None, lab.config().gateway);
         for flag in ["--cni-conf-dir", "--cni-bin-dir"] {
             if let Some(i) = args.iter().position(|a| a == flag) {
                 args.drain(i..(i + 2).min(args.len()));

@@ -67,6 +67,7 @@ impl AgentLab {
             dpdk: Dpdk::Off,
             datapath: Vec::new(),
             encap: Encap::Geneve,
+            gateway: lab::Gateway::Local,
         })
         .expect("lab up");
         lab.keep_running();

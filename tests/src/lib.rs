@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 pub mod agent;
 pub mod containerd;
 pub mod e2e;
+pub mod egress;
 pub mod helm;
 pub mod kube;
 pub mod kube_objects;

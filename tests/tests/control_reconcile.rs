@@ -242,6 +242,137 @@ async fn egress_policies_converge_and_spare_foreign_rows() {
     central.stop().unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_gateway_rows_converge_and_go_with_their_node() {
+    if !tests::require_real(
+        "control_reconcile_shared_gateway_rows_converge_and_go_with_their_node",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("crg");
+    let (central, client) = start(&s.dir.path().join("central")).await;
+    let nb = central.nb_remote();
+    let cfg = ClusterConfig {
+        gateway: control::translate::GatewayMode::Shared,
+        ..ClusterConfig::default()
+    };
+    let mut gw_node = node("node1");
+    gw_node.annotations.insert(
+        api::keys::NODE_GATEWAY.into(),
+        r#"{"interface":"br-phy","mac":"0a:58:ac:10:00:01","ipv4":"172.16.0.1/24","nextHopV4":"172.16.0.254"}"#
+            .into(),
+    );
+    let mut model = Model {
+        subnets: vec![subnet("blue", "10.1.0.0/24", "10.1.0.1")],
+        pods: vec![(
+            pod("ns1", "a", "node1"),
+            addrs("blue", "10.1.0.5/24", "0a:58:0a:01:00:05"),
+        )],
+        nodes: vec![
+            (gw_node, addrs("join", "100.64.0.2/16", "0a:58:64:40:00:02")),
+            (
+                node("node2"),
+                addrs("join", "100.64.0.3/16", "0a:58:64:40:00:03"),
+            ),
+        ],
+    };
+    let rec = Reconciler::start(client.clone(), OWNER).await.unwrap();
+    rec.reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    // node1's gateway router: SNAT to the node's address, out via the underlay's router,
+    // back in via the cluster router; node2 (no report) has none
+    let nat = nbctl(&nb, &["lr-nat-list", "GR_node1"]);
+    assert!(
+        nat.contains("snat") && nat.contains("172.16.0.1") && nat.contains("10.1.0.0/24"),
+        "{nat}"
+    );
+    let routes = nbctl(&nb, &["lr-route-list", "GR_node1"]);
+    assert!(
+        routes.contains("0.0.0.0/0") && routes.contains("172.16.0.254"),
+        "{routes}"
+    );
+    assert!(
+        routes.contains("10.1.0.0/24") && routes.contains("100.64.0.1"),
+        "{routes}"
+    );
+    assert_eq!(
+        nbctl(
+            &nb,
+            &["get", "Logical_Router", "GR_node1", "options:chassis"]
+        )
+        .trim(),
+        "node1"
+    );
+    assert!(
+        nbctl(&nb, &["lr-list"])
+            .lines()
+            .all(|l| !l.contains("GR_node2"))
+    );
+    let set1 = api::names::egress_address_set(OWNER, "node1", true);
+    assert!(
+        policies(&nb).contains(&format!("30000 ip4.src == ${set1} reroute 100.64.128.2")),
+        "{:?}",
+        policies(&nb)
+    );
+    // an operator's NAT row on our gateway router stays
+    nbctl(
+        &nb,
+        &[
+            "lr-nat-add",
+            "GR_node1",
+            "dnat_and_snat",
+            "172.16.0.50",
+            "10.1.0.50",
+        ],
+    );
+
+    // converged: no write, also from a restarted reconciler
+    let again = rec
+        .reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    assert_eq!(again.transactions, 0, "{again:?}");
+    let restarted = Reconciler::start(client.clone(), OWNER).await.unwrap();
+    let third = restarted
+        .reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    assert_eq!(third.transactions, 0, "{third:?}");
+    let nat = nbctl(&nb, &["lr-nat-list", "GR_node1"]);
+    assert!(nat.contains("172.16.0.50") && nat.contains("snat"), "{nat}");
+
+    // natOutgoing turned off on the Subnet: our SNAT row goes, the operator's stays
+    model.subnets[0].nat_outgoing = false;
+    rec.reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    let nat = nbctl(&nb, &["lr-nat-list", "GR_node1"]);
+    assert!(nat.contains("172.16.0.50"), "{nat}");
+    assert!(!nat.contains("10.1.0.0/24"), "{nat}");
+
+    // node1 goes: its router, external switch and join port go
+    model.nodes.remove(0);
+    model.pods.clear();
+    rec.reconcile(&model.desired_with_egress(&cfg))
+        .await
+        .unwrap();
+    assert!(
+        nbctl(&nb, &["lr-list"])
+            .lines()
+            .all(|l| !l.contains("GR_node1"))
+    );
+    assert!(
+        nbctl(&nb, &["ls-list"])
+            .lines()
+            .all(|l| !l.contains("ext_node1"))
+    );
+    assert!(!nbctl(&nb, &["lsp-list", "join"]).contains("jtor-GR_node1"));
+    client.close().await;
+    central.stop().unwrap();
+}
+
 async fn start(dir: &std::path::Path) -> (Central, Client) {
     let central = Central::start(CentralConfig {
         dir: dir.to_path_buf(),

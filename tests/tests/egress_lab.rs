@@ -15,127 +15,10 @@
 //!
 //! IPv6 egress is not built yet (the join network is IPv4 only): docs/egress.md.
 
-use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
-use tests::zovn::{DownOnDrop, Zovn, wait_until};
-
-const BINS: &[&str] = &[
-    "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
-    "/usr/lib/openvswitch-switch/ovs-vswitchd",
-    "ovsdb-server",
-    "ovn-northd",
-    "ovn-controller",
-    "nft",
-];
-
-const EXTERNAL: &str = "198.51.100.10";
-
-fn manifest(p: &str) -> String {
-    let mut s = "apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: egr}\n\
-         spec: {cidr: 10.77.0.0/16, default: true}\n---\n\
-         apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: routed}\n\
-         spec: {cidr: 10.78.0.0/16, natOutgoing: false, namespaces: [routed]}\n---\n\
-         apiVersion: v1\nkind: Namespace\nmetadata: {name: routed}\n"
-        .to_string();
-    for i in 1..=3 {
-        s += &format!(
-            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: nat{i}, namespace: default}}\n\
-             spec: {{nodeName: {p}-node{i}, containers: [{{name: c}}]}}\n"
-        );
-    }
-    for i in 2..=3 {
-        s += &format!(
-            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: own{i}, namespace: routed}}\n\
-             spec: {{nodeName: {p}-node{i}, containers: [{{name: c}}]}}\n"
-        );
-    }
-    s
-}
-
-/// The pod's probe to the external host: Ok(what the host answered) or Err(why not).
-fn probe(z: &Zovn, pod: &str, port: &str, udp: bool) -> Result<String, String> {
-    z.probe(pod, &format!("{EXTERNAL}:{port}"), udp)
-}
-
-/// Waits until `pod` reaches the external host on `port`; what the host answered.
-fn reach(z: &Zovn, pod: &str, port: &str, udp: bool) -> String {
-    let mut last = Err(String::new());
-    wait_until(
-        &format!("{pod} reaches {EXTERNAL}:{port}"),
-        Duration::from_secs(30),
-        || {
-            last = probe(z, pod, port, udp);
-            last.is_ok()
-        },
-    );
-    last.unwrap_or_default()
-}
-
-/// The source address the external host saw (`external 172.16.0.1:41234` → `172.16.0.1`).
-fn seen(reply: &str) -> String {
-    lab::pods::responder::parse_source_reply(reply)
-        .map(|(_, addr)| addr.ip().to_string())
-        .unwrap_or_else(|| panic!("not an external host reply: {reply:?}"))
-}
-
-/// Every pod Ready, with an address, and done moving to AF_XDP (a pod's switch drops
-/// its packets meanwhile); (namespace/name, IP, datapath) of each.
-fn wait_pods(z: &Zovn, n: usize) -> Vec<(String, String, String)> {
-    let mut out = Vec::new();
-    wait_until(
-        "every pod Ready and settled",
-        Duration::from_secs(120),
-        || {
-            let items = z.items("pods");
-            out = items
-                .iter()
-                .filter_map(|p: &Value| {
-                    let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    });
-                    let dp = p["metadata"]["annotations"]["lab.zstack.io/datapath"]
-                        .as_str()
-                        .unwrap_or("");
-                    let ip = p["status"]["podIP"].as_str()?;
-                    (ready && !dp.is_empty() && !dp.contains('→')).then(|| {
-                        (
-                            format!(
-                                "{}/{}",
-                                p["metadata"]["namespace"].as_str().unwrap_or(""),
-                                p["metadata"]["name"].as_str().unwrap_or("")
-                            ),
-                            ip.to_string(),
-                            dp.to_string(),
-                        )
-                    })
-                })
-                .collect();
-            out.len() == n
-        },
-    );
-    out.sort();
-    out
-}
-
-fn nft_table(netns: &str) -> String {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            netns,
-            "nft",
-            "list",
-            "table",
-            "inet",
-            "zstack-ovn",
-        ])
-        .output()
-        .expect("nft");
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
+use tests::egress::{BINS, EXTERNAL, ip_of, nft_table, probe, reach, seen, underlay_route};
+use tests::zovn::wait_until;
 
 #[test]
 fn pods_reach_the_external_host_from_every_datapath() {
@@ -147,23 +30,7 @@ fn pods_reach_the_external_host_from_every_datapath() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("egr");
-    let dir = s.dir.path().join("lab");
-    let z = Zovn::new(&dir);
-    let _down = DownOnDrop(dir.clone());
-    let p = s.prefix.clone();
-    z.ok(&[
-        "up",
-        "--prefix",
-        &p,
-        "--nodes",
-        "3",
-        "--datapath",
-        "kernel,afxdp,dpdk",
-    ]);
-    let f = s.dir.path().join("egress.yaml");
-    std::fs::write(&f, manifest(&p)).expect("write");
-    z.ok(&["apply", "-f", f.to_str().expect("utf-8"), "--wait"]);
-    let pods = wait_pods(&z, 5);
+    let (z, _down, p, pods) = tests::egress::up(&s, "local");
     let datapaths: Vec<&str> = pods.iter().map(|(_, _, d)| d.as_str()).collect();
     assert_eq!(
         datapaths,
@@ -197,31 +64,10 @@ fn pods_reach_the_external_host_from_every_datapath() {
         );
     }
     // the operator routes the Subnet to a node (node 1: the return path crosses nodes)
-    let underlay = format!("{p}ul");
-    let out = Command::new("ip")
-        .args([
-            "-n",
-            &underlay,
-            "route",
-            "add",
-            "10.78.0.0/16",
-            "via",
-            "172.16.0.1",
-        ])
-        .output()
-        .expect("ip route");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    underlay_route(&p, "10.78.0.0/16", "172.16.0.1");
     for i in 2..=3 {
         let pod = format!("routed/own{i}");
-        let ip = pods
-            .iter()
-            .find(|(k, _, _)| *k == pod)
-            .map(|(_, ip, _)| ip.clone())
-            .expect("pod listed");
+        let ip = ip_of(&pods, &pod);
         for (port, udp) in [("8080", false), ("5353", true)] {
             let reply = reach(&z, &pod, port, udp);
             eprintln!("{pod} ({ip}) → {EXTERNAL}:{port}: {reply}");

@@ -39,6 +39,8 @@ enum ModeArg {
 enum GatewayModeArg {
     /// Through the pod's own node (its management port; masqueraded there).
     Local,
+    /// Through a gateway router per node sharing the node's address (SNAT in OVN).
+    Shared,
     /// No egress out of the cluster.
     Off,
 }
@@ -79,8 +81,9 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     cluster_cidr: Vec<String>,
     /// Pods' egress: `local` (through their own node's management port, masqueraded there
-    /// for Subnets with natOutgoing) or `off` (no route out of the cluster). Not used in
-    /// external mode.
+    /// for Subnets with natOutgoing), `shared` (a gateway router per node sharing the node's
+    /// address, SNAT in OVN; the node agents need --gateway-mode shared too) or `off` (no
+    /// route out of the cluster). Not used in external mode.
     #[arg(long, value_enum, default_value = "local")]
     gateway_mode: GatewayModeArg,
     /// Name of the default Subnet --cluster-cidr creates.
@@ -163,6 +166,7 @@ fn cluster_config(args: &Args) -> Result<ClusterConfig> {
         default_subnet: default_subnet(args)?,
         gateway: match args.gateway_mode {
             GatewayModeArg::Local => GatewayMode::Local,
+            GatewayModeArg::Shared => GatewayMode::Shared,
             GatewayModeArg::Off => GatewayMode::Off,
         },
     })

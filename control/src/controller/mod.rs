@@ -671,7 +671,10 @@ impl<W: Writer> Controller<W> {
             node_cidrs: vec![self.cfg.join_cidr],
         });
         nb.netpol = policies.nb;
-        translate::egress::add(&self.cfg, &input, &mut nb);
+        let gateway_problems = translate::egress::add(&self.cfg, &input, &mut nb);
+        for (node, why) in &gateway_problems {
+            tracing::debug!(node = %node, reason = %why, "no gateway router: the node's pods leave through its management port");
+        }
         (nb, policies.problems)
     }
 
@@ -746,7 +749,14 @@ pub fn join_subnet(cfg: &ClusterConfig) -> ValidSubnet {
         protocol: Protocol::IPv4,
         cidrs: vec![cfg.join_cidr],
         gateways: vec![cfg.join_gateway],
-        excludes: vec![],
+        // the upper half is the gateway routers' (their address is derived, not allocated)
+        excludes: translate::gateway_router::join_upper_half(cfg.join_cidr)
+            .map(|(first, last)| crate::model::IpRange {
+                start: first.into(),
+                end: last.into(),
+            })
+            .into_iter()
+            .collect(),
         vlan_id: None,
         provider: None,
         external_logical_switch: None,

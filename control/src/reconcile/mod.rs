@@ -116,6 +116,7 @@ pub fn monitor_requests() -> Vec<MonitorRequest> {
         MonitorRequest::of::<LogicalRouterPort>(),
         MonitorRequest::of::<ovsdb::nb::LogicalRouterPolicy>(),
         MonitorRequest::of::<ovsdb::nb::LogicalRouterStaticRoute>(),
+        MonitorRequest::of::<ovsdb::nb::Nat>(),
         MonitorRequest::of::<LogicalSwitch>(),
         MonitorRequest::of::<LogicalSwitchPort>(),
         MonitorRequest::of::<ovsdb::nb::PortGroup>(),

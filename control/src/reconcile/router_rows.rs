@@ -1,5 +1,6 @@
-//! The diff of our routing policies and static routes on our routers
-//! ([`crate::desired::RouterRows`], the egress gateway: [`crate::translate::egress`]).
+//! The diff of our routing policies, static routes and NAT rows on our routers
+//! ([`crate::desired::RouterRows`], the egress gateway: [`crate::translate::egress`] and
+//! [`crate::translate::gateway_router`]).
 //!
 //! A desired row is keyed by [`ROW_KEY`] in its `external_ids`; only rows of the router
 //! that carry our owner are compared ([`super::children`]): a policy or route an operator
@@ -14,7 +15,7 @@ use std::time::Duration;
 use ovsdb::Uuid;
 use ovsdb::nb::{
     LogicalRouter, LogicalRouterPolicy, LogicalRouterPolicyColumn as PolCol,
-    LogicalRouterStaticRoute, LogicalRouterStaticRouteColumn as RouteCol,
+    LogicalRouterStaticRoute, LogicalRouterStaticRouteColumn as RouteCol, Nat, NatColumn as NatCol,
 };
 use ovsdb::replica::View;
 use ovsdb::typed::Table;
@@ -44,6 +45,20 @@ pub const ROUTE_COLUMNS: &[RouteCol] = &[
     RouteCol::Policy,
 ];
 
+/// The NAT columns we manage.
+pub const NAT_COLUMNS: &[NatCol] = &[
+    NatCol::ExternalIds,
+    NatCol::ExternalIp,
+    NatCol::LogicalIp,
+    NatCol::Type,
+];
+
+impl Child for Nat {
+    fn ids(&self) -> &BTreeMap<String, String> {
+        &self.external_ids
+    }
+}
+
 impl Child for LogicalRouterPolicy {
     fn ids(&self) -> &BTreeMap<String, String> {
         &self.external_ids
@@ -70,6 +85,8 @@ pub fn plan(
         policies.iter().map(|p| (p.uuid(), p)).collect();
     let routes: HashMap<Uuid, &LogicalRouterStaticRoute> =
         routes.iter().map(|r| (r.uuid(), r)).collect();
+    let nats = view.typed::<Nat>()?;
+    let nats: HashMap<Uuid, &Nat> = nats.iter().map(|r| (r.uuid(), r)).collect();
     let empty = RouterRows::default();
     for router in routers.iter() {
         if router.external_ids.get(OWNER).map(String::as_str) != Some(owner) {
@@ -100,6 +117,15 @@ pub fn plan(
             &routes,
             &want.routes,
             ROUTE_COLUMNS,
+            |r| ours(&r.external_ids),
+            &mut plan,
+        );
+        children::plan(
+            &parent("nat", "NAT rows"),
+            &router.nat,
+            &nats,
+            &want.nats,
+            NAT_COLUMNS,
             |r| ours(&r.external_ids),
             &mut plan,
         );

@@ -20,16 +20,28 @@
 //! traffic leaves through the underlay's own gateway. IPv4 only for now: the join network
 //! (and so the management port) has no IPv6 address.
 //!
+//! `shared` gateway mode ([`super::gateway_router`]): a node whose agent reported a usable
+//! gateway ([`api::gateway::NodeGateway`]) gets its gateway router, and its reroute policy
+//! points at that router's join address instead; the router SNATs (`natOutgoing`) and
+//! sends the traffic out of the node's gateway bridge without the host's kernel. Pods'
+//! traffic to the nodes' own addresses still goes to their node's management port (a
+//! policy at [`NODE_ADDRESS_PRIORITY`]: the router shares the node's address). A node
+//! without a usable gateway report keeps the `local` path, and [`add`] says why.
+//!
 //! External mode creates none of this (the platform's router carries egress); gateway mode
 //! `off` neither.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
+
+use ipnet::{IpNet, Ipv4Net};
 
 use ovsdb::nb::{AddressSet, LogicalRouterPolicy, LogicalRouterStaticRoute};
 
+use super::gateway_router::{self, NodeGateway};
 use super::{ClusterConfig, GatewayMode, Input, Mode};
 use crate::desired::{DesiredNb, RouterRows};
+use crate::model::NodeInfo;
 use crate::names::{self, CLUSTER_ROUTER};
 use crate::reconcile::router_rows::ROW_KEY;
 
@@ -37,6 +49,9 @@ use crate::reconcile::router_rows::ROW_KEY;
 pub const CLUSTER_PRIORITY: i64 = 31_000;
 /// Priority of the per-node reroute policies.
 pub const NODE_PRIORITY: i64 = 30_000;
+/// Priority of the per-node policies sending pods' traffic to the nodes' own addresses to
+/// the management port (`shared` mode).
+pub const NODE_ADDRESS_PRIORITY: i64 = 30_500;
 
 fn ids(cfg: &ClusterConfig, kind: &str, object: &str, row: &str) -> BTreeMap<String, String> {
     let mut ids = names::owned(&cfg.cluster_id, kind, object);
@@ -44,14 +59,20 @@ fn ids(cfg: &ClusterConfig, kind: &str, object: &str, row: &str) -> BTreeMap<Str
     ids
 }
 
+/// Why a node has no gateway router in `shared` mode (its pods use the `local` path).
+pub type GatewayProblems = BTreeMap<String, String>;
+
 /// Adds the egress rows for `input` to `nb` (after the NetworkPolicy rows, whose address
-/// sets these join).
-pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) {
+/// sets these join, and after the Services, whose load balancers stay off the gateways'
+/// external switches). Returns the nodes left without a gateway router in `shared` mode,
+/// with the reason.
+pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> GatewayProblems {
+    let mut problems = GatewayProblems::new();
     if cfg.mode == Mode::External || cfg.gateway == GatewayMode::Off {
-        return;
+        return problems;
     }
     let IpAddr::V4(join_gw) = cfg.join_gateway else {
-        return; // an IPv6-only join network: no IPv4 egress through it
+        return problems; // an IPv6-only join network: no IPv4 egress through it
     };
     let routed: BTreeMap<&str, bool> = input
         .subnets
@@ -107,10 +128,24 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) {
                 .map(|ip| ip.addr().to_string()),
         );
     }
+    let (routed_v4, snat_v4) = gateway_cidrs(input, &routed);
+    let nodes_set = node_addresses_set(cfg, input, nb);
     for (node, join) in &input.nodes {
-        let Some(mgmt) = join.ips.iter().map(|n| n.addr()).find(IpAddr::is_ipv4) else {
+        let Some(IpAddr::V4(mgmt)) = join.ips.iter().map(|n| n.addr()).find(IpAddr::is_ipv4) else {
             continue;
         };
+        let mut nexthop = IpAddr::V4(mgmt);
+        if cfg.gateway == GatewayMode::Shared {
+            match usable_gateway(cfg, node, mgmt) {
+                Ok(gw) => {
+                    nexthop = IpAddr::V4(gw.join);
+                    gateway_router::add(cfg, &gw, &routed_v4, &snat_v4, nb);
+                }
+                Err(why) => {
+                    problems.insert(node.name.clone(), why);
+                }
+            }
+        }
         let set = api::names::egress_address_set(&cfg.cluster_id, &node.name, true);
         nb.netpol.address_sets.insert(
             set.clone(),
@@ -128,13 +163,114 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) {
                 priority: NODE_PRIORITY,
                 match_: format!("ip4.src == ${set}"),
                 action: "reroute".into(),
-                nexthops: BTreeSet::from([mgmt.to_string()]),
+                nexthops: BTreeSet::from([nexthop.to_string()]),
                 external_ids: ids(cfg, "egress-node", &node.name, &key),
                 ..Default::default()
             },
         );
+        if nexthop != IpAddr::V4(mgmt) {
+            let key = format!("egress-node-{}-hosts-v4", node.name);
+            rows.policies.insert(
+                key.clone(),
+                LogicalRouterPolicy {
+                    priority: NODE_ADDRESS_PRIORITY,
+                    match_: format!("ip4.src == ${set} && ip4.dst == ${nodes_set}"),
+                    action: "reroute".into(),
+                    nexthops: BTreeSet::from([mgmt.to_string()]),
+                    external_ids: ids(cfg, "egress-node", &node.name, &key),
+                    ..Default::default()
+                },
+            );
+        }
     }
     nb.router_rows.insert(CLUSTER_ROUTER.into(), rows);
+    problems
+}
+
+/// The IPv4 CIDRs the gateway routers route back in (routed, non-VLAN Subnets) and those
+/// of them they SNAT (`natOutgoing`).
+fn gateway_cidrs(input: &Input<'_>, routed: &BTreeMap<&str, bool>) -> (Vec<Ipv4Net>, Vec<Ipv4Net>) {
+    let (mut all, mut snat) = (Vec::new(), Vec::new());
+    for s in &input.subnets {
+        if routed.get(s.name.as_str()) != Some(&true) {
+            continue;
+        }
+        for c in &s.cidrs {
+            if let IpNet::V4(c) = c {
+                all.push(c.trunc());
+                if s.nat_outgoing {
+                    snat.push(c.trunc());
+                }
+            }
+        }
+    }
+    (all, snat)
+}
+
+/// The address set of every node's own IPv4 addresses (their Kubernetes addresses and
+/// gateway addresses), which pods reach through their management port in `shared` mode.
+fn node_addresses_set(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> String {
+    let name = api::names::egress_nodes_address_set(&cfg.cluster_id);
+    if cfg.gateway != GatewayMode::Shared {
+        return name;
+    }
+    let mut addresses = BTreeSet::new();
+    for (node, _) in &input.nodes {
+        addresses.extend(
+            node.addresses
+                .iter()
+                .filter(|a| a.is_ipv4())
+                .map(ToString::to_string),
+        );
+        if let Some(ip) = reported_gateway(node).and_then(|g| g.ipv4) {
+            addresses.insert(ip.addr().to_string());
+        }
+    }
+    nb.netpol.address_sets.insert(
+        name.clone(),
+        AddressSet {
+            name: name.clone(),
+            addresses,
+            external_ids: names::owned(&cfg.cluster_id, "egress-nodes", "nodes"),
+            ..Default::default()
+        },
+    );
+    name
+}
+
+fn reported_gateway(node: &NodeInfo) -> Option<api::gateway::NodeGateway> {
+    let raw = node.annotations.get(api::keys::NODE_GATEWAY)?;
+    serde_json::from_str(raw).ok()
+}
+
+/// The node's gateway as the agent reported it, or why it cannot have a gateway router.
+fn usable_gateway<'a>(
+    cfg: &ClusterConfig,
+    node: &'a NodeInfo,
+    mgmt: Ipv4Addr,
+) -> Result<NodeGateway<'a>, String> {
+    let Some(raw) = node.annotations.get(api::keys::NODE_GATEWAY) else {
+        return Err(format!(
+            "the node agent has not reported a gateway interface ({}) yet",
+            api::keys::NODE_GATEWAY
+        ));
+    };
+    let report: api::gateway::NodeGateway = serde_json::from_str(raw)
+        .map_err(|e| format!("{}: not a gateway report: {e}", api::keys::NODE_GATEWAY))?;
+    let (address, mac, next_hop) = report.usable_v4()?;
+    let join = gateway_router::join_address(cfg.join_cidr, mgmt).ok_or_else(|| {
+        format!(
+            "management port address {mgmt} is not in the lower half of the join network {}",
+            cfg.join_cidr
+        )
+    })?;
+    Ok(NodeGateway {
+        node,
+        join,
+        address,
+        mac: mac.to_string(),
+        next_hop,
+    })
 }
 
 #[cfg(test)]

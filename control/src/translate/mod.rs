@@ -10,8 +10,10 @@
 //! | [`node`] | a node with its join address → its management port |
 //! | [`service`] | Services and EndpointSlices → load balancers (one per Service and protocol) |
 //! | [`egress`] | pods' traffic leaving the cluster → router policies to their node's gateway |
+//! | [`gateway_router`] | `shared` gateway mode: a node's gateway report → its gateway router, external switch, routes and SNAT |
 
 pub mod egress;
+pub mod gateway_router;
 pub mod node;
 pub mod pod;
 pub mod service;
@@ -59,6 +61,9 @@ pub enum GatewayMode {
     /// management port, the node's kernel forwards it (and masquerades it, `natOutgoing`).
     #[default]
     Local,
+    /// Through a gateway router per node (`GR_<node>`) sharing the node's address on its
+    /// gateway bridge: SNAT and routing stay in OVN ([`gateway_router`]).
+    Shared,
     /// No egress: traffic to addresses outside the cluster is dropped by the cluster router.
     Off,
 }

@@ -55,7 +55,10 @@ pub fn add(cfg: &ClusterConfig, subnet: &ValidSubnet, nb: &mut DesiredNb) {
         lsp.addresses.insert("unknown".into());
         lsp.options.insert(
             "network_name".into(),
-            subnet.provider.clone().unwrap_or_else(|| "physnet".into()),
+            subnet
+                .provider
+                .clone()
+                .unwrap_or_else(|| names::PHYSNET.into()),
         );
         nb.add_switch_port(&switch, lsp);
     }

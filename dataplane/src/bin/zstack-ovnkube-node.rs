@@ -53,6 +53,19 @@ struct Args {
     /// has one (the chart's `tunnel.interface`: the address moves to br-phy).
     #[arg(long)]
     encap_ip_interface: Option<String>,
+    /// Pods' egress, as the controller's --gateway-mode: `shared` makes this agent report
+    /// its gateway bridge (--gateway-interface) for the node's gateway router and keep the
+    /// bridge's rules; `local` and `off` need nothing here.
+    #[arg(long, value_enum, default_value = "local")]
+    gateway_mode: GatewayModeArg,
+    /// `shared` gateway mode: the OVS bridge holding the uplink and the node's address,
+    /// which the gateway router shares.
+    #[arg(long, default_value = "br-phy")]
+    gateway_interface: String,
+    /// `shared` gateway mode: the IPv4 next hop of traffic leaving the cluster (default:
+    /// the gateway interface's default route).
+    #[arg(long)]
+    gateway_next_hop: Option<std::net::Ipv4Addr>,
     /// Pod MTU. Default: the MTU of the interface holding the tunnel endpoint address
     /// minus the encapsulation overhead (Geneve 100, VXLAN 50; +20 on IPv6), e.g. 1400 on
     /// a 1500-byte underlay with Geneve.
@@ -94,6 +107,14 @@ struct Args {
     /// exit, then delete the tap devices its userspace bridges leave.
     #[arg(long)]
     uninstall_ovs_in_pod: bool,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum GatewayModeArg {
+    // the values are described on --gateway-mode (keeps `--help` short)
+    Local,
+    Shared,
+    Off,
 }
 
 /// Fallback when the tunnel endpoint is not known yet: right for Geneve on 1500 bytes.
@@ -243,6 +264,12 @@ async fn main() -> anyhow::Result<()> {
                 sys_root: "/".into(),
             },
             vswitchd_ctl: args.vswitchd_ctl.clone(),
+            gateway: matches!(args.gateway_mode, GatewayModeArg::Shared).then(|| {
+                dataplane::gateway::GatewayConfig {
+                    interface: args.gateway_interface.clone(),
+                    next_hop: args.gateway_next_hop,
+                }
+            }),
         },
         ovs,
         pods,

@@ -246,6 +246,30 @@ impl Ovs {
         self.replica.read(|v| find_bridge(v, name))
     }
 
+    /// The names of every bridge.
+    pub fn bridge_names(&self) -> Vec<String> {
+        self.replica
+            .read(|v| rows::<Bridge>(v).map(|b| b.name).collect())
+    }
+
+    /// The interfaces of bridge `name`'s ports: (name, type, ofport), as the replica shows
+    /// them (empty for a bridge that does not exist).
+    pub fn bridge_interfaces(&self, name: &str) -> Vec<(String, String, Option<i64>)> {
+        self.replica.read(|v| {
+            let Some(b) = find_bridge(v, name) else {
+                return Vec::new();
+            };
+            let ifaces: Vec<Uuid> = rows::<Port>(v)
+                .filter(|p| b.ports.contains(&p.uuid))
+                .flat_map(|p| p.interfaces.into_iter())
+                .collect();
+            rows::<Interface>(v)
+                .filter(|i| ifaces.contains(&i.uuid))
+                .map(|i| (i.name, i.type_, i.ofport))
+                .collect()
+        })
+    }
+
     /// A `Datapath` row by uuid.
     pub fn datapath(&self, uuid: &Uuid) -> Option<Datapath> {
         self.replica

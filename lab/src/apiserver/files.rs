@@ -198,8 +198,16 @@ fn parse_yaml_doc(
             yaml_typed::<crate::multus::NetworkAttachmentDefinition>(doc)
                 .map(|o| LabObject::NetworkAttachmentDefinition(Box::new(o)))
         }
-        ResourceKind::Node | ResourceKind::EndpointSlice => {
-            // kind_of refuses Nodes; kept total for the compiler
+        ResourceKind::Node => {
+            problems.push(format!(
+                "{file}:{}: kind Node is not accepted: the lab registers one Node per lab \
+                 node itself (`zovn lab delete` takes one away, as `kubectl delete node`)",
+                first_line + 1
+            ));
+            return;
+        }
+        ResourceKind::EndpointSlice => {
+            // kind_of refuses EndpointSlices; kept total for the compiler
             problems.push(format!(
                 "{file}:{}: kind {kind:?} is not accepted",
                 first_line + 1

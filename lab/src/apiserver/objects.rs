@@ -54,11 +54,8 @@ pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
                     .into(),
             );
         }
-        "Node" => {
-            return Err(
-                "kind Node is not accepted: the lab registers one Node per lab node itself".into(),
-            );
-        }
+        // deletable (`zovn lab delete`, as `kubectl delete node`), never applied
+        "Node" => (ResourceKind::Node, CORE_V1),
         other => {
             return Err(format!(
                 "kind {other}{} is not supported: the lab accepts Namespace (v1), Subnet \
@@ -110,7 +107,13 @@ impl LabObject {
             ResourceKind::NetworkAttachmentDefinition => {
                 LabObject::NetworkAttachmentDefinition(Box::new(decode(value)?))
             }
-            ResourceKind::Node => return Err("kind Node is not accepted".into()),
+            ResourceKind::Node => {
+                return Err(
+                    "kind Node is not accepted: the lab registers one Node per lab node itself \
+                     (`zovn lab delete` takes one away, as `kubectl delete node`)"
+                        .into(),
+                );
+            }
             ResourceKind::EndpointSlice => {
                 return Err("kind EndpointSlice is not accepted".into());
             }

@@ -13,11 +13,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::Gateway as lab_gateway;
 use anyhow::{Context, bail};
 use control::controller::Controller;
 use control::reconcile::Reconciler;
 use control::source::memory::MemoryStore;
-use control::translate::{ClusterConfig, DefaultSubnet};
+use control::translate::{ClusterConfig, DefaultSubnet, GatewayMode};
 use ovsdb::{Client, ClientConfig, Replica};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -98,6 +99,11 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
             name: DefaultSubnet::NAME.to_string(),
             cidrs: cluster_cidr.clone(),
         }),
+        gateway: match lab.config().gateway {
+            lab_gateway::Local => GatewayMode::Local,
+            lab_gateway::Shared => GatewayMode::Shared,
+            lab_gateway::Off => GatewayMode::Off,
+        },
         ..ClusterConfig::default()
     };
     let nb = ClientConfig::parse(&nb_remote).with_context(|| format!("NB remote {nb_remote}"))?;

@@ -561,8 +561,16 @@ impl LabStore {
                     self.mem.delete_nad(&key);
                     extra.nads.remove(&key).is_some()
                 }
-                // lab nodes come and go with the lab; slices with their Services
-                ResourceKind::Node | ResourceKind::EndpointSlice => false,
+                // a lab node's Node object goes (as `kubectl delete node` after a node
+                // is drained): the controller removes what it built for it, while the
+                // lab's processes for that node keep running; a restarted object store
+                // registers it again. Slices come and go with their Services.
+                ResourceKind::Node => {
+                    let found = self.mem.node(&r.name).is_some();
+                    self.mem.delete_node(&r.name);
+                    found
+                }
+                ResourceKind::EndpointSlice => false,
             };
             out.push(Change {
                 object: r.to_string(),

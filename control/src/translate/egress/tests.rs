@@ -49,24 +49,131 @@ fn node(name: &str, join: &str) -> (NodeInfo, PodAddresses) {
 }
 
 fn translate(cfg: &ClusterConfig) -> DesiredNb {
+    translate_with(cfg, None).0
+}
+
+/// Translates the model; `gateway`: node n1's gateway report (n2 reports none).
+fn translate_with(cfg: &ClusterConfig, gateway: Option<&str>) -> (DesiredNb, GatewayProblems) {
     let subnets = [
         subnet("blue", &["10.16.0.0/16", "fd00:10:16::/64"], None),
         subnet("vlan", &["192.168.50.0/24"], Some(50)),
+        ValidSubnet {
+            nat_outgoing: false,
+            ..subnet("green", &["10.17.0.0/16"], None)
+        },
     ];
     let pods = [
         pod("a", "n1", "blue", &["10.16.0.5/16", "fd00:10:16::5/64"]),
         pod("b", "n2", "blue", &["10.16.0.6/16"]),
         pod("u", "n1", "vlan", &["192.168.50.7/24"]),
     ];
-    let nodes = [node("n1", "100.64.0.2/16"), node("n2", "100.64.0.3/16")];
+    let mut nodes = [node("n1", "100.64.0.2/16"), node("n2", "100.64.0.3/16")];
+    if let Some(g) = gateway {
+        nodes[0]
+            .0
+            .annotations
+            .insert(api::keys::NODE_GATEWAY.into(), g.into());
+    }
+    nodes[1].0.addresses = vec!["172.16.0.2".parse().expect("ip")];
     let input = Input {
         subnets: subnets.iter().collect(),
         pods: pods.iter().map(|(p, a)| (p, a)).collect(),
         nodes: nodes.iter().map(|(n, a)| (n, a)).collect(),
     };
     let mut nb = DesiredNb::default();
-    add(cfg, &input, &mut nb);
-    nb
+    let problems = add(cfg, &input, &mut nb);
+    (nb, problems)
+}
+
+const N1_GATEWAY: &str = r#"{"interface":"br-phy","mac":"0a:58:ac:10:00:01","ipv4":"172.16.0.1/24","nextHopV4":"172.16.0.254"}"#;
+
+#[test]
+fn shared_mode_builds_a_gateway_router_per_reporting_node() {
+    let cfg = ClusterConfig {
+        gateway: GatewayMode::Shared,
+        ..ClusterConfig::default()
+    };
+    let (nb, problems) = translate_with(&cfg, Some(N1_GATEWAY));
+    // n1: its gateway router, bound to its chassis, sharing its address and MAC
+    let gr = &nb.routers["GR_n1"];
+    assert_eq!(gr.row.options["chassis"], "n1");
+    assert_eq!(
+        gr.children["rtoj-GR_n1"].networks,
+        BTreeSet::from(["100.64.128.2/16".to_string()])
+    );
+    let rtoe = &gr.children["rtoe-GR_n1"];
+    assert_eq!(rtoe.mac, "0a:58:ac:10:00:01");
+    assert_eq!(rtoe.networks, BTreeSet::from(["172.16.0.1/24".to_string()]));
+    let ext = &nb.switches["ext_n1"];
+    let lnet = &ext.children["lnet_n1"];
+    assert_eq!(
+        (lnet.type_.as_str(), lnet.options["network_name"].as_str()),
+        ("localnet", "physnet")
+    );
+    assert_eq!(
+        ext.children["etor-GR_n1"].options["router-port"],
+        "rtoe-GR_n1"
+    );
+    let gr_rows = &nb.router_rows["GR_n1"];
+    assert_eq!(gr_rows.routes["gw-default-v4"].nexthop, "172.16.0.254");
+    // back in: every routed non-VLAN Subnet via the cluster router
+    assert_eq!(gr_rows.routes["gw-in-10.16.0.0/16"].nexthop, "100.64.0.1");
+    assert_eq!(gr_rows.routes["gw-in-10.17.0.0/16"].nexthop, "100.64.0.1");
+    assert!(!gr_rows.routes.contains_key("gw-in-192.168.50.0/24"));
+    // natOutgoing: false (green) leaves with the pod's address
+    assert_eq!(gr_rows.nats.len(), 1, "{:?}", gr_rows.nats);
+    let snat = &gr_rows.nats["gw-snat-10.16.0.0/16"];
+    assert_eq!(
+        (snat.type_.as_str(), snat.external_ip.as_str()),
+        ("snat", "172.16.0.1")
+    );
+    // the cluster router sends n1's pods to the gateway router, and the nodes' own
+    // addresses to the management port
+    let rows = &nb.router_rows[CLUSTER_ROUTER];
+    assert_eq!(
+        rows.policies["egress-node-n1-v4"].nexthops,
+        BTreeSet::from(["100.64.128.2".to_string()])
+    );
+    let hosts = &rows.policies["egress-node-n1-hosts-v4"];
+    assert_eq!(hosts.nexthops, BTreeSet::from(["100.64.0.2".to_string()]));
+    assert!(hosts.priority > NODE_PRIORITY && hosts.priority < CLUSTER_PRIORITY);
+    let nodes_set = api::names::egress_nodes_address_set(&cfg.cluster_id);
+    assert!(hosts.match_.ends_with(&format!("ip4.dst == ${nodes_set}")));
+    assert_eq!(
+        nb.netpol.address_sets[&nodes_set].addresses,
+        BTreeSet::from(["172.16.0.1".to_string(), "172.16.0.2".to_string()])
+    );
+    // n2 reported nothing: no router, the management port path, and the reason
+    assert!(!nb.routers.contains_key("GR_n2"));
+    assert_eq!(
+        rows.policies["egress-node-n2-v4"].nexthops,
+        BTreeSet::from(["100.64.0.3".to_string()])
+    );
+    assert!(!rows.policies.contains_key("egress-node-n2-hosts-v4"));
+    assert!(problems["n2"].contains("not reported"), "{problems:?}");
+    // every gateway row is ours
+    for p in [
+        &gr.row.external_ids,
+        &ext.row.external_ids,
+        &snat.external_ids,
+    ] {
+        assert_eq!(p[names::OWNER], cfg.cluster_id);
+    }
+}
+
+#[test]
+fn shared_mode_builds_nothing_for_a_gateway_the_agent_could_not_offer() {
+    let cfg = ClusterConfig {
+        gateway: GatewayMode::Shared,
+        ..ClusterConfig::default()
+    };
+    let bad = r#"{"interface":"eth9","error":"gateway interface eth9 does not exist"}"#;
+    let (nb, problems) = translate_with(&cfg, Some(bad));
+    assert!(!nb.routers.contains_key("GR_n1"));
+    assert!(!nb.switches.contains_key("ext_n1"));
+    assert_eq!(problems["n1"], "gateway interface eth9 does not exist");
+    let (nb, problems) = translate_with(&cfg, Some("not json"));
+    assert!(nb.routers.is_empty() && problems["n1"].contains("not a gateway report"));
 }
 
 #[test]
@@ -83,7 +190,7 @@ fn each_node_reroutes_its_own_pods_to_its_management_port() {
     assert_eq!(cluster.action, "allow");
     assert_eq!(
         cluster.match_,
-        "ip4.dst == {10.16.0.0/16, 10.96.0.0/16, 100.64.0.0/16, 192.168.50.0/24}"
+        "ip4.dst == {10.16.0.0/16, 10.17.0.0/16, 10.96.0.0/16, 100.64.0.0/16, 192.168.50.0/24}"
     );
     let n1 = &rows.policies["egress-node-n1-v4"];
     let set1 = api::names::egress_address_set(&cfg.cluster_id, "n1", true);

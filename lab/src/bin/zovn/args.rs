@@ -202,6 +202,27 @@ pub struct UpArgs {
     /// keeps the default Subnet `cluster-default` with it; `none` for no default Subnet.
     #[arg(long, default_value = lab::DEFAULT_CLUSTER_CIDR)]
     pub cluster_cidr: String,
+    /// Pods' egress: `local` (each node's management port, masqueraded by its agent),
+    /// `shared` (a gateway router per node sharing its br-phy address) or `off`.
+    #[arg(long, value_enum, default_value = "local")]
+    pub gateway_mode: GatewayArg,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GatewayArg {
+    Local,
+    Shared,
+    Off,
+}
+
+impl From<GatewayArg> for lab::Gateway {
+    fn from(g: GatewayArg) -> Self {
+        match g {
+            GatewayArg::Local => lab::Gateway::Local,
+            GatewayArg::Shared => lab::Gateway::Shared,
+            GatewayArg::Off => lab::Gateway::Off,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
             EncapArg::Geneve => Encap::Geneve,
             EncapArg::Vxlan => Encap::Vxlan,
         },
+        gateway: a.gateway_mode.into(),
     };
     println!("lab up in {}", dir.display());
     let mut lab = Lab::up_with_progress(cfg, |s| {

@@ -1,0 +1,189 @@
+//! What the egress lab suites share (`tests/tests/egress_lab.rs`, `egress_shared_lab.rs`):
+//! the manifest, the external host probes and the pods' wait.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::zovn::{DownOnDrop, Zovn, wait_until};
+
+/// The binaries a 3-node kernel/AF_XDP/DPDK egress lab needs.
+pub const BINS: &[&str] = &[
+    "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
+    "/usr/lib/openvswitch-switch/ovs-vswitchd",
+    "ovsdb-server",
+    "ovn-northd",
+    "ovn-controller",
+    "nft",
+];
+
+/// The lab's external host.
+pub const EXTERNAL: &str = "198.51.100.10";
+
+/// Subnets `egr` (10.77.0.0/16, the default, `natOutgoing`) and `routed` (10.78.0.0/16,
+/// `natOutgoing: false`, namespace `routed`); pods `default/nat<i>` on nodes 1–3 and
+/// `routed/own<i>` on nodes 2–3 of the lab with prefix `p`.
+pub fn manifest(p: &str) -> String {
+    let mut s = "apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: egr}\n\
+         spec: {cidr: 10.77.0.0/16, default: true}\n---\n\
+         apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: routed}\n\
+         spec: {cidr: 10.78.0.0/16, natOutgoing: false, namespaces: [routed]}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {name: routed}\n"
+        .to_string();
+    for i in 1..=3 {
+        s += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: nat{i}, namespace: default}}\n\
+             spec: {{nodeName: {p}-node{i}, containers: [{{name: c}}]}}\n"
+        );
+    }
+    for i in 2..=3 {
+        s += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: own{i}, namespace: routed}}\n\
+             spec: {{nodeName: {p}-node{i}, containers: [{{name: c}}]}}\n"
+        );
+    }
+    s
+}
+
+/// The 3-node egress lab (kernel, AF_XDP, DPDK) of `s` in gateway mode `gateway`, with
+/// [`manifest`] applied and its 5 pods settled: (the CLI, its teardown guard, the lab's
+/// prefix, the pods as [`wait_pods`] lists them).
+pub fn up(
+    s: &crate::Scratch,
+    gateway: &str,
+) -> (Zovn, DownOnDrop, String, Vec<(String, String, String)>) {
+    let dir = s.dir.path().join("lab");
+    let z = Zovn::new(&dir);
+    let down = DownOnDrop(dir.clone());
+    let p = s.prefix.clone();
+    z.ok(&[
+        "up",
+        "--prefix",
+        &p,
+        "--nodes",
+        "3",
+        "--datapath",
+        "kernel,afxdp,dpdk",
+        "--gateway-mode",
+        gateway,
+    ]);
+    let f = s.dir.path().join("egress.yaml");
+    std::fs::write(&f, manifest(&p)).expect("write");
+    z.ok(&["apply", "-f", f.to_str().expect("utf-8"), "--wait"]);
+    let pods = wait_pods(&z, 5);
+    (z, down, p, pods)
+}
+
+/// The pod's probe to the external host: Ok(what the host answered) or Err(why not).
+pub fn probe(z: &Zovn, pod: &str, port: &str, udp: bool) -> Result<String, String> {
+    z.probe(pod, &format!("{EXTERNAL}:{port}"), udp)
+}
+
+/// Waits until `pod` reaches the external host on `port`; what the host answered.
+pub fn reach(z: &Zovn, pod: &str, port: &str, udp: bool) -> String {
+    let mut last = Err(String::new());
+    wait_until(
+        &format!("{pod} reaches {EXTERNAL}:{port}"),
+        Duration::from_secs(30),
+        || {
+            last = probe(z, pod, port, udp);
+            last.is_ok()
+        },
+    );
+    last.unwrap_or_default()
+}
+
+/// The source address the external host saw (`external 172.16.0.1:41234` → `172.16.0.1`).
+pub fn seen(reply: &str) -> String {
+    lab::pods::responder::parse_source_reply(reply)
+        .map(|(_, addr)| addr.ip().to_string())
+        .unwrap_or_else(|| panic!("not an external host reply: {reply:?}"))
+}
+
+/// Every pod Ready, with an address, and done moving to AF_XDP (a pod's switch drops
+/// its packets meanwhile); (namespace/name, IP, datapath) of each.
+pub fn wait_pods(z: &Zovn, n: usize) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    wait_until(
+        "every pod Ready and settled",
+        Duration::from_secs(120),
+        || {
+            let items = z.items("pods");
+            out = items
+                .iter()
+                .filter_map(|p: &Value| {
+                    let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    });
+                    let dp = p["metadata"]["annotations"]["lab.zstack.io/datapath"]
+                        .as_str()
+                        .unwrap_or("");
+                    let ip = p["status"]["podIP"].as_str()?;
+                    (ready && !dp.is_empty() && !dp.contains('→')).then(|| {
+                        (
+                            format!(
+                                "{}/{}",
+                                p["metadata"]["namespace"].as_str().unwrap_or(""),
+                                p["metadata"]["name"].as_str().unwrap_or("")
+                            ),
+                            ip.to_string(),
+                            dp.to_string(),
+                        )
+                    })
+                })
+                .collect();
+            out.len() == n
+        },
+    );
+    out.sort();
+    out
+}
+
+/// The address of pod `key` in `wait_pods`' list.
+pub fn ip_of(pods: &[(String, String, String)], key: &str) -> String {
+    pods.iter()
+        .find(|(k, _, _)| k == key)
+        .map(|(_, ip, _)| ip.clone())
+        .unwrap_or_else(|| panic!("{key} not listed: {pods:?}"))
+}
+
+/// `ip -n <underlay netns> route add <cidr> via <via>`: the operator routing a Subnet.
+pub fn underlay_route(prefix: &str, cidr: &str, via: &str) {
+    let out = Command::new("ip")
+        .args([
+            "-n",
+            &format!("{prefix}ul"),
+            "route",
+            "add",
+            cidr,
+            "via",
+            via,
+        ])
+        .output()
+        .expect("ip route");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The agent's `table inet zstack-ovn` in node netns `netns`.
+pub fn nft_table(netns: &str) -> String {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            netns,
+            "nft",
+            "list",
+            "table",
+            "inet",
+            "zstack-ovn",
+        ])
+        .output()
+        .expect("nft");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
