@@ -172,7 +172,7 @@ impl Agent {
         mgmt::ensure(&self.ovs, &cfg)
             .await
             .map_err(|e| e.to_string())?;
-        *self.mgmt_subnets.lock().unwrap_or_else(|e| e.into_inner()) = cfg.subnets;
+        *self.mgmt_subnets.lock().unwrap_or_else(|e| e.into_inner()) = cfg.subnets();
         Ok(())
     }
 

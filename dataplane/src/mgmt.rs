@@ -1,6 +1,7 @@
 //! The node's management port `ovn-k8s-mp0`: an OVS internal port on `br-int` bound to
-//! the logical port `node-<NAME>` on the join switch, with the join address in the host
-//! netns and a route to every pod Subnet via the join gateway.
+//! the logical port `node-<NAME>` on the join switch, with the join address(es) in the host
+//! netns and a route to every pod Subnet via the join gateway of its family (IPv4, and
+//! IPv6 when the join network has an IPv6 part).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -28,10 +29,27 @@ pub const MGMT_PORT: &str = "ovn-k8s-mp0";
 pub struct MgmtConfig {
     pub node: String,
     pub mac: [u8; 6],
+    /// One entry per family the annotation gives an address and a gateway for.
+    pub families: Vec<MgmtFamily>,
+    pub mtu: u32,
+}
+
+/// The management port's address, gateway and routed Subnets of one family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MgmtFamily {
     pub address: IpNet,
     pub gateway: IpAddr,
     pub subnets: Vec<IpNet>,
-    pub mtu: u32,
+}
+
+impl MgmtConfig {
+    /// Every routed Subnet, both families.
+    pub fn subnets(&self) -> Vec<IpNet> {
+        self.families
+            .iter()
+            .flat_map(|f| f.subnets.iter().copied())
+            .collect()
+    }
 }
 
 /// Errors of the management port.
@@ -70,39 +88,58 @@ impl MgmtConfig {
             .ok_or_else(|| bad("not set (yet)".into()))?;
         let pn = PodNetwork::decode(NODE_MGMT_PORT, raw)
             .map_err(|e| bad(format!("not a pod network entry: {e}")))?;
-        let address = pn
+        let addresses: Vec<IpNet> = pn
             .ip_addresses
             .iter()
-            .find_map(|a| a.parse::<IpNet>().ok())
-            .ok_or_else(|| bad(format!("no usable address in {:?}", pn.ip_addresses)))?;
-        let gateway = pn
+            .filter_map(|a| a.parse::<IpNet>().ok())
+            .collect();
+        let gateways: Vec<IpAddr> = pn
             .gateway_ips
             .iter()
-            .find_map(|g| g.parse::<IpAddr>().ok())
-            .ok_or_else(|| bad(format!("no usable gateway in {:?}", pn.gateway_ips)))?;
+            .filter_map(|g| g.parse::<IpAddr>().ok())
+            .collect();
         let mac = pn
             .mac_address
             .parse::<Mac>()
             .map_err(|e| bad(e.to_string()))?
             .octets();
         // the Subnets, and the annotation's routes (the Service CIDRs)
-        let mut subnets: Vec<IpNet> = subnets
+        let mut all: Vec<IpNet> = subnets
             .into_iter()
             .chain(
                 pn.routes
                     .iter()
                     .filter_map(|r| r.dest.parse::<IpNet>().ok()),
             )
-            .filter(|s| s.addr().is_ipv4() == gateway.is_ipv4())
             .collect();
-        subnets.sort();
-        subnets.dedup();
+        all.sort();
+        all.dedup();
+        let families: Vec<MgmtFamily> = addresses
+            .iter()
+            .filter_map(|a| {
+                let v4 = a.addr().is_ipv4();
+                let gateway = *gateways.iter().find(|g| g.is_ipv4() == v4)?;
+                Some(MgmtFamily {
+                    address: *a,
+                    gateway,
+                    subnets: all
+                        .iter()
+                        .filter(|s| s.addr().is_ipv4() == v4)
+                        .copied()
+                        .collect(),
+                })
+            })
+            .collect();
+        if families.is_empty() {
+            return Err(bad(format!(
+                "no address with a gateway of its family in {:?} / {:?}",
+                pn.ip_addresses, pn.gateway_ips
+            )));
+        }
         Ok(MgmtConfig {
             node: node.to_string(),
             mac,
-            address,
-            gateway,
-            subnets,
+            families,
             mtu,
         })
     }
@@ -200,6 +237,15 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
             .map_err(|e| nl("bring up", e))?;
     }
 
+    for fam in &cfg.families {
+        configure_family(h, idx, fam).await?;
+    }
+    Ok(())
+}
+
+/// One family's address (ours added, other static ones of the family dropped) and routes
+/// (every Subnet of the family via its join gateway; stale ones of ours removed).
+async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), String> {
     // address: add ours, drop other static ones of the same family
     let mut have = Vec::new();
     let mut s = h.address().get().set_link_index_filter(idx).execute();
@@ -221,17 +267,17 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
             have.push((net, m));
         }
     }
-    if !have.iter().any(|(n, _)| *n == cfg.address) {
+    if !have.iter().any(|(n, _)| *n == fam.address) {
         h.address()
-            .add(idx, cfg.address.addr(), cfg.address.prefix_len())
+            .add(idx, fam.address.addr(), fam.address.prefix_len())
             .execute()
             .await
-            .map_err(|e| nl(&format!("add address {}", cfg.address), e))?;
-        tracing::info!(address = %cfg.address, "management port address set");
+            .map_err(|e| nl(&format!("add address {}", fam.address), e))?;
+        tracing::info!(address = %fam.address, "management port address set");
     }
     for (net, m) in have {
         let link_local = matches!(net, IpNet::V6(n) if n.addr().is_unicast_link_local());
-        if net != cfg.address && !link_local && net.addr().is_ipv4() == cfg.address.addr().is_ipv4()
+        if net != fam.address && !link_local && net.addr().is_ipv4() == fam.address.addr().is_ipv4()
         {
             h.address()
                 .del(m)
@@ -243,7 +289,7 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
 
     // routes to every Subnet via the join gateway; stale ones of ours (static, via the
     // gateway, on this device) removed
-    let v6 = cfg.gateway.is_ipv6();
+    let v6 = fam.gateway.is_ipv6();
     let query = if v6 {
         RouteMessageBuilder::<Ipv6Addr>::new().build()
     } else {
@@ -273,16 +319,16 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
             present.push((net, gw, m));
         }
     }
-    for subnet in &cfg.subnets {
+    for subnet in &fam.subnets {
         if present
             .iter()
-            .any(|(d, g, _)| d == subnet && *g == Some(cfg.gateway))
+            .any(|(d, g, _)| d == subnet && *g == Some(fam.gateway))
         {
             continue;
         }
         let msg = RouteMessageBuilder::<IpAddr>::new()
             .destination_prefix(subnet.addr(), subnet.prefix_len())
-            .and_then(|b| b.gateway(cfg.gateway))
+            .and_then(|b| b.gateway(fam.gateway))
             .map_err(|e| format!("route {subnet}: {e}"))?
             .output_interface(idx)
             .build();
@@ -291,13 +337,13 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
             .replace()
             .execute()
             .await
-            .map_err(|e| nl(&format!("add route {subnet} via {}", cfg.gateway), e))?;
-        tracing::info!(%subnet, via = %cfg.gateway, "management route set");
+            .map_err(|e| nl(&format!("add route {subnet} via {}", fam.gateway), e))?;
+        tracing::info!(%subnet, via = %fam.gateway, "management route set");
     }
     for (d, g, m) in present {
-        if g == Some(cfg.gateway)
+        if g == Some(fam.gateway)
             && m.header.protocol == RouteProtocol::Static
-            && !cfg.subnets.contains(&d)
+            && !fam.subnets.contains(&d)
         {
             h.route()
                 .del(m)
@@ -330,9 +376,29 @@ mod tests {
             1400,
         )
         .unwrap();
-        assert_eq!(c.address.to_string(), "100.64.0.3/16");
-        assert_eq!(c.subnets.len(), 1);
+        assert_eq!(c.families.len(), 1);
+        assert_eq!(c.families[0].address.to_string(), "100.64.0.3/16");
+        assert_eq!(c.families[0].subnets, vec!["10.16.0.0/16".parse().unwrap()]);
         assert_eq!(c.port_spec().iface_external_ids["iface-id"], "node-n1");
+        // dual-stack join: one family each, the Subnets split by family
+        let ann = BTreeMap::from([(
+            NODE_MGMT_PORT.to_string(),
+            r#"{"ip_addresses":["100.64.0.3/16","fd98::3/64"],"mac_address":"0a:58:64:40:00:03","gateway_ips":["100.64.0.1","fd98::1"],"routes":[]}"#.to_string(),
+        )]);
+        let c = MgmtConfig::from_annotations(
+            "n1",
+            &ann,
+            vec![
+                "10.16.0.0/16".parse().unwrap(),
+                "fd00::/64".parse().unwrap(),
+            ],
+            1400,
+        )
+        .unwrap();
+        assert_eq!(c.families.len(), 2);
+        assert_eq!(c.families[1].gateway.to_string(), "fd98::1");
+        assert_eq!(c.families[1].subnets, vec!["fd00::/64".parse().unwrap()]);
+        assert_eq!(c.subnets().len(), 2);
         let e = MgmtConfig::from_annotations("n1", &BTreeMap::new(), vec![], 1400).unwrap_err();
         assert!(e.to_string().contains("network.zstack.io/mgmt-port"), "{e}");
     }

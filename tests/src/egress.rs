@@ -20,13 +20,15 @@ pub const BINS: &[&str] = &[
 
 /// The lab's external host.
 pub const EXTERNAL: &str = "198.51.100.10";
+/// The lab's external host, IPv6 (as a `host:port` target's host part).
+pub const EXTERNAL_V6: &str = "[2001:db8:5100::10]";
 
-/// Subnets `egr` (10.77.0.0/16, the default, `natOutgoing`) and `routed` (10.78.0.0/16,
+/// Subnets `egr` (10.77.0.0/16 and fd00:77::/64, the default, `natOutgoing`) and `routed` (10.78.0.0/16,
 /// `natOutgoing: false`, namespace `routed`); pods `default/nat<i>` on nodes 1–3 and
 /// `routed/own<i>` on nodes 2–3 of the lab with prefix `p`.
 pub fn manifest(p: &str) -> String {
     let mut s = "apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: egr}\n\
-         spec: {cidr: 10.77.0.0/16, default: true}\n---\n\
+         spec: {cidr: \"10.77.0.0/16,fd00:77::/64\", default: true}\n---\n\
          apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: routed}\n\
          spec: {cidr: 10.78.0.0/16, natOutgoing: false, namespaces: [routed]}\n---\n\
          apiVersion: v1\nkind: Namespace\nmetadata: {name: routed}\n"
@@ -82,16 +84,33 @@ pub fn probe(z: &Zovn, pod: &str, port: &str, udp: bool) -> Result<String, Strin
 
 /// Waits until `pod` reaches the external host on `port`; what the host answered.
 pub fn reach(z: &Zovn, pod: &str, port: &str, udp: bool) -> String {
+    reach_host(z, pod, EXTERNAL, port, udp)
+}
+
+/// Waits until `pod` reaches `host` (an IPv4 address or `[IPv6]`) on `port`; what the
+/// host answered.
+pub fn reach_host(z: &Zovn, pod: &str, host: &str, port: &str, udp: bool) -> String {
     let mut last = Err(String::new());
     wait_until(
-        &format!("{pod} reaches {EXTERNAL}:{port}"),
+        &format!("{pod} reaches {host}:{port}"),
         Duration::from_secs(30),
         || {
-            last = probe(z, pod, port, udp);
+            last = z.probe(pod, &format!("{host}:{port}"), udp);
             last.is_ok()
         },
     );
     last.unwrap_or_default()
+}
+
+/// Pod `nat<i>` reaches the external host over IPv6, TCP and UDP, and the host saw node
+/// `i`'s IPv6 underlay address (`fd00:172:16::<i>`, masqueraded by the node's agent).
+pub fn check_ipv6_egress(z: &Zovn, i: usize) {
+    let pod = format!("default/nat{i}");
+    for (port, udp) in [("8080", false), ("5353", true)] {
+        let reply = reach_host(z, &pod, EXTERNAL_V6, port, udp);
+        eprintln!("{pod} → {EXTERNAL_V6}:{port}: {reply}");
+        assert_eq!(seen(&reply), format!("fd00:172:16::{i}"), "{pod} → {port}");
+    }
 }
 
 /// The source address the external host saw (`external 172.16.0.1:41234` → `172.16.0.1`).

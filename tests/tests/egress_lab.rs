@@ -53,6 +53,7 @@ fn pods_reach_the_external_host_from_every_datapath() {
             eprintln!("{pod} → {EXTERNAL}:{port}: {reply}");
             assert_eq!(seen(&reply), node, "{pod} → {port}: {reply}");
         }
+        tests::egress::check_ipv6_egress(&z, i);
     }
 
     // natOutgoing: false, no route back to the Subnet in the underlay: no answer, and

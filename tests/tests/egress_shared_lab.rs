@@ -101,6 +101,8 @@ fn pods_leave_through_their_nodes_gateway_router() {
             eprintln!("{pod} → {port}: {reply}");
             assert_eq!(seen(&reply), format!("172.16.0.{i}"), "{pod} → {port}");
         }
+        // IPv6 leaves through the management port (the gateway routers are IPv4)
+        tests::egress::check_ipv6_egress(&z, i);
         // the datapath's counters reach the rule within a revalidation round
         wait_until(
             &format!("node {i}'s gateway router carried the pod's traffic"),

@@ -73,6 +73,11 @@ struct Args {
     /// Network of the join switch (node management ports); its first address is the router's.
     #[arg(long, default_value = "100.64.0.0/16")]
     join_cidr: ipnet::IpNet,
+    /// IPv6 part of the join network (e.g. fd98::/64): management ports get an IPv6 address
+    /// too and pods' IPv6 traffic leaves the cluster (`local` gateway mode). Absent: IPv4
+    /// only.
+    #[arg(long)]
+    join_cidr_v6: Option<ipnet::IpNet>,
     /// Service CIDR(s), comma-separated (Subnets may not overlap them).
     #[arg(long, default_value = "10.96.0.0/16", value_delimiter = ',')]
     service_cidr: Vec<ipnet::IpNet>,
@@ -162,6 +167,12 @@ fn cluster_config(args: &Args) -> Result<ClusterConfig> {
         },
         join_cidr: args.join_cidr,
         join_gateway,
+        join_v6: match args.join_cidr_v6 {
+            None => None,
+            Some(c) => Some(control::translate::JoinV6::new(c).with_context(|| {
+                format!("--join-cidr-v6 {c} is not an IPv6 network with host addresses")
+            })?),
+        },
         service_cidrs: args.service_cidr.clone(),
         default_subnet: default_subnet(args)?,
         gateway: match args.gateway_mode {

@@ -38,7 +38,9 @@ pub fn validation_context(
         created,
         others,
         service_cidrs: cfg.service_cidrs.clone(),
-        join_cidrs: vec![cfg.join_cidr],
+        join_cidrs: std::iter::once(cfg.join_cidr)
+            .chain(cfg.join_v6.map(|v| v.cidr))
+            .collect(),
         node_networks: Vec::new(),
         external: external.cloned(),
         yields: me.is_some_and(is_managed),

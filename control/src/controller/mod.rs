@@ -49,6 +49,9 @@ use state::ClusterState;
 /// The IPAM name of the join switch's address pool (node management ports). Not a valid
 /// Kubernetes name, so it never clashes with a Subnet.
 pub const JOIN_POOL: &str = "_join";
+/// The IPAM pool of the join network's IPv6 part (its own leases: a node keeps its IPv4
+/// address when the IPv6 part is added later).
+pub const JOIN6_POOL: &str = "_join6";
 
 /// Errors that end a pass (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +123,11 @@ impl<W: Writer> Controller<W> {
         let join = join_subnet(&cfg);
         if let Err(e) = ipam.add_subnet(&join) {
             tracing::error!(error = %e, "join CIDR unusable for node management ports");
+        }
+        if let Some(join6) = join6_subnet(&cfg)
+            && let Err(e) = ipam.add_subnet(&join6)
+        {
+            tracing::error!(error = %e, "IPv6 join CIDR unusable for node management ports");
         }
         Controller {
             cfg,
@@ -364,7 +372,7 @@ impl<W: Writer> Controller<W> {
         let gone: Vec<String> = self
             .ipam
             .subnet_names()
-            .filter(|n| *n != JOIN_POOL && !self.served.contains_key(*n))
+            .filter(|n| *n != JOIN_POOL && *n != JOIN6_POOL && !self.served.contains_key(*n))
             .map(str::to_string)
             .collect();
         let mut released = 0;
@@ -435,7 +443,19 @@ impl<W: Writer> Controller<W> {
                 .ok()
                 .and_then(|n| n.to_addresses(JOIN_POOL).ok());
             if let Some(addrs) = parsed {
-                let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
+                let (ips, ips6): (Vec<IpAddr>, Vec<IpAddr>) = addrs
+                    .ips
+                    .iter()
+                    .map(|n| n.addr())
+                    .partition(IpAddr::is_ipv4);
+                if !ips6.is_empty()
+                    && self.cfg.join_v6.is_some()
+                    && let Err(e) =
+                        self.ipam
+                            .restore(&node6_key(&name), JOIN6_POOL, &ips6, addrs.mac)
+                {
+                    tracing::warn!(node = %name, error = %e, "cannot restore the IPv6 join address");
+                }
                 match self
                     .ipam
                     .restore(&node_key(&name), JOIN_POOL, &ips, addrs.mac)
@@ -511,6 +531,7 @@ impl<W: Writer> Controller<W> {
             .collect();
         for n in nodes_gone {
             self.ipam.release(&node_key(&n));
+            self.ipam.release(&node6_key(&n));
             self.nodes_assigned.remove(&n);
         }
         gone.len()
@@ -611,6 +632,19 @@ impl<W: Writer> Controller<W> {
     }
 
     fn assign_nodes(&mut self) {
+        // the IPv6 part, also for nodes that have their IPv4 address from before it existed
+        if self.cfg.join_v6.is_some() {
+            let names: Vec<String> = self.state.nodes.keys().cloned().collect();
+            for name in names {
+                if self.ipam.lease(&node6_key(&name)).is_none()
+                    && let Err(e) =
+                        self.ipam
+                            .assign(&node6_key(&name), JOIN6_POOL, &PodIpRequest::default())
+                {
+                    tracing::warn!(node = %name, error = %e, "no IPv6 join address for node");
+                }
+            }
+        }
         let names: Vec<String> = self
             .state
             .nodes
@@ -631,6 +665,15 @@ impl<W: Writer> Controller<W> {
         }
     }
 
+    /// A node's join addresses: its IPv4 lease (MAC included) plus its IPv6 one, if any.
+    fn node_addresses(&self, node: &str) -> Option<PodAddresses> {
+        let mut addrs = self.ipam.addresses(&node_key(node))?;
+        if let Some(v6) = self.ipam.addresses(&node6_key(node)) {
+            addrs.ips.extend(v6.ips);
+        }
+        Some(addrs)
+    }
+
     /// The desired NB rows for the current model.
     pub fn desired(&self) -> DesiredNb {
         self.desired_and_problems().0
@@ -646,7 +689,7 @@ impl<W: Writer> Controller<W> {
         let nodes: Vec<(&crate::model::NodeInfo, PodAddresses)> = self
             .nodes_assigned
             .iter()
-            .filter_map(|n| Some((self.state.nodes.get(n)?, self.ipam.addresses(&node_key(n))?)))
+            .filter_map(|n| Some((self.state.nodes.get(n)?, self.node_addresses(n)?)))
             .collect();
         let input = Input {
             subnets: self.served.values().collect(),
@@ -668,7 +711,9 @@ impl<W: Writer> Controller<W> {
             policies: self.state.policies.values().collect(),
             namespaces: &self.state.namespaces,
             pods: input.pods.clone(),
-            node_cidrs: vec![self.cfg.join_cidr],
+            node_cidrs: std::iter::once(self.cfg.join_cidr)
+                .chain(self.cfg.join_v6.map(|v| v.cidr))
+                .collect(),
         });
         nb.netpol = policies.nb;
         let gateway_problems = translate::egress::add(&self.cfg, &input, &mut nb);
@@ -740,6 +785,24 @@ fn joined(problems: &[SubnetProblem]) -> String {
 /// IPAM owner key of a node's join address.
 pub fn node_key(node: &str) -> String {
     format!("node:{node}")
+}
+
+/// IPAM owner key of a node's IPv6 join address.
+pub fn node6_key(node: &str) -> String {
+    format!("node6:{node}")
+}
+
+/// The join network's IPv6 part as a pool, when configured.
+pub fn join6_subnet(cfg: &ClusterConfig) -> Option<ValidSubnet> {
+    let v6 = cfg.join_v6?;
+    Some(ValidSubnet {
+        name: JOIN6_POOL.into(),
+        protocol: Protocol::IPv6,
+        cidrs: vec![v6.cidr],
+        gateways: vec![v6.gateway],
+        excludes: vec![],
+        ..join_subnet(cfg)
+    })
 }
 
 /// The join switch's pool as a Subnet.

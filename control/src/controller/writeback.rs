@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Controller, IPAM_ERROR, node_key};
+use super::{Controller, IPAM_ERROR};
 use crate::annotation::{self, NODE_MGMT_PORT, POD_NETWORKS, POD_SUBNET, PodNetwork};
 use crate::source::{WriteError, Writer};
 
@@ -65,14 +65,20 @@ impl<W: Writer> Controller<W> {
 
         let mut node_writes = Vec::new();
         for name in &self.nodes_assigned {
-            let (Some(node), Some(addrs)) = (
-                self.state.nodes.get(name),
-                self.ipam.addresses(&node_key(name)),
-            ) else {
+            let (Some(node), Some(addrs)) = (self.state.nodes.get(name), self.node_addresses(name))
+            else {
                 continue;
             };
             let mut addrs = addrs;
-            addrs.gateways = vec![self.cfg.join_gateway];
+            addrs.gateways = std::iter::once(self.cfg.join_gateway)
+                .chain(self.cfg.join_v6.map(|v| v.gateway))
+                .filter(|g| {
+                    addrs
+                        .ips
+                        .iter()
+                        .any(|ip| ip.addr().is_ipv4() == g.is_ipv4())
+                })
+                .collect();
             let mut network = PodNetwork::from_addresses(&addrs);
             // the host reaches Service VIPs through its management port (the join switch
             // balances them)
@@ -80,10 +86,15 @@ impl<W: Writer> Controller<W> {
                 .cfg
                 .service_cidrs
                 .iter()
-                .filter(|c| c.addr().is_ipv4() == self.cfg.join_gateway.is_ipv4())
-                .map(|c| annotation::Route {
-                    dest: c.to_string(),
-                    next_hop: self.cfg.join_gateway.to_string(),
+                .filter_map(|c| {
+                    let gw = addrs
+                        .gateways
+                        .iter()
+                        .find(|g| g.is_ipv4() == c.addr().is_ipv4())?;
+                    Some(annotation::Route {
+                        dest: c.to_string(),
+                        next_hop: gw.to_string(),
+                    })
                 })
                 .collect();
             let value = serde_json::to_string(&network).unwrap_or_default();

@@ -17,8 +17,10 @@
 //!
 //! The pods of a node are an address set per node and family (they change with every pod;
 //! only the set's members travel). Pods of VLAN (underlay) Subnets are left out: their
-//! traffic leaves through the underlay's own gateway. IPv4 only for now: the join network
-//! (and so the management port) has no IPv6 address.
+//! traffic leaves through the underlay's own gateway. IPv6: the same rows per family when
+//! the join network has an IPv6 part ([`super::JoinV6`], `--join-cidr-v6`: the management
+//! ports then have an IPv6 address too); without it, pods' IPv6 traffic to the outside is
+//! dropped by the cluster router (no route).
 //!
 //! `shared` gateway mode ([`super::gateway_router`]): a node whose agent reported a usable
 //! gateway ([`api::gateway::NodeGateway`]) gets its gateway router, and its reroute policy
@@ -26,7 +28,8 @@
 //! sends the traffic out of the node's gateway bridge without the host's kernel. Pods'
 //! traffic to the nodes' own addresses still goes to their node's management port (a
 //! policy at [`NODE_ADDRESS_PRIORITY`]: the router shares the node's address). A node
-//! without a usable gateway report keeps the `local` path, and [`add`] says why.
+//! without a usable gateway report keeps the `local` path, and [`add`] says why. IPv6
+//! takes the `local` path in `shared` mode too (the gateway routers are IPv4 for now).
 //!
 //! External mode creates none of this (the platform's router carries egress); gateway mode
 //! `off` neither.
@@ -71,9 +74,6 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
     if cfg.mode == Mode::External || cfg.gateway == GatewayMode::Off {
         return problems;
     }
-    let IpAddr::V4(join_gw) = cfg.join_gateway else {
-        return problems; // an IPv6-only join network: no IPv4 egress through it
-    };
     let routed: BTreeMap<&str, bool> = input
         .subnets
         .iter()
@@ -81,12 +81,73 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
         .map(|s| (s.name.as_str(), s.vlan_id.is_none()))
         .collect();
     let mut rows = RouterRows::default();
+    let families = std::iter::once((cfg.join_cidr, cfg.join_gateway))
+        .chain(cfg.join_v6.map(|v| (v.cidr, v.gateway)));
+    for (join_cidr, join_gw) in families {
+        let fam = Family::of(join_gw);
+        add_family(
+            cfg,
+            input,
+            &routed,
+            fam,
+            join_cidr,
+            join_gw,
+            &mut rows,
+            nb,
+            &mut problems,
+        );
+    }
+    nb.router_rows.insert(CLUSTER_ROUTER.into(), rows);
+    problems
+}
+
+/// One address family's names and match fields.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Family {
+    v4: bool,
+}
+
+impl Family {
+    fn of(ip: IpAddr) -> Family {
+        Family { v4: ip.is_ipv4() }
+    }
+    /// `v4` / `v6`.
+    fn tag(self) -> &'static str {
+        if self.v4 { "v4" } else { "v6" }
+    }
+    /// `ip4` / `ip6`.
+    fn ip(self) -> &'static str {
+        if self.v4 { "ip4" } else { "ip6" }
+    }
+    fn default_route(self) -> &'static str {
+        if self.v4 { "0.0.0.0/0" } else { "::/0" }
+    }
+    fn has(self, ip: IpAddr) -> bool {
+        ip.is_ipv4() == self.v4
+    }
+}
+
+/// One family's rows: the default route, the cluster policy, each node's address set and
+/// reroute policy (and in `shared` mode, IPv4, the gateway routers).
+#[allow(clippy::too_many_arguments)]
+fn add_family(
+    cfg: &ClusterConfig,
+    input: &Input<'_>,
+    routed: &BTreeMap<&str, bool>,
+    fam: Family,
+    join_cidr: IpNet,
+    join_gw: IpAddr,
+    rows: &mut RouterRows,
+    nb: &mut DesiredNb,
+    problems: &mut GatewayProblems,
+) {
+    let t = fam.tag();
     rows.routes.insert(
-        "egress-default-v4".into(),
+        format!("egress-default-{t}"),
         LogicalRouterStaticRoute {
-            ip_prefix: "0.0.0.0/0".into(),
+            ip_prefix: fam.default_route().into(),
             nexthop: join_gw.to_string(),
-            external_ids: ids(cfg, "egress", "default", "egress-default-v4"),
+            external_ids: ids(cfg, "egress", "default", &format!("egress-default-{t}")),
             ..Default::default()
         },
     );
@@ -95,25 +156,26 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
         .iter()
         .filter(|s| routed.contains_key(s.name.as_str()))
         .flat_map(|s| s.cidrs.iter())
-        .chain(std::iter::once(&cfg.join_cidr))
+        .chain(std::iter::once(&join_cidr))
         .chain(cfg.service_cidrs.iter())
-        .filter(|c| c.addr().is_ipv4())
+        .filter(|c| fam.has(c.addr()))
         .map(|c| c.trunc().to_string())
         .collect();
     rows.policies.insert(
-        "egress-cluster-v4".into(),
+        format!("egress-cluster-{t}"),
         LogicalRouterPolicy {
             priority: CLUSTER_PRIORITY,
             match_: format!(
-                "ip4.dst == {{{}}}",
+                "{}.dst == {{{}}}",
+                fam.ip(),
                 internal.into_iter().collect::<Vec<_>>().join(", ")
             ),
             action: "allow".into(),
-            external_ids: ids(cfg, "egress", "cluster", "egress-cluster-v4"),
+            external_ids: ids(cfg, "egress", "cluster", &format!("egress-cluster-{t}")),
             ..Default::default()
         },
     );
-    // each node's pods (of routed, non-VLAN Subnets), IPv4
+    // each node's pods (of routed, non-VLAN Subnets) of this family
     let mut pods_of: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for (pod, addrs) in &input.pods {
         let (Some(node), Some(true)) = (&pod.node, routed.get(addrs.subnet.as_str())) else {
@@ -124,19 +186,25 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
             addrs
                 .ips
                 .iter()
-                .filter(|ip| ip.addr().is_ipv4())
+                .filter(|ip| fam.has(ip.addr()))
                 .map(|ip| ip.addr().to_string()),
         );
     }
-    let (routed_v4, snat_v4) = gateway_cidrs(input, &routed);
-    let nodes_set = node_addresses_set(cfg, input, nb);
+    // shared mode's gateway routers (IPv4: the join network's IPv4 part links them)
+    let shared = cfg.gateway == GatewayMode::Shared && fam.v4;
+    let (routed_v4, snat_v4) = gateway_cidrs(input, routed);
+    let nodes_set = if shared {
+        node_addresses_set(cfg, input, nb)
+    } else {
+        String::new()
+    };
     for (node, join) in &input.nodes {
-        let Some(IpAddr::V4(mgmt)) = join.ips.iter().map(|n| n.addr()).find(IpAddr::is_ipv4) else {
+        let Some(mgmt) = join.ips.iter().map(|n| n.addr()).find(|a| fam.has(*a)) else {
             continue;
         };
-        let mut nexthop = IpAddr::V4(mgmt);
-        if cfg.gateway == GatewayMode::Shared {
-            match usable_gateway(cfg, node, mgmt) {
+        let mut nexthop = mgmt;
+        if let (true, IpAddr::V4(mgmt4)) = (shared, mgmt) {
+            match usable_gateway(cfg, node, mgmt4) {
                 Ok(gw) => {
                     nexthop = IpAddr::V4(gw.join);
                     gateway_router::add(cfg, &gw, &routed_v4, &snat_v4, nb);
@@ -146,7 +214,7 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
                 }
             }
         }
-        let set = api::names::egress_address_set(&cfg.cluster_id, &node.name, true);
+        let set = api::names::egress_address_set(&cfg.cluster_id, &node.name, fam.v4);
         nb.netpol.address_sets.insert(
             set.clone(),
             AddressSet {
@@ -156,20 +224,20 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
                 ..Default::default()
             },
         );
-        let key = format!("egress-node-{}-v4", node.name);
+        let key = format!("egress-node-{}-{t}", node.name);
         rows.policies.insert(
             key.clone(),
             LogicalRouterPolicy {
                 priority: NODE_PRIORITY,
-                match_: format!("ip4.src == ${set}"),
+                match_: format!("{}.src == ${set}", fam.ip()),
                 action: "reroute".into(),
                 nexthops: BTreeSet::from([nexthop.to_string()]),
                 external_ids: ids(cfg, "egress-node", &node.name, &key),
                 ..Default::default()
             },
         );
-        if nexthop != IpAddr::V4(mgmt) {
-            let key = format!("egress-node-{}-hosts-v4", node.name);
+        if nexthop != mgmt {
+            let key = format!("egress-node-{}-hosts-{t}", node.name);
             rows.policies.insert(
                 key.clone(),
                 LogicalRouterPolicy {
@@ -183,8 +251,6 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
             );
         }
     }
-    nb.router_rows.insert(CLUSTER_ROUTER.into(), rows);
-    problems
 }
 
 /// The IPv4 CIDRs the gateway routers route back in (routed, non-VLAN Subnets) and those

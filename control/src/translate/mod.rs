@@ -46,12 +46,39 @@ pub struct ClusterConfig {
     pub join_cidr: IpNet,
     /// The cluster router's address on the join switch (first address of the join CIDR).
     pub join_gateway: IpAddr,
+    /// The join network's IPv6 part (management ports get an IPv6 address too: IPv6
+    /// egress in `local` mode); `None`: IPv4 only.
+    pub join_v6: Option<JoinV6>,
     /// Service CIDRs (Subnets must not overlap them).
     pub service_cidrs: Vec<IpNet>,
     /// The default Subnet the controller creates and keeps (`--cluster-cidr`); `None`: none.
     pub default_subnet: Option<DefaultSubnet>,
     /// How pods reach addresses outside the cluster ([`egress`]).
     pub gateway: GatewayMode,
+}
+
+/// The join network's IPv6 part (`--join-cidr-v6`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinV6 {
+    pub cidr: IpNet,
+    /// The cluster router's IPv6 address on the join switch (the CIDR's first address).
+    pub gateway: IpAddr,
+}
+
+impl JoinV6 {
+    /// From an IPv6 CIDR: the router takes its first host address.
+    pub fn new(cidr: IpNet) -> Option<JoinV6> {
+        let IpNet::V6(net) = cidr else { return None };
+        if net.prefix_len() > 126 {
+            return None;
+        }
+        // the network address itself is the subnet-router anycast address: the next one
+        let gateway = std::net::Ipv6Addr::from(u128::from(net.network()) + 1);
+        Some(JoinV6 {
+            cidr: IpNet::V6(net.trunc()),
+            gateway: IpAddr::V6(gateway),
+        })
+    }
 }
 
 /// The egress gateway (`--gateway-mode`).
@@ -99,6 +126,7 @@ impl Default for ClusterConfig {
             mode: Mode::Standalone,
             join_cidr: IpNet::V4(Ipv4Net::new_assert(Ipv4Addr::new(100, 64, 0, 0), 16)),
             join_gateway: IpAddr::V4(Ipv4Addr::new(100, 64, 0, 1)),
+            join_v6: None,
             service_cidrs: vec![IpNet::V4(Ipv4Net::new_assert(
                 Ipv4Addr::new(10, 96, 0, 0),
                 16,

@@ -27,15 +27,20 @@ pub fn add(cfg: &ClusterConfig, nb: &mut DesiredNb) {
         external_ids: names::owned(&cfg.cluster_id, "join-switch", JOIN_SWITCH),
         ..Default::default()
     };
+    let cidrs: Vec<String> = std::iter::once(cfg.join_cidr)
+        .chain(cfg.join_v6.map(|v| v.cidr))
+        .map(|c| c.to_string())
+        .collect();
     join.external_ids
-        .insert("zstack.io/cidr".into(), cfg.join_cidr.to_string());
+        .insert("zstack.io/cidr".into(), cidrs.join(","));
     nb.switches.insert(JOIN_SWITCH.into(), Parent::owned(join));
-    let prefix = cfg.join_cidr.prefix_len();
-    router_link(
-        cfg,
-        nb,
-        JOIN_SWITCH,
-        &[format!("{}/{prefix}", cfg.join_gateway)],
-        "join",
-    );
+    let mut networks = vec![format!(
+        "{}/{}",
+        cfg.join_gateway,
+        cfg.join_cidr.prefix_len()
+    )];
+    if let Some(v6) = &cfg.join_v6 {
+        networks.push(format!("{}/{}", v6.gateway, v6.cidr.prefix_len()));
+    }
+    router_link(cfg, nb, JOIN_SWITCH, &networks, "join");
 }

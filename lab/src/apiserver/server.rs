@@ -99,6 +99,12 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
             name: DefaultSubnet::NAME.to_string(),
             cidrs: cluster_cidr.clone(),
         }),
+        // dual-stack management ports: pods' IPv6 egress (the nodes have IPv6 underlay
+        // addresses and routes to the external network's)
+        join_v6: control::translate::JoinV6::new(ipnet::IpNet::V6(ipnet::Ipv6Net::new_assert(
+            std::net::Ipv6Addr::new(0xfd98, 0, 0, 0, 0, 0, 0, 0),
+            64,
+        ))),
         gateway: match lab.config().gateway {
             lab_gateway::Local => GatewayMode::Local,
             lab_gateway::Shared => GatewayMode::Shared,

@@ -217,8 +217,11 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Pods' egress to the lab's external host vs pod-to-pod on the same node, per
-    /// datapath (`local` gateway mode): iperf3 -P1 and qperf tcp_lat, medians and ratios.
+    /// gateway mode and datapath: iperf3 -P1 and qperf tcp_lat, medians and ratios.
     Egress {
+        /// Gateway modes (comma separated), one lab each.
+        #[arg(long, value_delimiter = ',', default_value = "local,shared")]
+        modes: Vec<String>,
         /// Datapaths (comma separated), one lab node each.
         #[arg(long, value_delimiter = ',', default_value = "kernel,afxdp,dpdk")]
         datapaths: Vec<String>,
@@ -263,6 +266,7 @@ async fn main() -> Result<()> {
     match cli.cmd {
         Cmd::UdpEcho { port, seconds } => perf::udp_probe::echo(port, seconds)?,
         Cmd::Egress {
+            modes,
             datapaths,
             seconds,
             qperf_seconds,
@@ -276,6 +280,16 @@ async fn main() -> Result<()> {
                 seconds,
                 qperf_seconds,
                 rounds,
+                modes: modes
+                    .iter()
+                    .map(|m| match m.as_str() {
+                        "local" => Ok(lab::Gateway::Local),
+                        "shared" => Ok(lab::Gateway::Shared),
+                        other => Err(anyhow::anyhow!(
+                            "--modes: unknown gateway mode {other:?} (local, shared)"
+                        )),
+                    })
+                    .collect::<Result<_>>()?,
             };
             let report = tokio::task::spawn_blocking(move || perf::egress_bench::run(cfg))
                 .await

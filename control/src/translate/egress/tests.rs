@@ -236,3 +236,55 @@ fn external_mode_and_gateway_off_add_nothing() {
         assert!(nb.netpol.address_sets.is_empty(), "{cfg:?}");
     }
 }
+
+#[test]
+fn an_ipv6_join_network_gives_ipv6_egress_through_the_management_port() {
+    let cfg = ClusterConfig {
+        join_v6: super::super::JoinV6::new("fd98::/64".parse().expect("cidr")),
+        gateway: GatewayMode::Shared,
+        ..ClusterConfig::default()
+    };
+    let subnets = [subnet("blue", &["10.16.0.0/16", "fd00:10:16::/64"], None)];
+    let pods = [pod(
+        "a",
+        "n1",
+        "blue",
+        &["10.16.0.5/16", "fd00:10:16::5/64"],
+    )];
+    let mut n1 = node("n1", "100.64.0.2/16");
+    n1.1.ips.push("fd98::2/64".parse().expect("ip"));
+    n1.0.annotations
+        .insert(api::keys::NODE_GATEWAY.into(), N1_GATEWAY.into());
+    let nodes = [n1];
+    let input = Input {
+        subnets: subnets.iter().collect(),
+        pods: pods.iter().map(|(p, a)| (p, a)).collect(),
+        nodes: nodes.iter().map(|(n, a)| (n, a)).collect(),
+    };
+    let mut nb = DesiredNb::default();
+    add(&cfg, &input, &mut nb);
+    let rows = &nb.router_rows[CLUSTER_ROUTER];
+    let route = &rows.routes["egress-default-v6"];
+    assert_eq!(
+        (route.ip_prefix.as_str(), route.nexthop.as_str()),
+        ("::/0", "fd98::1")
+    );
+    assert_eq!(
+        rows.policies["egress-cluster-v6"].match_,
+        "ip6.dst == {fd00:10:16::/64, fd98::/64}"
+    );
+    let set6 = api::names::egress_address_set(&cfg.cluster_id, "n1", false);
+    let p6 = &rows.policies["egress-node-n1-v6"];
+    assert_eq!(p6.match_, format!("ip6.src == ${set6}"));
+    // IPv6 takes the management port even in shared mode (the gateway routers are IPv4)
+    assert_eq!(p6.nexthops, BTreeSet::from(["fd98::2".to_string()]));
+    assert_eq!(
+        nb.netpol.address_sets[&set6].addresses,
+        BTreeSet::from(["fd00:10:16::5".to_string()])
+    );
+    assert_eq!(
+        rows.policies["egress-node-n1-v4"].nexthops,
+        BTreeSet::from(["100.64.128.2".to_string()])
+    );
+    assert!(!rows.policies.contains_key("egress-node-n1-hosts-v6"));
+}
