@@ -598,6 +598,7 @@ impl Bench {
             dpdk: Dpdk::Off,
             datapath: nodes.iter().map(|(d, _)| d.clone()).collect(),
             encap: Encap::Geneve,
+            mode: lab::ControllerMode::Standalone,
         })
         .context("lab up")?;
         lab.keep_running();

@@ -67,6 +67,7 @@ impl AgentLab {
             dpdk: Dpdk::Off,
             datapath: Vec::new(),
             encap: Encap::Geneve,
+            mode: lab::ControllerMode::Standalone,
         })
         .expect("lab up");
         lab.keep_running();

@@ -208,6 +208,7 @@ async fn kube_lab(s: &tests::Scratch, n: usize) -> KubeLab {
         dpdk: Dpdk::Off,
         datapath: Vec::new(),
         encap: Encap::Geneve,
+        mode: lab::ControllerMode::Standalone,
     })
     .expect("lab up");
     lab.keep_running();

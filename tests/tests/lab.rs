@@ -109,6 +109,7 @@ fn lab_config(dir: &Path, prefix: &str, nodes: usize) -> LabConfig {
         dpdk: Dpdk::Off,
         datapath: Vec::new(),
         encap: Encap::Geneve,
+        mode: lab::ControllerMode::Standalone,
     }
 }
 

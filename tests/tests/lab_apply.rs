@@ -169,6 +169,7 @@ fn lab_apply_examples_restart_and_delete() {
         dpdk: Dpdk::Off,
         datapath: Vec::new(),
         encap: Encap::Geneve,
+        mode: lab::ControllerMode::Standalone,
     };
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();

@@ -202,6 +202,18 @@ pub struct UpArgs {
     /// keeps the default Subnet `cluster-default` with it; `none` for no default Subnet.
     #[arg(long, default_value = lab::DEFAULT_CLUSTER_CIDR)]
     pub cluster_cidr: String,
+    /// The controller's mode: standalone (it owns the NB: cluster router, join switch,
+    /// egress) or external (the NB is a platform's: its switches and router are used,
+    /// never changed; Subnets name a platform switch with `externalLogicalSwitch`).
+    #[arg(long, value_enum, default_value = "standalone")]
+    pub mode: ModeArg,
+}
+
+/// `zovn lab up --mode`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    Standalone,
+    External,
 }
 
 #[derive(Debug, Args)]

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use lab::{Dpdk, Encap, Lab, LabConfig};
+use lab::{ControllerMode, Dpdk, Encap, Lab, LabConfig};
 
-use crate::args::{EncapArg, UpArgs};
+use crate::args::{EncapArg, ModeArg, UpArgs};
 
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let dir = absolute(a.dir.dir)?;
@@ -26,6 +26,10 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         encap: match a.encap {
             EncapArg::Geneve => Encap::Geneve,
             EncapArg::Vxlan => Encap::Vxlan,
+        },
+        mode: match a.mode {
+            ModeArg::Standalone => ControllerMode::Standalone,
+            ModeArg::External => ControllerMode::External,
         },
     };
     println!("lab up in {}", dir.display());
