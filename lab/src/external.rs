@@ -2,7 +2,9 @@
 //!
 //! - netns `<prefix>x` ([`Names::external_netns`]) holds the external host:
 //!   `198.51.100.10/24` and `2001:db8:5100::10/64` on `<prefix>xh`, default routes via the
-//!   router `198.51.100.1` / `2001:db8:5100::1`;
+//!   router `198.51.100.1` / `2001:db8:5100::1`; it sends complete TCP/UDP checksums
+//!   (tx checksum offload off, as from a real wire), so its packets survive OVS in userspace
+//!   when a gateway on a node's br-phy receives them;
 //! - the underlay netns is that router: its end of the veth (`<prefix>xr`) has the router
 //!   addresses, the underlay bridge has `172.16.0.254/24` and `fd00:172:16::254/64`, and
 //!   forwarding is on (sysctls of the underlay netns only);
@@ -111,6 +113,10 @@ pub fn create(names: &Names, underlay_netns: &str, underlay_bridge: &str) -> Res
     netns::addr_add(&ext, &host_if, &format!("{HOST_V4}/24"))?;
     netns::addr_add_nodad(&ext, &host_if, &format!("{HOST_V6}/64"))?;
     netns::link_up(&ext, &host_if)?;
+    // what a remote host's packets look like on a wire: with their TCP/UDP checksums
+    // (a veth would pass them on "partial" through the router to a node's uplink, and OVS
+    // in userspace — a gateway on br-phy — would find them invalid and drop them)
+    netns::exec(&ext, &["ethtool", "-K", &host_if, "tx", "off"])?;
     netns::route_add(&ext, "default", ROUTER_V4)?;
     netns::route_add(&ext, "default", ROUTER_V6)?;
     Ok(ExternalState {
