@@ -202,9 +202,9 @@ pub struct UpArgs {
     /// keeps the default Subnet `cluster-default` with it; `none` for no default Subnet.
     #[arg(long, default_value = lab::DEFAULT_CLUSTER_CIDR)]
     pub cluster_cidr: String,
-    /// The controller's mode: standalone (it owns the NB: cluster router, join switch,
-    /// egress) or external (the NB is a platform's: its switches and router are used,
-    /// never changed; Subnets name a platform switch with `externalLogicalSwitch`).
+    /// The lab controller's mode: standalone (it owns the NB) or external (the NB is a
+    /// platform's: no cluster router, join switch or egress rows; a Subnet's
+    /// `externalLogicalSwitch` puts its pods on a platform switch).
     #[arg(long, value_enum, default_value = "standalone")]
     pub mode: ModeArg,
 }

@@ -55,6 +55,12 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         )
     })?;
     lab.keep_running();
+    if lab.config().mode == ControllerMode::External {
+        println!(
+            "controller: external mode (no cluster router, join switch or egress rows; \
+             Subnets use the platform's switches through externalLogicalSwitch)"
+        );
+    }
     println!("NB: {}", lab.nb_remote());
     println!("SB: {}", lab.sb_remote());
     for n in lab.nodes() {
