@@ -1,7 +1,8 @@
 //! External mode on traffic: the platform's gateway carries the pods' egress, and nothing
 //! of the platform's is modified.
 //!
-//! A 2-node lab whose controller runs in external mode (`zovn lab up --mode external`).
+//! A 2-node lab (node 1 on kernel ports, node 2 on AF_XDP) whose controller runs in
+//! external mode (`zovn lab up --mode external`).
 //! Before the controller starts, the test plays the platform (as ZStack would), with
 //! `ovn-nbctl` and no external_ids of ours:
 //! - a switch `platform-ls` (10.99.0.0/24) with a VM's port (10.99.0.5) and a router
@@ -315,7 +316,7 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
     let dir = s.dir.path().join("lab");
     let mut cfg = lab::LabConfig::new(&dir, &s.prefix);
     cfg.nodes = 2;
-    cfg.datapath = vec!["kernel".into()];
+    cfg.datapath = vec!["kernel".into(), "afxdp".into()];
     cfg.cluster_cidr = Vec::new();
     cfg.mode = lab::ControllerMode::External;
     let mut lab = lab::Lab::up(cfg).expect("lab up");
@@ -387,6 +388,19 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
         assert!(ip.starts_with("10.99.0."), "{key}: {ip}");
         assert_ne!(ip, "10.99.0.5", "{key} got the platform VM's address");
     }
+    // node 1 runs kernel ports, node 2 AF_XDP: wait until p2 has moved to AF_XDP
+    let mut datapaths = Vec::new();
+    wait_until(
+        "p1 on kernel ports, p2 on AF_XDP",
+        Duration::from_secs(60),
+        || {
+            let pods = z.pods();
+            datapaths = ["default/p1", "default/p2"]
+                .map(|k| pods[k]["metadata"]["annotations"]["lab.zstack.io/datapath"].clone())
+                .to_vec();
+            datapaths == ["kernel/veth", "afxdp/veth"]
+        },
+    );
 
     // egress through the platform's gateway: the outside sees the platform's SNAT
     for pod in ["default/p1", "default/p2"] {
