@@ -61,6 +61,18 @@ impl From<bool> for Dpdk {
     }
 }
 
+/// How the lab's controller treats the OVN databases (its `--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ControllerMode {
+    /// The controller owns the NB: cluster router, join switch, egress rows.
+    #[default]
+    Standalone,
+    /// The NB belongs to a platform (as ZStack's does): no router, join switch or gateway
+    /// rows; Subnets with `externalLogicalSwitch` put their pods on the platform's switch.
+    External,
+}
+
 /// A lab: central + `nodes` simulated nodes, state under `dir`, names prefixed by `prefix`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LabConfig {
@@ -86,6 +98,10 @@ pub struct LabConfig {
     /// node a gateway router sharing its br-phy address.
     #[serde(default)]
     pub gateway: Gateway,
+    /// The controller's mode (`zovn lab up --mode`); a lab saved before this setting
+    /// existed is standalone.
+    #[serde(default)]
+    pub mode: ControllerMode,
 }
 
 /// The lab's gateway mode (`zovn lab up --gateway-mode`).
@@ -155,6 +171,7 @@ impl LabConfig {
             datapath: Vec::new(),
             cluster_cidr: default_cluster_cidr(),
             gateway: Gateway::Local,
+            mode: ControllerMode::Standalone,
         }
     }
 
@@ -274,8 +291,12 @@ mod tests {
         // a manifest saved before the setting existed: no default Subnet
         let mut v = serde_json::to_value(LabConfig::new("/tmp/x", "lab")).unwrap();
         v.as_object_mut().unwrap().remove("cluster_cidr");
+        v.as_object_mut().unwrap().remove("mode");
+        v.as_object_mut().unwrap().remove("gateway");
         let old: LabConfig = serde_json::from_value(v).unwrap();
         assert!(old.cluster_cidr.is_empty());
+        assert_eq!(old.mode, ControllerMode::Standalone);
+        assert_eq!(old.gateway, Gateway::Local);
     }
 
     #[test]

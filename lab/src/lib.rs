@@ -85,7 +85,8 @@ pub mod wait;
 
 pub use central::{Central, CentralConfig, CentralState, Db, Member, SslFiles};
 pub use config::{
-    DEFAULT_CLUSTER_CIDR, Dpdk, Encap, Gateway, LabConfig, default_cluster_cidr, parse_cluster_cidr,
+    ControllerMode, DEFAULT_CLUSTER_CIDR, Dpdk, Encap, Gateway, LabConfig, default_cluster_cidr,
+    parse_cluster_cidr,
 };
 pub use error::{LabError, Result};
 pub use lab::{Lab, LabStatus, PodConfig, Step};

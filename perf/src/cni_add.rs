@@ -599,6 +599,7 @@ impl Bench {
             datapath: nodes.iter().map(|(d, _)| d.clone()).collect(),
             encap: Encap::Geneve,
             gateway: lab::Gateway::Local,
+            mode: lab::ControllerMode::Standalone,
         })
         .context("lab up")?;
         lab.keep_running();

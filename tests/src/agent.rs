@@ -68,6 +68,7 @@ impl AgentLab {
             datapath: Vec::new(),
             encap: Encap::Geneve,
             gateway: lab::Gateway::Local,
+            mode: lab::ControllerMode::Standalone,
         })
         .expect("lab up");
         lab.keep_running();

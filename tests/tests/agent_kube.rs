@@ -209,6 +209,7 @@ async fn kube_lab(s: &tests::Scratch, n: usize) -> KubeLab {
         datapath: Vec::new(),
         encap: Encap::Geneve,
         gateway: lab::Gateway::Local,
+        mode: lab::ControllerMode::Standalone,
     })
     .expect("lab up");
     lab.keep_running();

@@ -110,6 +110,7 @@ fn lab_config(dir: &Path, prefix: &str, nodes: usize) -> LabConfig {
         datapath: Vec::new(),
         encap: Encap::Geneve,
         gateway: lab::Gateway::Local,
+        mode: lab::ControllerMode::Standalone,
     }
 }
 

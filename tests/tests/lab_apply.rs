@@ -170,6 +170,7 @@ fn lab_apply_examples_restart_and_delete() {
         datapath: Vec::new(),
         encap: Encap::Geneve,
         gateway: lab::Gateway::Local,
+        mode: lab::ControllerMode::Standalone,
     };
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();

@@ -1,6 +1,7 @@
 //! The object-store daemon (`zovn lab serve`): one process holding the lab's
 //! [`LabStore`], the real [`Controller`] reading it (NB from the lab manifest, default
-//! [`ClusterConfig`] with the lab's default Subnet from its cluster CIDR), and the unix socket serving [`protocol`](super::protocol) requests.
+//! [`ClusterConfig`] with the lab's default Subnet from its cluster CIDR and the lab's
+//! controller and gateway modes), and the unix socket serving [`protocol`](super::protocol) requests.
 //!
 //! Start-up: own session and umask 077, pidfile, NB connection and replica, `store.json`
 //! loaded (if any), one Node per lab node registered, `mark_synced`, controller task,
@@ -18,7 +19,7 @@ use anyhow::{Context, bail};
 use control::controller::Controller;
 use control::reconcile::Reconciler;
 use control::source::memory::MemoryStore;
-use control::translate::{ClusterConfig, DefaultSubnet, GatewayMode};
+use control::translate::{ClusterConfig, DefaultSubnet, GatewayMode, Mode};
 use ovsdb::{Client, ClientConfig, Replica};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -30,6 +31,7 @@ use super::progress::pending;
 use super::protocol::{Request, ResourceKind, Response};
 use super::store::{LabNode, LabStore};
 use super::writer::PersistingWriter;
+use crate::config::ControllerMode;
 use crate::lab::Lab;
 use crate::pods::PodRuntime;
 use crate::state::Layout;
@@ -105,6 +107,10 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
             std::net::Ipv6Addr::new(0xfd98, 0, 0, 0, 0, 0, 0, 0),
             64,
         ))),
+        mode: match lab.config().mode {
+            ControllerMode::Standalone => Mode::Standalone,
+            ControllerMode::External => Mode::External,
+        },
         gateway: match lab.config().gateway {
             lab_gateway::Local => GatewayMode::Local,
             lab_gateway::Shared => GatewayMode::Shared,

@@ -206,6 +206,18 @@ pub struct UpArgs {
     /// `shared` (a gateway router per node sharing its br-phy address) or `off`.
     #[arg(long, value_enum, default_value = "local")]
     pub gateway_mode: GatewayArg,
+    /// The lab controller's mode: standalone (it owns the NB) or external (the NB is a
+    /// platform's: no cluster router, join switch or egress rows; a Subnet's
+    /// `externalLogicalSwitch` puts its pods on a platform switch).
+    #[arg(long, value_enum, default_value = "standalone")]
+    pub mode: ModeArg,
+}
+
+/// `zovn lab up --mode`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    Standalone,
+    External,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -9,9 +9,13 @@ pub fn run(a: DirArgs) -> anyhow::Result<()> {
     let lab = Lab::open(&a.dir).with_context(|| format!("no lab at {}", a.dir.display()))?;
     let s = lab.status();
     println!(
-        "lab {} (prefix {}){}",
+        "lab {} (prefix {}{}){}",
         s.dir.display(),
         s.prefix,
+        match lab.config().mode {
+            lab::ControllerMode::Standalone => "",
+            lab::ControllerMode::External => ", controller in external mode",
+        },
         if s.complete { "" } else { " [incomplete]" }
     );
     println!("NB: {}", s.nb_remote);

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use lab::{Dpdk, Encap, Lab, LabConfig};
+use lab::{ControllerMode, Dpdk, Encap, Lab, LabConfig};
 
-use crate::args::{EncapArg, UpArgs};
+use crate::args::{EncapArg, ModeArg, UpArgs};
 
 pub fn run(a: UpArgs) -> anyhow::Result<()> {
     let dir = absolute(a.dir.dir)?;
@@ -28,6 +28,10 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
             EncapArg::Vxlan => Encap::Vxlan,
         },
         gateway: a.gateway_mode.into(),
+        mode: match a.mode {
+            ModeArg::Standalone => ControllerMode::Standalone,
+            ModeArg::External => ControllerMode::External,
+        },
     };
     println!("lab up in {}", dir.display());
     let mut lab = Lab::up_with_progress(cfg, |s| {
@@ -52,6 +56,12 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
         )
     })?;
     lab.keep_running();
+    if lab.config().mode == ControllerMode::External {
+        println!(
+            "controller: external mode (no cluster router, join switch or egress rows; \
+             Subnets use the platform's switches through externalLogicalSwitch)"
+        );
+    }
     println!("NB: {}", lab.nb_remote());
     println!("SB: {}", lab.sb_remote());
     for n in lab.nodes() {

@@ -1,0 +1,472 @@
+//! External mode on traffic: the platform's gateway carries the pods' egress, and nothing
+//! of the platform's is modified.
+//!
+//! A 2-node lab (node 1 on kernel ports, node 2 on AF_XDP) whose controller runs in
+//! external mode (`zovn lab up --mode external`).
+//! Before the controller starts, the test plays the platform (as ZStack would), with
+//! `ovn-nbctl` and no external_ids of ours:
+//! - a switch `platform-ls` (10.99.0.0/24) with a VM's port (10.99.0.5) and a router
+//!   `platform-lr` on 10.99.0.1;
+//! - a gateway on that router: a distributed gateway port (172.16.0.200/24 on the lab's
+//!   underlay) bound to node 1's chassis (`Gateway_Chassis`), on a switch `platform-ext`
+//!   whose `localnet` port (`network_name=physnet`) every node maps to `br-phy`; a default
+//!   route via the underlay router 172.16.0.254; an SNAT row 10.99.0.0/24 → 172.16.0.200.
+//!
+//! Then a Subnet with `externalLogicalSwitch: platform-ls` and a pod on each node.
+//! Checked:
+//! - both pods reach the lab's external host (198.51.100.10) on TCP 8080 and UDP 5353,
+//!   and the host saw 172.16.0.200: the platform's SNAT, on its gateway chassis (node 2's
+//!   pod crosses to node 1 through the platform's router);
+//! - the controller (gateway mode `local`, the default) created no router, router port,
+//!   policy, static route, NAT or gateway row: the only rows of ours are the pods' ports;
+//! - every platform row is as it was before the controller ran, `_version` included (no
+//!   write touched it), except `platform-ls`'s `ports`, which holds our pods' ports too;
+//! - once the pods and the Subnet are deleted, `platform-ls` is back as it was too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use tests::nbctl::nbctl;
+use tests::zovn::{DownOnDrop, Zovn, start_agents, wait_until};
+
+const BINS: &[&str] = &[
+    "ovs-vswitchd",
+    "ovsdb-server",
+    "ovsdb-client",
+    "ovn-northd",
+    "ovn-controller",
+    "ethtool",
+];
+
+const EXTERNAL: &str = "198.51.100.10";
+/// The platform's SNAT address: its gateway port on the lab's underlay.
+const PLATFORM_SNAT: &str = "172.16.0.200";
+const PLATFORM_LS: &str = "platform-ls";
+const OWNER: &str = "zstack.io/owner";
+
+/// The NB tables a platform's switches, router and gateway live in.
+const TABLES: &[&str] = &[
+    "Logical_Switch",
+    "Logical_Switch_Port",
+    "Logical_Router",
+    "Logical_Router_Port",
+    "Logical_Router_Policy",
+    "Logical_Router_Static_Route",
+    "NAT",
+    "Gateway_Chassis",
+    "HA_Chassis_Group",
+    "HA_Chassis",
+];
+
+/// The platform's topology, as an IaaS platform builds it: nothing of it is ours.
+fn build_platform(nb: &str, gateway_chassis: &str) {
+    let router_port = |switch: &str, lsp: &str, lrp: &str| {
+        nbctl(
+            nb,
+            &[
+                "lsp-add",
+                switch,
+                lsp,
+                "--",
+                "lsp-set-type",
+                lsp,
+                "router",
+                "--",
+                "lsp-set-addresses",
+                lsp,
+                "router",
+                "--",
+                "lsp-set-options",
+                lsp,
+                &format!("router-port={lrp}"),
+            ],
+        );
+    };
+    nbctl(nb, &["ls-add", PLATFORM_LS]);
+    nbctl(
+        nb,
+        &[
+            "lsp-add",
+            PLATFORM_LS,
+            "vm-1",
+            "--",
+            "lsp-set-addresses",
+            "vm-1",
+            "fa:16:3e:99:00:05 10.99.0.5",
+        ],
+    );
+    nbctl(nb, &["lr-add", "platform-lr"]);
+    nbctl(
+        nb,
+        &[
+            "lrp-add",
+            "platform-lr",
+            "lrp-platform-ls",
+            "0a:99:00:00:00:01",
+            "10.99.0.1/24",
+        ],
+    );
+    router_port(PLATFORM_LS, "platform-ls-lr", "lrp-platform-ls");
+    // the gateway: a distributed gateway port on node 1's chassis, on a switch whose
+    // localnet port leaves through br-phy (ovn-bridge-mappings physnet:br-phy)
+    nbctl(nb, &["ls-add", "platform-ext"]);
+    nbctl(
+        nb,
+        &[
+            "lsp-add",
+            "platform-ext",
+            "platform-ext-physnet",
+            "--",
+            "lsp-set-type",
+            "platform-ext-physnet",
+            "localnet",
+            "--",
+            "lsp-set-addresses",
+            "platform-ext-physnet",
+            "unknown",
+            "--",
+            "lsp-set-options",
+            "platform-ext-physnet",
+            "network_name=physnet",
+        ],
+    );
+    nbctl(
+        nb,
+        &[
+            "lrp-add",
+            "platform-lr",
+            "lrp-platform-ext",
+            "0a:99:00:00:00:02",
+            &format!("{PLATFORM_SNAT}/24"),
+        ],
+    );
+    router_port("platform-ext", "platform-ext-lr", "lrp-platform-ext");
+    nbctl(
+        nb,
+        &[
+            "lrp-set-gateway-chassis",
+            "lrp-platform-ext",
+            gateway_chassis,
+            "10",
+        ],
+    );
+    nbctl(
+        nb,
+        &[
+            "lr-route-add",
+            "platform-lr",
+            "0.0.0.0/0",
+            lab::external::UNDERLAY_ROUTER_V4,
+        ],
+    );
+    nbctl(
+        nb,
+        &[
+            "lr-nat-add",
+            "platform-lr",
+            "snat",
+            PLATFORM_SNAT,
+            "10.99.0.0/24",
+        ],
+    );
+}
+
+/// Every row of [`TABLES`], all columns (`_uuid` and `_version` too), by "TABLE UUID".
+type Rows = BTreeMap<String, Value>;
+
+fn snapshot(nb: &str) -> Rows {
+    let mut rows = Rows::new();
+    for table in TABLES {
+        let query =
+            serde_json::json!(["OVN_Northbound", {"op": "select", "table": table, "where": []}]);
+        let out = Command::new("ovsdb-client")
+            .args(["--timeout=30", "transact", nb, &query.to_string()])
+            .output()
+            .expect("ovsdb-client");
+        assert!(
+            out.status.success(),
+            "select {table}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let reply: Value = serde_json::from_slice(&out.stdout).expect("transact reply");
+        for row in reply[0]["rows"].as_array().expect("rows") {
+            let uuid = row["_uuid"][1].as_str().expect("_uuid");
+            rows.insert(format!("{table} {uuid}"), row.clone());
+        }
+    }
+    rows
+}
+
+/// Whether `row` carries our owner mark.
+fn ours(row: &Value) -> bool {
+    row["external_ids"][1]
+        .as_array()
+        .is_some_and(|kv| kv.iter().any(|p| p[0] == OWNER))
+}
+
+/// The uuids of an OVSDB set of references (`["uuid", u]` or `["set", [...]]`).
+fn uuids(v: &Value) -> BTreeSet<String> {
+    match v[0].as_str() {
+        Some("uuid") => v[1].as_str().map(String::from).into_iter().collect(),
+        Some("set") => v[1]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|u| u[1].as_str().map(String::from))
+            .collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// The platform's rows: ours left out, and our ports taken out of the switches' `ports`.
+/// A switch that holds ports of ours has its `_version` left out too (adding our pods'
+/// ports to it is the one write the platform's rows take).
+fn platform_view(rows: &Rows) -> Rows {
+    let our_ports: BTreeSet<String> = rows
+        .iter()
+        .filter(|(k, r)| k.starts_with("Logical_Switch_Port ") && ours(r))
+        .filter_map(|(_, r)| r["_uuid"][1].as_str().map(String::from))
+        .collect();
+    rows.iter()
+        .filter(|(_, r)| !ours(r))
+        .map(|(k, r)| {
+            let mut r = r.clone();
+            if k.starts_with("Logical_Switch ") {
+                let ports = uuids(&r["ports"]);
+                if ports.iter().any(|p| our_ports.contains(p)) {
+                    let kept: Vec<Value> = ports
+                        .difference(&our_ports)
+                        .map(|u| serde_json::json!(["uuid", u]))
+                        .collect();
+                    r["ports"] = serde_json::json!(["set", kept]);
+                }
+                r.as_object_mut().map(|o| o.remove("_version"));
+            }
+            (k.clone(), r)
+        })
+        .collect()
+}
+
+/// Asserts `now`'s platform rows equal `before`'s, naming every row that differs.
+fn assert_platform_unchanged(before: &Rows, now: &Rows, when: &str) {
+    let (b, n) = (platform_view(before), platform_view(now));
+    let keys: BTreeSet<&String> = b.keys().chain(n.keys()).collect();
+    let diffs: Vec<String> = keys
+        .into_iter()
+        .filter(|k| b.get(*k) != n.get(*k))
+        .map(|k| {
+            format!(
+                "{k}:\n  before {}\n  {when} {}",
+                b.get(k).map_or("-".into(), Value::to_string),
+                n.get(k).map_or("-".into(), Value::to_string)
+            )
+        })
+        .collect();
+    assert!(
+        diffs.is_empty(),
+        "the platform's rows changed {when}:\n{}",
+        diffs.join("\n")
+    );
+}
+
+/// The names (or uuids) of our rows, as "TABLE NAME".
+fn our_rows(rows: &Rows) -> Vec<String> {
+    rows.iter()
+        .filter(|(_, r)| ours(r))
+        .map(|(k, r)| {
+            let table = k.split(' ').next().unwrap_or_default();
+            format!("{table} {}", r["name"].as_str().unwrap_or(k))
+        })
+        .collect()
+}
+
+/// Waits until `pod` reaches the external host on `port`; what the host answered.
+fn reach(z: &Zovn, pod: &str, port: u16, udp: bool) -> String {
+    let mut last = Err(String::new());
+    wait_until(
+        &format!("{pod} reaches {EXTERNAL}:{port}"),
+        Duration::from_secs(30),
+        || {
+            last = z.probe(pod, &format!("{EXTERNAL}:{port}"), udp);
+            last.is_ok()
+        },
+    );
+    last.unwrap_or_default()
+}
+
+/// The source address the external host saw.
+fn seen(reply: &str) -> String {
+    lab::pods::responder::parse_source_reply(reply)
+        .map(|(_, addr)| addr.ip().to_string())
+        .unwrap_or_else(|| panic!("not an external host reply: {reply:?}"))
+}
+
+#[test]
+fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
+    if !tests::require_real(
+        "external_mode_lab_the_platforms_gateway_carries_egress_and_nothing_of_it_changes",
+        BINS,
+    ) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("xmd");
+    let dir = s.dir.path().join("lab");
+    let mut cfg = lab::LabConfig::new(&dir, &s.prefix);
+    cfg.nodes = 2;
+    cfg.datapath = vec!["kernel".into(), "afxdp".into()];
+    cfg.cluster_cidr = Vec::new();
+    cfg.mode = lab::ControllerMode::External;
+    let mut lab = lab::Lab::up(cfg).expect("lab up");
+    lab.keep_running();
+    let _down = DownOnDrop(dir.clone());
+    let z = Zovn::new(&dir);
+    let nb = lab.nb_remote();
+    let gateway_chassis = lab.nodes()[0].system_id.clone();
+
+    // the platform, before the controller runs
+    build_platform(&nb, &gateway_chassis);
+    // northd's own writes to the platform's rows (`up` of its router ports) come first:
+    // the baseline is what the platform's NB looks like at rest
+    nbctl(&nb, &["--wait=hv", "sync"]);
+    wait_until(
+        "northd marks the platform's router ports up",
+        Duration::from_secs(30),
+        || {
+            nbctl(
+                &nb,
+                &[
+                    "--bare",
+                    "--columns=up",
+                    "find",
+                    "Logical_Switch_Port",
+                    "type=router",
+                ],
+            )
+            .split_whitespace()
+            .filter(|u| *u == "true")
+            .count()
+                == 2
+        },
+    );
+    let before = snapshot(&nb);
+    assert!(our_rows(&before).is_empty(), "{:?}", our_rows(&before));
+
+    lab.start_apiserver(&z.exe).expect("object store");
+    lab.start_external_server(&z.exe)
+        .expect("the external host's server");
+    start_agents(&mut lab);
+    let p = &s.prefix;
+    let subnet = s.dir.path().join("subnet.yaml");
+    std::fs::write(
+        &subnet,
+        "apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: platform}\n\
+         spec: {cidr: 10.99.0.0/24, externalLogicalSwitch: platform-ls, default: true}\n",
+    )
+    .expect("write");
+    let pods = s.dir.path().join("pods.yaml");
+    std::fs::write(
+        &pods,
+        (1..=2)
+            .map(|i| {
+                format!(
+                    "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: default}}\n\
+                     spec: {{nodeName: {p}-node{i}, containers: [{{name: c}}]}}\n"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("---\n"),
+    )
+    .expect("write");
+    let path = |f: &std::path::Path| f.to_str().expect("utf-8").to_string();
+    z.ok(&["apply", "-f", &path(&subnet), "-f", &path(&pods), "--wait"]);
+    let ready = z.wait_ready(&["default/p1", "default/p2"], Duration::from_secs(60));
+    for key in ["default/p1", "default/p2"] {
+        let ip = tests::zovn::pod_ip(&ready[key]);
+        assert!(ip.starts_with("10.99.0."), "{key}: {ip}");
+        assert_ne!(ip, "10.99.0.5", "{key} got the platform VM's address");
+    }
+    // node 1 runs kernel ports, node 2 AF_XDP: wait until p2 has moved to AF_XDP
+    let mut datapaths = Vec::new();
+    wait_until(
+        "p1 on kernel ports, p2 on AF_XDP",
+        Duration::from_secs(60),
+        || {
+            let pods = z.pods();
+            datapaths = ["default/p1", "default/p2"]
+                .map(|k| pods[k]["metadata"]["annotations"]["lab.zstack.io/datapath"].clone())
+                .to_vec();
+            datapaths == ["kernel/veth", "afxdp/veth"]
+        },
+    );
+
+    // egress through the platform's gateway: the outside sees the platform's SNAT
+    for pod in ["default/p1", "default/p2"] {
+        for (port, udp) in [
+            (lab::external::TCP_PORT, false),
+            (lab::external::UDP_PORT, true),
+        ] {
+            let reply = reach(&z, pod, port, udp);
+            eprintln!("{pod} → {EXTERNAL}:{port}: {reply}");
+            assert_eq!(seen(&reply), PLATFORM_SNAT, "{pod} → {port}: {reply}");
+        }
+    }
+
+    // ours: the pods' ports on the platform's switch, nothing else (no gateway router,
+    // policy, route or NAT in external mode, whatever the gateway mode)
+    let during = snapshot(&nb);
+    let mut mine = our_rows(&during);
+    mine.sort();
+    assert_eq!(
+        mine,
+        [
+            "Logical_Switch_Port default_p1",
+            "Logical_Switch_Port default_p2"
+        ],
+        "rows of ours in external mode"
+    );
+    let ls = during
+        .values()
+        .find(|r| r["name"] == PLATFORM_LS && r.get("ports").is_some())
+        .expect("platform-ls");
+    let our_ports: BTreeSet<String> = during
+        .values()
+        .filter(|r| ours(r))
+        .filter_map(|r| r["_uuid"][1].as_str().map(String::from))
+        .collect();
+    assert!(
+        our_ports.is_subset(&uuids(&ls["ports"])),
+        "the pods' ports are not on {PLATFORM_LS}: {ls}"
+    );
+    assert_eq!(
+        tests::nbctl::column(&nb, "Logical_Router", "name"),
+        ["platform-lr"]
+    );
+    assert_platform_unchanged(&before, &during, "with the pods up");
+
+    // pods and Subnet gone: our ports go, the platform's switch is as it was
+    z.ok(&["delete", "-f", &path(&pods), "--wait"]);
+    z.ok(&["delete", "-f", &path(&subnet), "--wait"]);
+    let mut after = Rows::new();
+    wait_until(
+        "the pods' ports gone from the NB",
+        Duration::from_secs(30),
+        || {
+            after = snapshot(&nb);
+            our_rows(&after).is_empty()
+        },
+    );
+    assert_platform_unchanged(
+        &before,
+        &after,
+        "after the pods and the Subnet were deleted",
+    );
+    let ports_of = |rows: &Rows| {
+        rows.values()
+            .find(|r| r["name"] == PLATFORM_LS && r.get("ports").is_some())
+            .map(|r| uuids(&r["ports"]))
+    };
+    assert_eq!(ports_of(&after), ports_of(&before), "{PLATFORM_LS} ports");
+}
