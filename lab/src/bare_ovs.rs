@@ -1,13 +1,14 @@
 //! A bare ovsdb-server + ovs-vswitchd (no OVN: nothing else changes its flows) in a
 //! network namespace, with a `fail_mode=secure` netdev bridge joining two host
 //! namespaces: for the tests and benchmarks that drive OpenFlow rules and datapath flows
-//! themselves (the megaflow guard's). Everything it started is stopped by pidfile and its
-//! namespaces deleted on drop.
+//! themselves (the megaflow guard's). The daemons are [`OvsDaemons`]; everything started
+//! is stopped by pidfile and the namespaces deleted on drop.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::{LabError, Result};
+use crate::ovs_daemons::OvsDaemons;
 use crate::process::{cmd, run, run_args};
 
 /// The bare OVS and its two hosts: `<prefix>a` (10.97.0.1/24, OpenFlow port 1) and
@@ -25,6 +26,8 @@ pub struct BareOvs {
     pub b_dp_port: String,
     /// The bridge's OpenFlow management socket (`unix:<dir>/<bridge>.mgmt`).
     pub of: String,
+    /// None only while starting (before the namespace exists).
+    daemons: Option<OvsDaemons>,
     netns: Vec<String>,
 }
 
@@ -44,9 +47,10 @@ impl BareOvs {
             nb: format!("{prefix}b"),
             b_dp_port: String::new(),
             of: String::new(),
+            daemons: None,
             netns: vec![sw.clone()],
         };
-        ovs.daemons(&sw)?;
+        ovs.daemons = Some(OvsDaemons::start(dir, &sw)?);
         for (ns, host, ip) in [
             (ovs.na.clone(), format!("{prefix}ha"), "10.97.0.1/24"),
             (ovs.nb.clone(), format!("{prefix}hb"), "10.97.0.2/24"),
@@ -129,54 +133,6 @@ impl BareOvs {
         Ok(ovs)
     }
 
-    fn daemons(&self, ns: &str) -> Result<()> {
-        let d = |f: &str| self.dir.join(f).to_string_lossy().into_owned();
-        run_args(
-            "ovsdb-tool",
-            [
-                "create",
-                &d("conf.db"),
-                "/usr/share/openvswitch/vswitch.ovsschema",
-            ],
-        )?;
-        let here = d("");
-        let with_env = |mut c: Command| {
-            for k in ["OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR"] {
-                c.env(k, &here);
-            }
-            c
-        };
-        run(&mut with_env(cmd(
-            "ovsdb-server",
-            [
-                d("conf.db"),
-                format!("--remote=punix:{}", d("db.sock")),
-                format!("--pidfile={}", d("ovsdb-server.pid")),
-                format!("--unixctl={}", d("ovsdb-server.ctl")),
-                format!("--log-file={}", d("ovsdb-server.log")),
-                "--detach".into(),
-                "-vconsole:off".into(),
-            ],
-        )))?;
-        run_args("ovs-vsctl", [&self.db(), "--no-wait", "init"])?;
-        run(&mut with_env(cmd(
-            "ip",
-            [
-                "netns".to_string(),
-                "exec".into(),
-                ns.into(),
-                "/usr/lib/openvswitch-switch/ovs-vswitchd".into(),
-                format!("unix:{}", d("db.sock")),
-                format!("--pidfile={}", d("ovs-vswitchd.pid")),
-                format!("--unixctl={}", d("ovs-vswitchd.ctl")),
-                format!("--log-file={}", d("ovs-vswitchd.log")),
-                "--detach".into(),
-                "-vconsole:off".into(),
-            ],
-        )))?;
-        Ok(())
-    }
-
     /// `--db=unix:<dir>/db.sock`, for `ovs-vsctl`.
     pub fn db(&self) -> String {
         format!("--db=unix:{}", self.dir.join("db.sock").display())
@@ -205,12 +161,8 @@ impl BareOvs {
 
 impl Drop for BareOvs {
     fn drop(&mut self) {
-        for program in ["ovs-vswitchd", "ovsdb-server"] {
-            let pidfile = self.dir.join(format!("{program}.pid"));
-            if let Ok(pid) = crate::process::read_pidfile(&pidfile) {
-                let _ = crate::process::stop_pid(pid, program, Some(&pidfile));
-            }
-        }
+        // the daemons first, then the namespaces they ran in
+        drop(self.daemons.take());
         for n in &self.netns {
             let _ = Command::new("ip").args(["netns", "del", n]).status();
         }

@@ -14,8 +14,11 @@
 //! - [`process`]: commands with clear errors; daemons started/stopped by pid.
 //! - [`netns`], [`names`], [`hugepages`], [`cluster`], [`wait`].
 //! - [`config`]: the lab's configuration ([`LabConfig`]); [`error`]: its error type.
-//! - [`bare_ovs`]: a bare ovsdb-server + ovs-vswitchd (no OVN) with a bridge joining two
-//!   namespaces, for the megaflow guard's test and benchmark.
+//! - [`ovs_daemons`]: a bare ovsdb-server + ovs-vswitchd (no OVN), stopped on drop.
+//! - [`bare_ovs`]: those daemons with a bridge joining two namespaces, for the megaflow
+//!   guard's test and benchmark.
+//! - [`vlan_host`]: a host on a VLAN of the underlay, outside every node (OVS tags in
+//!   userspace), for the VLAN underlay's tests.
 //! - [`ctl`]: the OVS/OVN command-line tools used (to be swapped for the ovsdb client).
 //! - [`apiserver`]: the lab's object store daemon (Namespaces, Subnets, Pods, Nodes) with
 //!   the real controller on it, and the client behind `zovn lab apply/delete/get`.
@@ -78,9 +81,11 @@ pub mod names;
 pub mod netns;
 pub mod node;
 pub mod object_names;
+pub mod ovs_daemons;
 pub mod pods;
 pub mod process;
 pub mod state;
+pub mod vlan_host;
 pub mod wait;
 
 pub use central::{Central, CentralConfig, CentralState, Db, Member, SslFiles};

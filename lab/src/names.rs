@@ -96,6 +96,33 @@ impl Names {
     pub fn external_router_if(&self) -> String {
         format!("{}xr", self.prefix)
     }
+
+    /// Network namespace of a host on a VLAN of the underlay ([`crate::vlan_host`]):
+    /// `<prefix>w`.
+    pub fn vlan_host_netns(&self) -> String {
+        format!("{}w", self.prefix)
+    }
+
+    /// The VLAN host's OVS bridge (inside [`Names::vlan_host_netns`]).
+    pub fn vlan_host_bridge(&self) -> String {
+        format!("{}wb", self.prefix)
+    }
+
+    /// The VLAN host's trunk veth end, a port of its bridge.
+    pub fn vlan_host_trunk(&self) -> String {
+        format!("{}wt", self.prefix)
+    }
+
+    /// The VLAN host's own interface: its bridge's internal (access) port.
+    pub fn vlan_host_if(&self) -> String {
+        format!("{}wh", self.prefix)
+    }
+
+    /// The VLAN host's trunk veth end on the underlay bridge (inside
+    /// [`Names::underlay_netns`]).
+    pub fn vlan_host_underlay_port(&self) -> String {
+        format!("{}wu", self.prefix)
+    }
 }
 
 /// Checks an interface name against IFNAMSIZ.
@@ -142,6 +169,11 @@ mod tests {
             n.external_netns(),
             n.external_host_if(),
             n.external_router_if(),
+            n.vlan_host_netns(),
+            n.vlan_host_bridge(),
+            n.vlan_host_trunk(),
+            n.vlan_host_if(),
+            n.vlan_host_underlay_port(),
         ] {
             assert!(name.len() <= IFNAMSIZ_MAX, "{name} too long");
             check_ifname(&name).expect("valid");
