@@ -196,8 +196,12 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
         let name = &ds["metadata"]["name"];
         let uplink = container(ds, "uplink");
         assert_eq!(
-            uplink["env"][0],
-            json!({"name": "TUNNEL_INTERFACE", "value": "eth1"}),
+            uplink["env"],
+            json!([
+                {"name": "TUNNEL_INTERFACE", "value": "eth1"},
+                // the network name the controller gives VLAN Subnets' localnet ports
+                {"name": "BRIDGE_MAPPINGS", "value": "physnet:br-phy"},
+            ]),
             "{name}"
         );
         assert_eq!(
@@ -213,6 +217,29 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
         assert!(
             !a.iter().any(|x| x.starts_with("--encap-ip=")),
             "{name}: {a:?}"
+        );
+    }
+    // the operator's own mappings, or none (the key left alone)
+    for (set, want) in [
+        (
+            r#"tunnel.bridgeMappings="physnet:br-phy,storage:br-st""#,
+            "physnet:br-phy,storage:br-st",
+        ),
+        (r#"tunnel.bridgeMappings="""#, ""),
+    ] {
+        let objs = helm::render_with(
+            &helm,
+            "single",
+            "zs",
+            NS,
+            &["--set", "tunnel.interface=eth1", "--set-json", set],
+        )
+        .expect("render");
+        let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
+        assert_eq!(
+            container(node, "uplink")["env"][1],
+            json!({"name": "BRIDGE_MAPPINGS", "value": want}),
+            "{set}"
         );
     }
     // without it: no keeper, the node IP as the endpoint
@@ -730,6 +757,15 @@ fn schema_refuses_bad_values_naming_the_key() {
             &["tunnel.port", "4789"],
         ),
         (&["--set", "logging.format=xml"], &["logging.format"]),
+        // network:bridge pairs, comma-separated
+        (
+            &["--set", "tunnel.bridgeMappings=physnet"],
+            &["tunnel.bridgeMappings", "Does not match pattern"],
+        ),
+        (
+            &["--set", "tunnel.bridgeMappings=physnet:br-phy; rm -rf /"],
+            &["tunnel.bridgeMappings", "Does not match pattern"],
+        ),
         (
             &["--set", "tunnel.interface=eth1; rm -rf /"],
             &["tunnel.interface", "Does not match pattern"],

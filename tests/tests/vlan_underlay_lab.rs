@@ -11,7 +11,7 @@
 //!   anything during the exchanges, node 1's datapath tags VLAN 100 (`push_vlan(vid=100)`
 //!   towards the uplink, `pop_vlan` on the way back), and so does the host's;
 //! - the pods' default gateway is the Subnet's gateway (`10.88.0.1`, the cluster router's
-//!   port on the Subnet's switch);
+//!   port on the Subnet's switch), and the host on the VLAN reaches it too;
 //! - dropping the host leaves nothing: its processes, its netns, its underlay port.
 //!
 //! OVS tags in userspace on both sides (this kernel has no 802.1Q module); the lab maps the
@@ -210,7 +210,8 @@ fn vlan_subnet_pods_talk_to_each_other_and_a_vlan_host_over_the_underlay_not_the
         "the VLAN host's OVS does not tag VLAN 100:\n{host_flows}"
     );
 
-    // the pods' default gateway: the Subnet's gateway, the cluster router's port
+    // the pods' default gateway: the Subnet's gateway, the cluster router's port, which
+    // answers on the VLAN too
     let route = z.ok(&[
         "exec",
         "default/v1",
@@ -224,6 +225,23 @@ fn vlan_subnet_pods_talk_to_each_other_and_a_vlan_host_over_the_underlay_not_the
     assert!(
         route.contains("via 10.88.0.1 "),
         "v1's default route: {route}"
+    );
+    let ping = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            host.netns(),
+            "ping",
+            "-c1",
+            "-W2",
+            "10.88.0.1",
+        ])
+        .output()
+        .expect("ping");
+    assert!(
+        ping.status.success(),
+        "the VLAN host does not reach the gateway: {}",
+        String::from_utf8_lossy(&ping.stdout)
     );
 
     // teardown leaves nothing

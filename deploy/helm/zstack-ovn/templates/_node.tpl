@@ -170,13 +170,16 @@ spec:
             - {name: ovn-run, mountPath: /var/run/ovn}
         {{- if $tunnelIf }}
         # keeps br-phy holding the tunnel NIC and its address (re-adds it when ovs-vswitchd
-        # restarts and recreates the bridge's port); on exit puts the address back on the NIC
+        # restarts and recreates the bridge's port) and the node's ovn-bridge-mappings; on
+        # exit puts the address back on the NIC and removes the mapping it set
         - name: uplink
           image: {{ $img }}
           imagePullPolicy: {{ $v.image.pullPolicy }}
           command: [/bin/bash, /zovn/scripts/node-uplink.sh]
           env:
             - {name: TUNNEL_INTERFACE, value: {{ $tunnelIf | quote }}}
+            # the node's ovn-bridge-mappings (VLAN Subnets); empty: left to the operator
+            - {name: BRIDGE_MAPPINGS, value: {{ $v.tunnel.bridgeMappings | default "" | quote }}}
           readinessProbe:
             exec: {command: [test, -e, /var/run/zstack-ovn/uplink-ready]}
             periodSeconds: 5
