@@ -1,8 +1,9 @@
 //! The Helm chart's start scripts (the rendered ConfigMap `zs-zstack-ovn-scripts`): every
 //! one is valid bash, and they run for real on the daemons, each group in a private mount
 //! and network namespace: OVN central `single` (NB, SB and northd), the `ha` script forming
-//! a 3-member NB Raft cluster, and the node's ovsdb-server, ovs-vswitchd and ovn-controller
-//! answering the readiness probes the DaemonSet declares. Helm 3.17.2 renders the chart.
+//! a 3-member NB Raft cluster, the node's ovsdb-server, ovs-vswitchd and ovn-controller
+//! answering the readiness probes the DaemonSet declares, and the `uplink` keeper (br-phy,
+//! the NIC's address, `ovn-bridge-mappings`). Helm 3.17.2 renders the chart.
 
 use tests::helm::{self, container, containers, named, render_profile as render};
 use tests::process_group::ProcessGroup;
@@ -360,4 +361,185 @@ async fn the_single_central_scripts_run_nb_sb_and_northd() {
     )
     .await;
     assert!(data.join("ovnnb_db.db").is_file() && data.join("ovnsb_db.db").is_file());
+}
+
+/// One run of `node-uplink.sh` in [`the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own`]:
+/// the chart's values, a mapping the operator set by hand before the script starts, what
+/// `ovn-bridge-mappings` holds while the script runs and after its SIGTERM.
+struct UplinkCase {
+    set: &'static [&'static str],
+    by_hand: Option<&'static str>,
+    running: &'static str,
+    after: Option<&'static str>,
+}
+
+/// The uplink keeper, for real: `node-ovsdb.sh`, `node-vswitchd.sh` and `node-uplink.sh`
+/// from the chart rendered with `tunnel.interface=eth1` (the container's env as rendered),
+/// in a private mount and network namespace (its own sysfs: the script looks the NIC up
+/// there) whose `eth1` (a veth) holds 192.0.2.5/24.
+/// br-phy takes the NIC and its address; `ovn-bridge-mappings` is the chart's value (the
+/// default, or the operator's list) and comes back when removed by hand; SIGTERM removes
+/// it with br-phy and puts the address back. With `tunnel.bridgeMappings=""` a mapping the
+/// operator set stays, through SIGTERM too.
+#[test]
+fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    use tests::zovn::{alive, wait_until};
+    let test = "helm_scripts::the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own";
+    let Some(helm) = helm::require_helm(test) else {
+        return;
+    };
+    if !tests::require_real(
+        test,
+        &["ovsdb-server", "ovs-vswitchd", "nsenter", "unshare", "ip"],
+    ) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let cases = [
+        UplinkCase {
+            set: &[],
+            by_hand: None,
+            running: "physnet:br-phy",
+            after: None,
+        },
+        UplinkCase {
+            set: &[
+                "--set-json",
+                r#"tunnel.bridgeMappings="physnet:br-phy,storage:br-st""#,
+            ],
+            by_hand: None,
+            running: "physnet:br-phy,storage:br-st",
+            after: None,
+        },
+        UplinkCase {
+            set: &["--set-json", r#"tunnel.bridgeMappings="""#],
+            by_hand: Some("physnet:br-mine"),
+            running: "physnet:br-mine",
+            after: Some("physnet:br-mine"),
+        },
+    ];
+    for case in cases {
+        let what = format!("{:?}", case.set);
+        let scratch = tests::scratch("helmupl");
+        let mut set = vec!["--set", "tunnel.interface=eth1"];
+        set.extend(case.set);
+        let objs = helm::render_with(&helm, "single", "zs", "kube-system", &set).expect("render");
+        let scripts = helm::write_scripts(&objs, scratch.dir.path());
+        let node_ds = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node DaemonSet");
+        let env: Vec<(String, String)> = container(node_ds, "uplink")["env"]
+            .as_array()
+            .expect("uplink env")
+            .iter()
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().expect("env name/value").to_string();
+                (s("name"), s("value"))
+            })
+            .collect();
+        let pidfile = scratch.dir.path().join("uplink.pid");
+        let log = std::fs::File::create(scratch.dir.path().join("node.log")).expect("log");
+        let mut cmd = Command::new("unshare");
+        cmd.args(["-m", "-n", "--propagation", "private", "bash", "-c"])
+            .arg(concat!(
+                "mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /etc/openvswitch && ",
+                "mount -t sysfs sysfs /sys && ip link set lo up && mkdir -p /run/zstack-ovn && ",
+                "ip link add eth1 type veth peer name eth1p && ip link set eth1p up && ",
+                "ip addr add 192.0.2.5/24 dev eth1 && ip link set eth1 up && ",
+                "(bash \"$SCRIPTS/node-ovsdb.sh\" & bash \"$SCRIPTS/node-vswitchd.sh\" & ",
+                "until [ -S /var/run/openvswitch/db.sock ]; do sleep 0.1; done; ",
+                "if [ -n \"$BY_HAND\" ]; then ovs-vsctl --no-wait --timeout=10 init && ",
+                "ovs-vsctl --no-wait --timeout=10 set Open_vSwitch . ",
+                "external_ids:ovn-bridge-mappings=\"\\\"$BY_HAND\\\"\"; fi; ",
+                "bash \"$SCRIPTS/node-uplink.sh\" & echo $! > \"$PIDFILE\"; wait)"
+            ))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("SCRIPTS", &scripts)
+            .env("PIDFILE", &pidfile)
+            .env("BY_HAND", case.by_hand.unwrap_or(""))
+            .env("NODE_NAME", format!("{}node", scratch.prefix))
+            .env("VSWITCHD", "/usr/lib/openvswitch-switch/ovs-vswitchd")
+            .env("OVN_SSL", "false")
+            .env("TLS_DIR", "/nonexistent")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .stdin(Stdio::null());
+        // the whole process group (bash, the scripts, the daemons) goes when a case ends
+        let group = ProcessGroup::spawn(&mut cmd).expect("start the node scripts");
+        let inside = |args: &[&str]| group.inside(args);
+        let vsctl = |args: &[&str]| {
+            let mut a = vec!["ovs-vsctl", "--timeout=5"];
+            a.extend(args);
+            inside(&a)
+        };
+        let mappings = || {
+            vsctl(&[
+                "--if-exists",
+                "get",
+                "Open_vSwitch",
+                ".",
+                "external_ids:ovn-bridge-mappings",
+            ])
+            .map(|m| m.trim_matches('"').to_string())
+            .filter(|m| !m.is_empty())
+        };
+        let addr_on = |dev: &str| {
+            inside(&["ip", "-4", "-o", "addr", "show", "dev", dev])
+                .is_some_and(|a| a.contains("192.0.2.5/24"))
+        };
+        // the container's readiness probe, as kubelet runs it
+        wait_until(
+            &format!("{what}: the uplink ready"),
+            Duration::from_secs(60),
+            || inside(&["test", "-e", "/var/run/zstack-ovn/uplink-ready"]).is_some(),
+        );
+        assert!(addr_on("br-phy"), "{what}: the address is not on br-phy");
+        assert!(!addr_on("eth1"), "{what}: the address is still on eth1");
+        let log_path = scratch.dir.path().join("node.log");
+        let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+        assert_eq!(
+            mappings().as_deref(),
+            Some(case.running),
+            "{what}:\n{}",
+            log()
+        );
+        if case.by_hand.is_none() {
+            // level-triggered: removed by hand, it comes back
+            vsctl(&[
+                "remove",
+                "Open_vSwitch",
+                ".",
+                "external_ids",
+                "ovn-bridge-mappings",
+            ])
+            .expect("remove the mapping");
+            wait_until(
+                &format!("{what}: the mapping back"),
+                Duration::from_secs(10),
+                || mappings().as_deref() == Some(case.running),
+            );
+        }
+        // the pod goes: SIGTERM to the script
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .expect("the uplink pidfile")
+            .trim()
+            .parse()
+            .expect("a pid");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("SIGTERM the uplink script");
+        wait_until(
+            &format!("{what}: the uplink script gone"),
+            Duration::from_secs(15),
+            || !alive(i64::from(pid)),
+        );
+        assert_eq!(mappings().as_deref(), case.after, "{what}: after SIGTERM");
+        assert!(
+            vsctl(&["br-exists", "br-phy"]).is_none(),
+            "{what}: br-phy left"
+        );
+        assert!(addr_on("eth1"), "{what}: the address is not back on eth1");
+    }
 }
