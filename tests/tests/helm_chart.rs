@@ -219,6 +219,48 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
             "{name}: {a:?}"
         );
     }
+    // shared gateway mode: the agents report br-phy, with the next hop given; the
+    // controller gets the dual-stack join network in two flags
+    let objs = helm::render_with(
+        &helm,
+        "single",
+        "zs",
+        NS,
+        &[
+            "--set",
+            "tunnel.interface=eth1,gateway.mode=shared,gateway.nextHop=192.0.2.254",
+            "--set-json",
+            r#"network.joinCIDR="100.64.0.0/16,fd98::/64""#,
+        ],
+    )
+    .expect("render shared");
+    for ds in objs.iter().filter(|o| o["kind"] == "DaemonSet") {
+        let a = args(container(ds, "agent"));
+        for want in [
+            "--gateway-mode=shared",
+            "--gateway-interface=br-phy",
+            "--gateway-next-hop=192.0.2.254",
+        ] {
+            assert!(a.contains(&want.to_string()), "{a:?}");
+        }
+    }
+    let ctl = objs
+        .iter()
+        .find(|o| {
+            o["kind"] == "Deployment"
+                && helm::containers(o)
+                    .iter()
+                    .any(|c| c["name"] == "controller")
+        })
+        .expect("controller Deployment");
+    let a = args(container(ctl, "controller"));
+    for want in [
+        "--gateway-mode=shared",
+        "--join-cidr=100.64.0.0/16",
+        "--join-cidr-v6=fd98::/64",
+    ] {
+        assert!(a.contains(&want.to_string()), "{a:?}");
+    }
     // the operator's own mappings, or none (the key left alone)
     for (set, want) in [
         (
@@ -705,8 +747,17 @@ fn schema_refuses_bad_values_naming_the_key() {
             ],
         ),
         (
-            &["--set", "gateway.mode=shared"],
+            &["--set", "gateway.mode=gw"],
             &["gateway.mode", "must be one of the following"],
+        ),
+        // shared needs br-phy, which only tunnel.interface builds
+        (
+            &["--set", "gateway.mode=shared"],
+            &["gateway.mode=shared needs tunnel.interface"],
+        ),
+        (
+            &["--set", "gateway.mode=shared,gateway.nextHop=gw1"],
+            &["gateway.nextHop"],
         ),
         (
             &["--set", "ovn.standalone.haMode=HA"],

@@ -216,6 +216,16 @@ spec:
             - --cni-shim=/usr/local/bin/zstack-ovn-cni
             - --metrics-addr=0.0.0.0:{{ $v.node.metricsPort }}
             - --datapath-config=/etc/zstack-ovn/datapath.yaml
+            - --gateway-mode={{ $v.gateway.mode }}
+            {{- if eq $v.gateway.mode "shared" }}
+            {{- if not (or $tunnelIf $v.ovs.hostManaged) }}
+            {{- fail "gateway.mode=shared needs tunnel.interface (br-phy must hold the node's uplink and address, which its gateway router shares)" }}
+            {{- end }}
+            - --gateway-interface=br-phy
+            {{- with $v.gateway.nextHop }}
+            - --gateway-next-hop={{ . }}
+            {{- end }}
+            {{- end }}
             {{- if eq $v.logging.format "json" }}
             - --log-json
             {{- end }}
