@@ -14,9 +14,21 @@
 //!
 //! The DNATed packets are marked ([`MASQ_MARK`]) and masqueraded in `postrouting`: they
 //! leave through the management port with its address, so replies come back through OVN.
-//! Traffic DNATed here reaches every endpoint of the Service (like kube-proxy's handling
-//! of host-originated NodePort traffic): `externalTrafficPolicy: Local` is not applied to
-//! it. Forwarding (`net.ipv4.ip_forward`, `net.ipv6.conf.all.forwarding`) is enabled when
+//! Traffic DNATed so reaches every endpoint of the Service.
+//!
+//! `externalTrafficPolicy: Local` ([`LocalDnat`]): packets from outside the node
+//! (`prerouting`: external clients, other nodes' hosts) meet chain `external` first, which
+//! DNATs them straight to this node's endpoints (`numgen random` over them), without the
+//! mark: the pod sees the client's address. The endpoints come from the EndpointSlices
+//! (their `nodeName`), chosen like the load balancers' ([`api::services::select`]); none
+//! here but some elsewhere → `drop`, as kube-proxy does; none anywhere → no such rule, the
+//! cluster rule applies and OVN refuses. The pod's reply reaches the node again through
+//! the cluster router's `local`-mode reroute of the pod's traffic to its own node's
+//! management port, where conntrack undoes the DNAT. The host's own traffic (`output`)
+//! keeps the cluster rules: every endpoint answers (like kube-proxy's handling of
+//! host-originated traffic).
+//!
+//! Forwarding (`net.ipv4.ip_forward`, `net.ipv6.conf.all.forwarding`) is enabled when
 //! rules exist, as external clients' packets are forwarded into the management port.
 //!
 //! Pods' egress (`local` gateway mode): the cluster router sends a pod's traffic to
@@ -26,10 +38,10 @@
 //! the management port, so the outside sees the node's address. Replies are un-NATed by
 //! conntrack and routed back into the management port.
 //!
-//! Level-triggered: the whole table is rebuilt from the Services in one `nft -f`
-//! transaction (`add table` + `delete table` + the table), only when the wanted ruleset
-//! differs from the last one applied (and always on the first pass after a start); with
-//! no rule wanted the table is deleted. No other table is read or written.
+//! Level-triggered: the whole table is rebuilt from the Services (and endpoints) in one
+//! `nft -f` transaction (`add table` + `delete table` + the table), only when the wanted
+//! ruleset differs from the last one applied (and always on the first pass after a
+//! start); with no rule wanted the table is deleted. No other table is read or written.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
