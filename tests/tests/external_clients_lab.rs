@@ -15,7 +15,9 @@
 //! - `echo-local` (one endpoint, on node 1, whose responder echoes the source it saw):
 //!   node 1's NodePort and the LoadBalancer ingress IP routed to node 1 answer, and the
 //!   pod saw the external host's own address (198.51.100.10); node 2's NodePort and the
-//!   ingress IP routed to node 2 do not answer (dropped there, as kube-proxy does).
+//!   ingress IP routed to node 2 do not answer (dropped there, as kube-proxy does); node
+//!   2's host is outside node 1 too: it reaches node 1's NodePort and the pod sees node
+//!   2's address, while node 1's host gets no answer from node 2's NodePort.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -71,6 +73,28 @@ fn external_get(z: &Zovn, target: &str) -> Result<String, String> {
     }
 }
 
+/// One TCP exchange from node netns `netns`'s host: Ok(the first line) or Err(why).
+fn host_get(netns: &str, target: &str) -> Result<String, String> {
+    let (host, port) = target.rsplit_once(':').expect("host:port");
+    let script = format!("exec 3<>/dev/tcp/{host}/{port} && head -n1 <&3");
+    let out = Command::new("ip")
+        .args([
+            "netns", "exec", netns, "timeout", "3", "bash", "-c", &script,
+        ])
+        .output()
+        .expect("ip netns exec");
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() && !line.is_empty() {
+        Ok(line)
+    } else {
+        Err(format!(
+            "{}: {line}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
 /// Waits until `target` answers; returns the answer.
 fn answer(z: &Zovn, target: &str) -> String {
     let t0 = Instant::now();
@@ -102,6 +126,15 @@ fn node_table(netns: &str) -> String {
         .output()
         .expect("nft list");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits until a rule of node netns `netns`'s table contains `needle`.
+fn wait_rule(netns: &str, needle: &str) {
+    wait_until(
+        &format!("{netns}: a rule with {needle:?}"),
+        Duration::from_secs(30),
+        || node_table(netns).lines().any(|l| l.contains(needle)),
+    );
 }
 
 /// Waits until `target` is answered by one of `want`.
@@ -177,7 +210,10 @@ fn external_clients_reach_node_ports_and_routed_service_addresses() {
     }
 
     // externalTrafficPolicy: Local, endpoints on both nodes: each node answers with its own
+    // (once its agent has seen the endpoints: until then the Service has none for it, and
+    // the cluster rule serves)
     for (n, own) in nodes.iter().zip(webs) {
+        wait_rule(&n.netns, "dport 30081 dnat ip to 10.");
         let target = format!("{}:30081", n.encap_ip);
         reaches(&z, &target, &[own]);
         for _ in 0..6 {
@@ -224,17 +260,10 @@ fn external_clients_reach_node_ports_and_routed_service_addresses() {
             "{target}: the pod must see the external host's own address: {line}"
         );
     };
+    wait_rule(&nodes[0].netns, "dport 30090 dnat ip to 10.");
     seen(&format!("{}:30090", nodes[0].encap_ip));
     // node 2 has no endpoint: its agent drops what comes from outside
-    wait_until(
-        "node 2's externalTrafficPolicy: Local drop rule",
-        Duration::from_secs(30),
-        || {
-            node_table(&nodes[1].netns)
-                .lines()
-                .any(|l| l.contains("dport 30090 drop"))
-        },
-    );
+    wait_rule(&nodes[1].netns, "dport 30090 drop");
     let on_node2 = format!("{}:30090", nodes[1].encap_ip);
     for _ in 0..3 {
         assert!(
@@ -242,6 +271,25 @@ fn external_clients_reach_node_ports_and_routed_service_addresses() {
             "{on_node2} answered: node 2 has no endpoint of echo-local"
         );
     }
+    // another node's host is outside the node too: node 2's host reaches node 1's NodePort
+    // and the pod sees node 2's address; node 1's host gets nothing from node 2's
+    let t0 = Instant::now();
+    let line = loop {
+        match host_get(&nodes[1].netns, &format!("{}:30090", nodes[0].encap_ip)) {
+            Ok(line) => break line,
+            Err(e) => assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "node 2's host never reached node 1's NodePort: {e}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let from = parse_source_reply(&line).map(|(_, from)| from.ip().to_string());
+    assert_eq!(from.as_deref(), Some(nodes[1].encap_ip.as_str()), "{line}");
+    assert!(
+        host_get(&nodes[0].netns, &on_node2).is_err(),
+        "node 1's host reached {on_node2}: node 2 has no endpoint of echo-local"
+    );
     // the ingress IP: answered with the client's address through node 1, not through node 2
     underlay_route(&underlay, "203.0.113.11/32", &nodes[0].encap_ip);
     seen("203.0.113.11:9090");
