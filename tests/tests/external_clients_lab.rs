@@ -13,8 +13,9 @@
 //! - `web-local` (endpoints on both nodes): each node's NodePort answers only with the
 //!   pod on that node;
 //! - `echo-local` (one endpoint, on node 1, whose responder echoes the source it saw):
-//!   node 1's NodePort and the LoadBalancer ingress IP routed to node 1 answer, and the
-//!   pod saw the external host's own address (198.51.100.10); node 2's NodePort and the
+//!   node 1's NodePort (IPv4 and IPv6) and the LoadBalancer ingress IP routed to node 1
+//!   answer, and the pod saw the external host's own address (198.51.100.10,
+//!   2001:db8:5100::10); node 2's NodePort (both families) and the
 //!   ingress IP routed to node 2 do not answer (dropped there, as kube-proxy does); node
 //!   2's host is outside node 1 too: it reaches node 1's NodePort and the pod sees node
 //!   2's address, while node 1's host gets no answer from node 2's NodePort.
@@ -22,12 +23,14 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use lab::node::UNDERLAY_NET6;
 use lab::pods::record::{PortSpec, Proto};
 use lab::pods::responder::{ResponderDaemon, parse_source_reply, spawn_daemon};
 use tests::zovn::{Zovn, netns_of, start_agents, start_lab, wait_until};
 
-/// The external host's address on the lab's external network.
+/// The external host's addresses on the lab's external network.
 const EXTERNAL_HOST: &str = "198.51.100.10";
+const EXTERNAL_HOST_V6: &str = "2001:db8:5100::10";
 
 /// A Service on `web-1` only (label `hairpin: "yes"`, node 1), port 9090, where the test
 /// runs a responder that echoes the source address it saw.
@@ -37,6 +40,7 @@ metadata: {name: echo-local, namespace: svc}
 spec:
   type: LoadBalancer
   externalTrafficPolicy: Local
+  ipFamilyPolicy: RequireDualStack
   selector: {hairpin: "yes"}
   ports: [{port: 9090, targetPort: 9090, nodePort: 30090}]
 status:
@@ -249,27 +253,36 @@ fn external_clients_reach_node_ports_and_routed_service_addresses() {
     let file = s.dir.path().join("echo-local.yaml");
     std::fs::write(&file, ECHO_LOCAL).expect("write the Service");
     z.ok(&["apply", "-f", file.to_str().expect("utf-8")]);
-    let seen = |target: &str| {
+    let seen = |target: &str, client: &str| {
         let line = answer(&z, target);
         let (who, from) = parse_source_reply(&line)
             .unwrap_or_else(|| panic!("{target}: not an echo reply: {line}"));
         assert_eq!(who, "echo/web-1", "{target}: {line}");
         assert_eq!(
             from.ip().to_string(),
-            EXTERNAL_HOST,
+            client,
             "{target}: the pod must see the external host's own address: {line}"
         );
     };
     wait_rule(&nodes[0].netns, "dport 30090 dnat ip to 10.");
-    seen(&format!("{}:30090", nodes[0].encap_ip));
+    seen(&format!("{}:30090", nodes[0].encap_ip), EXTERNAL_HOST);
+    // IPv6 too (the dual-stack join gives the pods' replies their way back)
+    wait_rule(&nodes[0].netns, "dport 30090 dnat ip6 to [fd00:10:20::");
+    seen(
+        &format!("{UNDERLAY_NET6}{}:30090", nodes[0].index),
+        EXTERNAL_HOST_V6,
+    );
     // node 2 has no endpoint: its agent drops what comes from outside
     wait_rule(&nodes[1].netns, "dport 30090 drop");
     let on_node2 = format!("{}:30090", nodes[1].encap_ip);
+    let on_node2_v6 = format!("{UNDERLAY_NET6}{}:30090", nodes[1].index);
     for _ in 0..3 {
-        assert!(
-            external_get(&z, &on_node2).is_err(),
-            "{on_node2} answered: node 2 has no endpoint of echo-local"
-        );
+        for target in [&on_node2, &on_node2_v6] {
+            assert!(
+                external_get(&z, target).is_err(),
+                "{target} answered: node 2 has no endpoint of echo-local"
+            );
+        }
     }
     // another node's host is outside the node too: node 2's host reaches node 1's NodePort
     // and the pod sees node 2's address; node 1's host gets nothing from node 2's
@@ -292,7 +305,7 @@ fn external_clients_reach_node_ports_and_routed_service_addresses() {
     );
     // the ingress IP: answered with the client's address through node 1, not through node 2
     underlay_route(&underlay, "203.0.113.11/32", &nodes[0].encap_ip);
-    seen("203.0.113.11:9090");
+    seen("203.0.113.11:9090", EXTERNAL_HOST);
     underlay_route(&underlay, "203.0.113.11/32", &nodes[1].encap_ip);
     wait_until(
         "the ingress IP is dropped through node 2",
