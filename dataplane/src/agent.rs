@@ -176,7 +176,8 @@ impl Agent {
         Ok(())
     }
 
-    /// Rebuilds the host's Service NAT rules from the Services (when they changed) and
+    /// Rebuilds the host's Service NAT rules from the Services (and this node's endpoints of
+    /// `externalTrafficPolicy: Local` ones) when they changed, and
     /// asks for a management port refresh when their external IPs changed.
     pub async fn host_nat_pass(&self) {
         let services = match self.ctx.pods().services().await {
@@ -186,6 +187,19 @@ impl Agent {
                 return;
             }
         };
+        // endpoints matter only to externalTrafficPolicy: Local Services
+        let slices = if services.iter().any(|s| s.external_local) {
+            match self.ctx.pods().endpoint_slices().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "endpoints not read: host Service NAT unchanged");
+                    return;
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let rules = crate::host_nat::rules(&services, &slices, &self.cfg.node_name);
         let routes = crate::host_nat::external_prefixes(&services);
         let moved = {
             let mut r = self
@@ -205,7 +219,7 @@ impl Agent {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let r = tokio::task::spawn_blocking(move || nat.sync(&services, &egress)).await;
+        let r = tokio::task::spawn_blocking(move || nat.sync(&rules, &egress)).await;
         if let Ok(Err(e)) = r {
             tracing::warn!(error = %e, "host Service NAT not applied");
         }

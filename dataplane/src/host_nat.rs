@@ -14,9 +14,21 @@
 //!
 //! The DNATed packets are marked ([`MASQ_MARK`]) and masqueraded in `postrouting`: they
 //! leave through the management port with its address, so replies come back through OVN.
-//! Traffic DNATed here reaches every endpoint of the Service (like kube-proxy's handling
-//! of host-originated NodePort traffic): `externalTrafficPolicy: Local` is not applied to
-//! it. Forwarding (`net.ipv4.ip_forward`, `net.ipv6.conf.all.forwarding`) is enabled when
+//! Traffic DNATed so reaches every endpoint of the Service.
+//!
+//! `externalTrafficPolicy: Local` ([`LocalDnat`]): packets from outside the node
+//! (`prerouting`: external clients, other nodes' hosts) meet chain `external` first, which
+//! DNATs them straight to this node's endpoints (`numgen random` over them), without the
+//! mark: the pod sees the client's address. The endpoints come from the EndpointSlices
+//! (their `nodeName`), chosen like the load balancers' ([`api::services::select`]); none
+//! here but some elsewhere → `drop`, as kube-proxy does; none anywhere → no such rule, the
+//! cluster rule applies and OVN refuses. The pod's reply reaches the node again through
+//! the cluster router's `local`-mode reroute of the pod's traffic to its own node's
+//! management port, where conntrack undoes the DNAT. The host's own traffic (`output`)
+//! keeps the cluster rules: every endpoint answers (like kube-proxy's handling of
+//! host-originated traffic).
+//!
+//! Forwarding (`net.ipv4.ip_forward`, `net.ipv6.conf.all.forwarding`) is enabled when
 //! rules exist, as external clients' packets are forwarded into the management port.
 //!
 //! Pods' egress (`local` gateway mode): the cluster router sends a pod's traffic to
@@ -26,17 +38,18 @@
 //! the management port, so the outside sees the node's address. Replies are un-NATed by
 //! conntrack and routed back into the management port.
 //!
-//! Level-triggered: the whole table is rebuilt from the Services in one `nft -f`
-//! transaction (`add table` + `delete table` + the table), only when the wanted ruleset
-//! differs from the last one applied (and always on the first pass after a start); with
-//! no rule wanted the table is deleted. No other table is read or written.
+//! Level-triggered: the whole table is rebuilt from the Services (and endpoints) in one
+//! `nft -f` transaction (`add table` + `delete table` + the table), only when the wanted
+//! ruleset differs from the last one applied (and always on the first pass after a
+//! start); with no rule wanted the table is deleted. No other table is read or written.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::process::{Command, Stdio};
 
-use api::services::{Proto, ServiceInfo};
+use api::services::select::backends;
+use api::services::{EndpointSliceInfo, Proto, ServiceInfo};
 
 /// The table's family and name.
 pub const TABLE: &str = "inet zstack-ovn";
@@ -70,31 +83,89 @@ pub struct Dnat {
     pub to_port: u16,
 }
 
-/// The DNAT rules the Services need.
-pub fn rules(services: &[ServiceInfo]) -> BTreeSet<Dnat> {
-    let mut out = BTreeSet::new();
+/// One `externalTrafficPolicy: Local` frontend as reached from outside the node
+/// (`prerouting`): DNATed straight to this node's endpoints, without the masquerade mark;
+/// with no endpoint here (but some elsewhere) the packet is dropped, as kube-proxy does.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LocalDnat {
+    /// `None`: any local address (a nodePort); else that address.
+    pub daddr: Option<IpAddr>,
+    /// The family (of the cluster IP the frontend stands for).
+    pub v4: bool,
+    pub proto: Proto,
+    pub dport: u16,
+    /// This node's endpoints (address and target port) of the family; empty: drop.
+    pub to: Vec<SocketAddr>,
+}
+
+/// What the table holds for the Services.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// Every frontend → its cluster IP, masqueraded (`output` always; `prerouting` when
+    /// no [`Self::local`] rule takes the packet first).
+    pub cluster: BTreeSet<Dnat>,
+    /// `externalTrafficPolicy: Local` frontends from outside (`prerouting`, first).
+    pub local: BTreeSet<LocalDnat>,
+}
+
+impl Rules {
+    /// No Service needs a rule.
+    pub fn is_empty(&self) -> bool {
+        self.cluster.is_empty() && self.local.is_empty()
+    }
+}
+
+/// The DNAT rules the Services need on `node`, given their endpoints (`slices`, of every
+/// Service; only `externalTrafficPolicy: Local` Services look at them).
+pub fn rules(services: &[ServiceInfo], slices: &[EndpointSliceInfo], node: &str) -> Rules {
+    let mut out = Rules::default();
+    let mut by_service: BTreeMap<String, Vec<&EndpointSliceInfo>> = BTreeMap::new();
+    for s in slices {
+        by_service.entry(s.service_key()).or_default().push(s);
+    }
     for svc in services.iter().filter(|s| s.balanced()) {
+        let slices = by_service
+            .get(&svc.key())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         for port in &svc.ports {
             for c in &svc.cluster_ips {
-                let dnat = |daddr, dport| Dnat {
-                    daddr,
-                    proto: port.protocol,
-                    dport,
-                    to: *c,
-                    to_port: port.port,
-                };
+                let v4 = c.is_ipv4();
+                let mut frontends = Vec::new();
                 if svc.node_ports
                     && let Some(np) = port.node_port
                 {
-                    out.insert(dnat(None, np));
+                    frontends.push((None, np));
                 }
                 for e in svc
                     .external_ips
                     .iter()
                     .chain(&svc.ingress_ips)
-                    .filter(|e| e.is_ipv4() == c.is_ipv4())
+                    .filter(|e| e.is_ipv4() == v4)
                 {
-                    out.insert(dnat(Some(*e), port.port));
+                    frontends.push((Some(*e), port.port));
+                }
+                // Local: this node's endpoints; a Service without any endpoint keeps the
+                // cluster rule (OVN's load balancer refuses the connection)
+                let local = (svc.external_local && !backends(port, slices, v4, None).is_empty())
+                    .then(|| backends(port, slices, v4, Some(node)));
+                for (daddr, dport) in frontends {
+                    out.cluster.insert(Dnat {
+                        daddr,
+                        proto: port.protocol,
+                        dport,
+                        to: *c,
+                        to_port: port.port,
+                    });
+                    if let Some(to) = &local {
+                        out.local.insert(LocalDnat {
+                            daddr,
+                            v4,
+                            proto: port.protocol,
+                            dport,
+                            to: to.clone(),
+                        });
+                    }
                 }
             }
         }
@@ -115,25 +186,60 @@ pub fn external_prefixes(services: &[ServiceInfo]) -> Vec<ipnet::IpNet> {
     set.into_iter().collect()
 }
 
-fn rule_text(d: &Dnat) -> String {
-    let (nfproto, ip, lo) = if d.to.is_ipv4() {
-        ("ipv4", "ip", "127.0.0.0/8")
+/// `ip` or `ip6`.
+fn ip_word(v4: bool) -> &'static str {
+    if v4 { "ip" } else { "ip6" }
+}
+
+/// The match of a frontend: family, destination (any local address but loopback, or
+/// `daddr`), protocol and port.
+fn frontend(v4: bool, daddr: Option<IpAddr>, proto: Proto, dport: u16) -> String {
+    let (nfproto, lo) = if v4 {
+        ("ipv4", "127.0.0.0/8")
     } else {
-        ("ipv6", "ip6", "::1")
+        ("ipv6", "::1")
     };
-    let dst = match d.daddr {
+    let ip = ip_word(v4);
+    let dst = match daddr {
         None => format!("fib daddr type local {ip} daddr != {lo}"),
         Some(a) => format!("{ip} daddr {a}"),
     };
-    let to = match d.to {
-        IpAddr::V4(a) => format!("{a}:{}", d.to_port),
-        IpAddr::V6(a) => format!("[{a}]:{}", d.to_port),
-    };
     format!(
-        "meta nfproto {nfproto} {dst} meta l4proto {} th dport {} meta mark set meta mark | {MASQ_MARK:#x} dnat {ip} to {to}",
-        d.proto.ovn(),
-        d.dport
+        "meta nfproto {nfproto} {dst} meta l4proto {} th dport {dport}",
+        proto.ovn()
     )
+}
+
+fn rule_text(d: &Dnat) -> String {
+    let v4 = d.to.is_ipv4();
+    format!(
+        "{} meta mark set meta mark | {MASQ_MARK:#x} dnat {} to {}",
+        frontend(v4, d.daddr, d.proto, d.dport),
+        ip_word(v4),
+        SocketAddr::new(d.to, d.to_port)
+    )
+}
+
+/// No mark (no masquerade): the endpoint sees the client's address.
+fn local_rule_text(d: &LocalDnat) -> String {
+    let m = frontend(d.v4, d.daddr, d.proto, d.dport);
+    let ip = ip_word(d.v4);
+    match d.to.as_slice() {
+        [] => format!("{m} drop"),
+        [one] => format!("{m} dnat {ip} to {one}"),
+        many => {
+            let map: Vec<String> = many
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("{i} : {} . {}", a.ip(), a.port()))
+                .collect();
+            format!(
+                "{m} dnat {ip} to numgen random mod {} map {{ {} }}",
+                many.len(),
+                map.join(", ")
+            )
+        }
+    }
 }
 
 /// The egress masquerade of `sources` (the `natOutgoing` Subnets' CIDRs), one rule per
@@ -160,24 +266,49 @@ fn egress_rules(sources: &[ipnet::IpNet]) -> Vec<String> {
 
 /// The `nft -f` script that makes our table hold exactly `rules` and the egress
 /// masquerade of `egress` (deletes the table when both are empty).
-pub fn script(rules: &BTreeSet<Dnat>, egress: &[ipnet::IpNet]) -> String {
+pub fn script(rules: &Rules, egress: &[ipnet::IpNet]) -> String {
     let mut s = format!("add table {TABLE}\ndelete table {TABLE}\n");
     let egress = egress_rules(egress);
     if rules.is_empty() && egress.is_empty() {
         return s;
     }
     s.push_str(&format!("table {TABLE} {{\n"));
-    if !rules.is_empty() {
-        s.push_str("  chain services {\n");
-        for r in rules {
-            s.push_str(&format!("    {}\n", rule_text(r)));
+    let chain = |s: &mut String, name: &str, lines: Vec<String>| {
+        s.push_str(&format!("  chain {name} {{\n"));
+        for l in lines {
+            s.push_str(&format!("    {l}\n"));
         }
         s.push_str("  }\n");
-        // dstnat is -100; nft 1.0 accepts the name only in prerouting
-        for hook in ["prerouting", "output"] {
-            s.push_str(&format!(
-                "  chain {hook} {{\n    type nat hook {hook} priority -100; policy accept;\n    jump services\n  }}\n"
-            ));
+    };
+    if !rules.local.is_empty() {
+        chain(
+            &mut s,
+            "external",
+            rules.local.iter().map(local_rule_text).collect(),
+        );
+    }
+    if !rules.cluster.is_empty() {
+        chain(
+            &mut s,
+            "services",
+            rules.cluster.iter().map(rule_text).collect(),
+        );
+    }
+    if !rules.is_empty() {
+        // dstnat is -100; nft 1.0 accepts the name only in prerouting. Packets from
+        // outside meet the externalTrafficPolicy: Local rules first; the host's own
+        // (output) reach every endpoint, like kube-proxy's.
+        for (hook, from_outside) in [("prerouting", true), ("output", false)] {
+            let mut lines = vec![format!(
+                "type nat hook {hook} priority -100; policy accept;"
+            )];
+            if from_outside && !rules.local.is_empty() {
+                lines.push("jump external".into());
+            }
+            if !rules.cluster.is_empty() {
+                lines.push("jump services".into());
+            }
+            chain(&mut s, hook, lines);
         }
     }
     s.push_str(&format!(
@@ -226,7 +357,7 @@ pub fn delete_table() -> Result<bool, HostNatError> {
     if !listed.success() {
         return Ok(false);
     }
-    apply(&script(&BTreeSet::new(), &[]))?;
+    apply(&script(&Rules::default(), &[]))?;
     Ok(true)
 }
 
@@ -254,15 +385,10 @@ pub struct HostNat {
 }
 
 impl HostNat {
-    /// Makes our table match `services` and the egress of `egress` (the `natOutgoing`
-    /// Subnets' CIDRs); returns whether it was (re)written.
-    pub fn sync(
-        &self,
-        services: &[ServiceInfo],
-        egress: &[ipnet::IpNet],
-    ) -> Result<bool, HostNatError> {
-        let rules = rules(services);
-        let text = script(&rules, egress);
+    /// Makes our table hold `rules` (see [`rules`]) and the egress of `egress` (the
+    /// `natOutgoing` Subnets' CIDRs); returns whether it was (re)written.
+    pub fn sync(&self, rules: &Rules, egress: &[ipnet::IpNet]) -> Result<bool, HostNatError> {
+        let text = script(rules, egress);
         let wanted = !rules.is_empty() || !egress.is_empty();
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if last.as_deref() == Some(text.as_str()) {
@@ -277,7 +403,8 @@ impl HostNat {
             r => r?,
         }
         tracing::info!(
-            rules = rules.len(),
+            rules = rules.cluster.len(),
+            local_rules = rules.local.len(),
             egress_masquerade = ?egress_rules(egress),
             table = TABLE,
             "host NAT rules applied (Services, pods' egress)"
@@ -290,7 +417,7 @@ impl HostNat {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::services::{ServicePort, TargetPort};
+    use api::services::{EndpointInfo, EndpointPort, ServicePort, TargetPort};
 
     fn svc(node_port: Option<u16>) -> ServiceInfo {
         ServiceInfo {
@@ -312,9 +439,10 @@ mod tests {
 
     #[test]
     fn rules_and_script() {
-        let r = rules(&[svc(Some(30080))]);
+        let r = rules(&[svc(Some(30080))], &[], "n1");
         // nodePort per family + the v4 externalIP
-        assert_eq!(r.len(), 3, "{r:?}");
+        assert_eq!(r.cluster.len(), 3, "{r:?}");
+        assert!(r.local.is_empty(), "{r:?}");
         let s = script(&r, &[]);
         assert!(s.starts_with("add table inet zstack-ovn\ndelete table inet zstack-ovn\n"));
         assert!(s.contains(
@@ -334,14 +462,139 @@ mod tests {
         // a ClusterIP Service without external IPs needs nothing; headless nothing
         let mut plain = svc(None);
         plain.external_ips.clear();
-        assert!(rules(&[plain.clone()]).is_empty());
+        assert!(rules(&[plain.clone()], &[], "n1").is_empty());
         let mut headless = svc(Some(30080));
         headless.headless = true;
-        assert!(rules(&[headless]).is_empty());
+        assert!(rules(&[headless], &[], "n1").is_empty());
+        assert!(!s.contains("chain external"), "{s}");
         assert_eq!(
-            script(&BTreeSet::new(), &[]),
+            script(&Rules::default(), &[]),
             "add table inet zstack-ovn\ndelete table inet zstack-ovn\n",
             "no rule: the table goes"
+        );
+    }
+
+    fn endpoint(ip: &str, node: &str, ready: bool) -> EndpointInfo {
+        EndpointInfo {
+            addresses: vec![ip.parse().unwrap()],
+            ready,
+            serving: ready,
+            terminating: false,
+            node: Some(node.into()),
+        }
+    }
+
+    fn slice(endpoints: Vec<EndpointInfo>) -> EndpointSliceInfo {
+        EndpointSliceInfo {
+            namespace: "d".into(),
+            name: "web-1".into(),
+            service: "web".into(),
+            endpoints,
+            ports: vec![EndpointPort {
+                name: String::new(),
+                port: 8080,
+                protocol: Proto::Tcp,
+            }],
+        }
+    }
+
+    fn local_svc() -> ServiceInfo {
+        ServiceInfo {
+            external_local: true,
+            ..svc(Some(30080))
+        }
+    }
+
+    #[test]
+    fn external_traffic_policy_local_dnats_to_this_nodes_endpoints_without_the_mark() {
+        let slices = [slice(vec![
+            endpoint("10.16.0.5", "n1", true),
+            endpoint("10.16.0.6", "n1", true),
+            endpoint("10.16.0.7", "n1", false),
+            endpoint("10.16.1.5", "n2", true),
+            endpoint("fd00:10:16::5", "n1", true),
+        ])];
+        let r = rules(&[local_svc()], &slices, "n1");
+        // the host's own traffic (output) still reaches every endpoint through the
+        // cluster IP: the cluster rules stay
+        assert_eq!(r.cluster.len(), 3, "{r:?}");
+        // nodePort per family + the v4 externalIP
+        assert_eq!(r.local.len(), 3, "{r:?}");
+        let s = script(&r, &[]);
+        assert!(
+            s.contains(
+                "meta nfproto ipv4 fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto tcp th dport 30080 dnat ip to numgen random mod 2 map { 0 : 10.16.0.5 . 8080, 1 : 10.16.0.6 . 8080 }\n"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "meta nfproto ipv6 fib daddr type local ip6 daddr != ::1 meta l4proto tcp th dport 30080 dnat ip6 to [fd00:10:16::5]:8080\n"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("ip daddr 192.0.2.10 meta l4proto tcp th dport 80 dnat ip to numgen"),
+            "{s}"
+        );
+        // no masquerade mark on a local rule; prerouting tries them first, output never
+        let external = s
+            .split("chain external {")
+            .nth(1)
+            .and_then(|c| c.split('}').next())
+            .unwrap_or_default()
+            .to_string();
+        assert!(!external.contains("mark"), "{external}");
+        assert!(
+            s.contains(
+                "chain prerouting {\n    type nat hook prerouting priority -100; policy accept;\n    jump external\n    jump services\n  }"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "chain output {\n    type nat hook output priority -100; policy accept;\n    jump services\n  }"
+            ),
+            "{s}"
+        );
+
+        // n2 has one IPv4 endpoint and no IPv6 one: v6 traffic from outside is dropped
+        let s2 = script(&rules(&[local_svc()], &slices, "n2"), &[]);
+        assert!(
+            s2.contains("th dport 30080 dnat ip to 10.16.1.5:8080\n"),
+            "{s2}"
+        );
+        assert!(
+            s2.contains("ip6 daddr != ::1 meta l4proto tcp th dport 30080 drop\n"),
+            "{s2}"
+        );
+        // a node with no endpoint drops what comes from outside
+        let r3 = rules(&[local_svc()], &slices, "n3");
+        assert!(r3.local.iter().all(|l| l.to.is_empty()), "{r3:?}");
+        assert_eq!(r3.local.len(), 3, "{r3:?}");
+        // not ready anywhere on n1: its serving+terminating endpoints serve (kube-proxy)
+        let mut term = endpoint("10.16.0.8", "n1", false);
+        term.serving = true;
+        term.terminating = true;
+        let r4 = rules(
+            &[local_svc()],
+            &[slice(vec![term, endpoint("10.16.1.5", "n2", true)])],
+            "n1",
+        );
+        assert!(
+            r4.local
+                .iter()
+                .any(|l| l.v4 && l.to == vec!["10.16.0.8:8080".parse().unwrap()]),
+            "{r4:?}"
+        );
+        // no endpoint at all: no local rule, the cluster rule lets OVN refuse
+        let r5 = rules(&[local_svc()], &[], "n1");
+        assert!(r5.local.is_empty(), "{r5:?}");
+        assert_eq!(r5.cluster.len(), 3, "{r5:?}");
+        // externalTrafficPolicy: Cluster ignores the endpoints
+        assert_eq!(
+            rules(&[svc(Some(30080))], &slices, "n1"),
+            rules(&[svc(Some(30080))], &[], "n1")
         );
     }
 
@@ -351,7 +604,7 @@ mod tests {
             .iter()
             .map(|c| c.parse().unwrap())
             .collect();
-        let s = script(&BTreeSet::new(), &cidrs);
+        let s = script(&Rules::default(), &cidrs);
         assert!(
             s.contains(
                 r#"ip saddr { 10.16.0.0/16, 10.17.0.0/16 } oifname != "ovn-k8s-mp0" masquerade"#

@@ -38,7 +38,7 @@
 //! | [`node_datapath`] | a datapath pass reported: Node annotation, events, metrics |
 //! | [`gateway`] | `shared` gateway mode: the gateway bridge's address, MAC and next hop, reported on the Node |
 //! | [`gateway_flows`] | `shared` gateway mode: the gateway bridge's rules splitting the shared address between the host and the gateway router |
-//! | [`host_nat`] | Services reached from the host: NodePort, externalIPs and LoadBalancer IPs DNATed to the cluster IP in our nf_tables table `inet zstack-ovn` |
+//! | [`host_nat`] | Services reached through the host: NodePort, externalIPs and LoadBalancer IPs DNATed to the cluster IP (or, for `externalTrafficPolicy: Local` from outside, to this node's endpoints) in our nf_tables table `inet zstack-ovn`; pods' egress masquerade |
 //! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
 //! | [`mtu`] | the pod MTU from the underlay and the encapsulation |
 //! | [`pods`] | pod/node/Subnet/Service sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`, reflector stores) |

@@ -1,7 +1,7 @@
 //! Where the agent reads pods, its Node and the Subnets: the lab's object store
 //! (`lab:SOCKET`, JSON lines) or a Kubernetes API (`kube`), read through reflector stores
-//! (this node's pods, its Node, the Subnets, the Services) kept by one watch each, so an
-//! ADD or a periodic pass reads memory, not the API server.
+//! (this node's pods, its Node, the Subnets, the Services, the EndpointSlices) kept by one
+//! watch each, so an ADD or a periodic pass reads memory, not the API server.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,7 +12,8 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
@@ -76,9 +77,18 @@ pub trait PodSource: Send + Sync {
         Box::pin(async { Ok(Vec::new()) })
     }
 
-    /// Yields whenever a Service was added, changed or deleted (and once when a watch
-    /// (re)starts), so the host's Service NAT follows at once; `None`: this source cannot
-    /// watch, and the agent re-reads the Services on its refresh.
+    /// Every Service's endpoints with their node (EndpointSlices, or core v1 Endpoints on
+    /// servers without discovery.k8s.io/v1), for the host's `externalTrafficPolicy: Local`
+    /// rules ([`crate::host_nat`]). The default has none.
+    fn endpoint_slices(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<api::services::EndpointSliceInfo>, SourceError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Yields whenever a Service or its endpoints were added, changed or deleted (and
+    /// once when a watch (re)starts), so the host's Service NAT follows at once; `None`:
+    /// this source cannot watch, and the agent re-reads the Services on its refresh.
     fn service_changes(&self) -> Option<BoxStream<'static, ()>> {
         None
     }
@@ -338,6 +348,23 @@ impl PodSource for LabSource {
         })
     }
 
+    fn endpoint_slices(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<api::services::EndpointSliceInfo>, SourceError>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for v in self.get("EndpointSlice").await? {
+                match serde_json::from_value::<EndpointSlice>(v) {
+                    Ok(s) => out.extend(api::services::convert::slice_info(&s)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "unreadable EndpointSlice from the lab store")
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
         Box::pin(async move {
             Ok(self
@@ -434,6 +461,76 @@ where
     }
 }
 
+/// Where a [`KubeSource`] reads endpoints: discovery.k8s.io/v1 EndpointSlices where the
+/// server has them, core v1 Endpoints otherwise (Kubernetes before 1.21), as the
+/// controller does (`control::source::services`).
+enum EndpointStore {
+    Slices(Reflected<EndpointSlice>),
+    Core(Reflected<Endpoints>),
+}
+
+impl EndpointStore {
+    /// Starts the watch of the kind the server serves.
+    async fn start(client: &kube::Client, tasks: &mut Vec<tokio::task::JoinHandle<()>>) -> Self {
+        let gvk = kube::api::GroupVersionKind::gvk("discovery.k8s.io", "v1", "EndpointSlice");
+        let all = watcher::Config::default();
+        match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok(_) => EndpointStore::Slices(Reflected::start(
+                kube::Api::all(client.clone()),
+                all,
+                "EndpointSlices",
+                tasks,
+            )),
+            Err(e) => {
+                tracing::info!(error = %e, "discovery.k8s.io/v1 EndpointSlice not served; using core v1 Endpoints");
+                EndpointStore::Core(Reflected::start(
+                    kube::Api::all(client.clone()),
+                    all,
+                    "Endpoints",
+                    tasks,
+                ))
+            }
+        }
+    }
+
+    fn changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        match self {
+            EndpointStore::Slices(r) => r.changed.clone(),
+            EndpointStore::Core(r) => r.changed.clone(),
+        }
+    }
+
+    async fn slices(&self) -> Result<Vec<api::services::EndpointSliceInfo>, SourceError> {
+        use api::services::convert::{endpoints_info, slice_info};
+        Ok(match self {
+            EndpointStore::Slices(r) => r
+                .ready()
+                .await?
+                .state()
+                .iter()
+                .filter_map(|s| slice_info(s))
+                .collect(),
+            EndpointStore::Core(r) => r
+                .ready()
+                .await?
+                .state()
+                .iter()
+                .flat_map(|e| endpoints_info(e))
+                .collect(),
+        })
+    }
+}
+
+/// A stream that yields once at once, then after every bump of `rx`.
+fn bumps(mut rx: tokio::sync::watch::Receiver<u64>) -> BoxStream<'static, ()> {
+    rx.mark_changed();
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    })
+    .boxed()
+}
+
 /// Aborts the watch tasks when the last [`KubeSource`] clone goes.
 struct Watches(Vec<tokio::task::JoinHandle<()>>);
 
@@ -455,6 +552,7 @@ pub struct KubeSource {
     nodes: Arc<Reflected<Node>>,
     subnets: Arc<Reflected<api::subnet::Subnet>>,
     services: Arc<Reflected<Service>>,
+    endpoints: Arc<EndpointStore>,
     events: crate::report::KubeEvents,
     _watches: Arc<Watches>,
 }
@@ -462,7 +560,7 @@ pub struct KubeSource {
 impl KubeSource {
     /// From `kubeconfig`, or the in-cluster / default configuration; starts the watches of
     /// `node`'s pods (field selector `spec.nodeName`), the Node itself (`metadata.name`),
-    /// every Subnet and every Service.
+    /// every Subnet, every Service and every EndpointSlice (or core Endpoints).
     pub async fn new(kubeconfig: Option<PathBuf>, node: &str) -> Result<KubeSource, SourceError> {
         let e = |e: &dyn std::fmt::Display| SourceError::Kube(e.to_string());
         let config = match kubeconfig {
@@ -490,6 +588,7 @@ impl KubeSource {
             "Services",
             &mut tasks,
         );
+        let endpoints = EndpointStore::start(&client, &mut tasks).await;
         Ok(KubeSource {
             events: crate::report::KubeEvents::new(client.clone()),
             client,
@@ -498,6 +597,7 @@ impl KubeSource {
             nodes: Arc::new(nodes),
             subnets: Arc::new(subnets),
             services: Arc::new(services),
+            endpoints: Arc::new(endpoints),
             _watches: Arc::new(Watches(tasks)),
         })
     }
@@ -618,15 +718,22 @@ impl PodSource for KubeSource {
         })
     }
 
-    /// Yields once at once, then after every change the Service store applied.
+    fn endpoint_slices(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<api::services::EndpointSliceInfo>, SourceError>> {
+        Box::pin(self.endpoints.slices())
+    }
+
+    /// Yields once at once, then after every change the Service store or the endpoint
+    /// store applied.
     fn service_changes(&self) -> Option<BoxStream<'static, ()>> {
-        let mut rx = self.services.changed.clone();
-        rx.mark_changed();
-        let stream = futures::stream::unfold(rx, |mut rx| async move {
-            rx.changed().await.ok()?;
-            Some(((), rx))
-        });
-        Some(stream.boxed())
+        Some(
+            futures::stream::select(
+                bumps(self.services.changed.clone()),
+                bumps(self.endpoints.changed()),
+            )
+            .boxed(),
+        )
     }
 
     /// Waits on this node's pod store, woken by its updates; at the deadline, a pod the

@@ -8,7 +8,9 @@
 //! `network.zstack.io/mgmt-port` address and reaches a pod; DEL removes the OVS port; an
 //! ADD for a Pod the API does not have fails with code 100 within the timeout; the agents
 //! watch Services (a NodePort Service created or deleted is in or out of both nodes'
-//! host NAT table well before their 60 s Service resync).
+//! host NAT table well before their 60 s Service resync) and their endpoints (core v1
+//! Endpoints on 1.20) with their node: an `externalTrafficPolicy: Local` NodePort DNATs to
+//! the node's own endpoint, drops on the node without one, and follows a new endpoint.
 //!
 //! The API server listens on 127.0.0.1 of the host netns; the agents run in the node
 //! netns, so each node netns gets a small forwarder on its own 127.0.0.1 at the same
@@ -538,6 +540,87 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
             t.elapsed()
         );
     }
+
+    // externalTrafficPolicy: Local from the watched endpoints (core v1 Endpoints on 1.20,
+    // written by hand: no kube-controller-manager here) with their nodeName: the node of
+    // the endpoint DNATs to it without the masquerade mark, the other drops; a second
+    // endpoint on node 2 reaches node 2's table through the watch (well before the resync)
+    let local: k8s_openapi::api::core::v1::Service = create(
+        &svc_api,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "etp-local", "namespace": "default"},
+            "spec": {"type": "NodePort", "externalTrafficPolicy": "Local",
+                     "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+        }),
+    )
+    .await;
+    let local_port = local
+        .spec
+        .and_then(|s| s.ports?.first()?.node_port)
+        .expect("the apiserver allocated a nodePort");
+    let ep_api: Api<k8s_openapi::api::core::v1::Endpoints> =
+        Api::namespaced(client.clone(), "default");
+    let endpoints = |addresses: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "etp-local", "namespace": "default"},
+            "subsets": [{"addresses": addresses, "ports": [{"port": 8080, "protocol": "TCP"}]}]
+        })
+    };
+    create(
+        &ep_api,
+        endpoints(json!([{"ip": "10.244.7.10", "nodeName": nodes[0].name}])),
+    )
+    .await;
+    let rule = |ns: &str, tail: &str| {
+        nat(ns)
+            .lines()
+            .any(|l| l.contains(&format!("dport {local_port} {tail}")))
+    };
+    let t = Instant::now();
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        while !ok() {
+            assert!(
+                t.elapsed() < bound,
+                "{what} after {:?}:\n{}\n{}\n{}",
+                t.elapsed(),
+                nat(&nodes[0].netns),
+                nat(&nodes[1].netns),
+                logs(&nodes, &ctl_log)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait("node 1 DNATs to its endpoint, unmarked", &|| {
+        rule(&nodes[0].netns, "dnat ip to 10.244.7.10:8080")
+    });
+    wait("node 2 drops (no endpoint there)", &|| {
+        rule(&nodes[1].netns, "drop")
+    });
+    let mut ep = ep_api.get("etp-local").await.expect("get Endpoints");
+    let with_two: k8s_openapi::api::core::v1::Endpoints =
+        serde_json::from_value(endpoints(json!([
+            {"ip": "10.244.7.10", "nodeName": nodes[0].name},
+            {"ip": "10.244.8.10", "nodeName": nodes[1].name}
+        ])))
+        .expect("Endpoints");
+    ep.subsets = with_two.subsets;
+    ep_api
+        .replace("etp-local", &Default::default(), &ep)
+        .await
+        .expect("replace Endpoints");
+    wait("node 2 DNATs to its new endpoint", &|| {
+        rule(&nodes[1].netns, "dnat ip to 10.244.8.10:8080")
+    });
+    eprintln!(
+        "externalTrafficPolicy: Local endpoints in the host NAT in {:?}",
+        t.elapsed()
+    );
+    svc_api
+        .delete("etp-local", &Default::default())
+        .await
+        .expect("delete the Service");
 
     // a Pod the API does not have: 100 within the short timeout
     let t = Instant::now();

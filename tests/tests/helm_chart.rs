@@ -663,6 +663,8 @@ fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>
                 ("", "pods", &["get", "list", "watch"]),
                 ("", "nodes", &["get", "list", "watch", "patch"]),
                 ("", "services", &["list", "watch"]),
+                ("", "endpoints", &["list", "watch"]),
+                ("discovery.k8s.io", "endpointslices", &["list", "watch"]),
                 ("network.zstack.io", "subnets", &["list", "watch"]),
                 ("", "events", &["create"]),
                 ("events.k8s.io", "events", &["create", "patch"]),

@@ -4,11 +4,9 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | [`model`], [`convert`] | re-exports of [`api::services::model`], [`api::services::convert`] |
-//! | [`select`] | which endpoints back a service port (ready, else serving+terminating; per family; per node) |
+//! | [`model`], [`convert`], [`select`] | re-exports of [`api::services::model`], [`api::services::convert`], [`api::services::select`] (which endpoints back a Service port) |
 
-pub use api::services::{convert, model};
-pub mod select;
+pub use api::services::{convert, model, select};
 #[cfg(test)]
 pub(crate) mod testing;
 

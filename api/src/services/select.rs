@@ -56,13 +56,15 @@ pub fn vip(ip: IpAddr, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::services::{EndpointInfo, Proto, TargetPort, testing};
+    use crate::services::{EndpointInfo, EndpointPort, Proto, TargetPort};
 
     fn ep(ip: &str, ready: bool, serving: bool, terminating: bool, node: &str) -> EndpointInfo {
         EndpointInfo {
+            addresses: vec![ip.parse().expect("ip")],
+            ready,
             serving,
             terminating,
-            ..testing::endpoint(&[ip], node, ready)
+            node: Some(node.into()),
         }
     }
 
@@ -77,12 +79,21 @@ mod tests {
     }
 
     fn slice(endpoints: Vec<EndpointInfo>) -> EndpointSliceInfo {
-        testing::slice(
-            "d",
-            "web",
+        let port = |name: &str, port, protocol| EndpointPort {
+            name: name.into(),
+            port,
+            protocol,
+        };
+        EndpointSliceInfo {
+            namespace: "d".into(),
+            name: "web-1".into(),
+            service: "web".into(),
             endpoints,
-            &[("http", 8080, Proto::Tcp), ("dns", 5353, Proto::Udp)],
-        )
+            ports: vec![
+                port("http", 8080, Proto::Tcp),
+                port("dns", 5353, Proto::Udp),
+            ],
+        }
     }
 
     #[test]
