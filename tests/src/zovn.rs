@@ -276,9 +276,20 @@ pub fn start_lab(
     nodes: usize,
     datapath: &[&str],
 ) -> (Lab, Zovn, DownOnDrop) {
+    start_lab_with_gateway(scratch, nodes, datapath, lab::Gateway::Local)
+}
+
+/// [`start_lab`] in gateway mode `gateway`.
+pub fn start_lab_with_gateway(
+    scratch: &crate::Scratch,
+    nodes: usize,
+    datapath: &[&str],
+    gateway: lab::Gateway,
+) -> (Lab, Zovn, DownOnDrop) {
     let dir = scratch.dir.path().join("lab");
     let mut cfg = lab::LabConfig::new(&dir, &scratch.prefix);
     cfg.nodes = nodes;
+    cfg.gateway = gateway;
     cfg.datapath = datapath.iter().map(|d| d.to_string()).collect();
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use lab::node::UNDERLAY_NET6;
 use lab::pods::record::{PortSpec, Proto};
 use lab::pods::responder::{ResponderDaemon, parse_source_reply, spawn_daemon};
-use tests::zovn::{Zovn, netns_of, start_agents, start_lab, wait_until};
+use tests::zovn::{Zovn, netns_of, start_agents, start_lab_with_gateway, wait_until};
 
 /// The external host's addresses on the lab's external network.
 const EXTERNAL_HOST: &str = "198.51.100.10";
@@ -172,8 +172,26 @@ fn underlay_route(netns: &str, prefix: &str, via: &str) {
 
 #[test]
 fn external_clients_reach_node_ports_and_routed_service_addresses() {
-    if !tests::require_real(
+    run(
         "external_clients_lab_external_clients_reach_node_ports_and_routed_service_addresses",
+        lab::Gateway::Local,
+    );
+}
+
+/// The same in `shared` gateway mode: the pods' replies to outside would go to their node's
+/// gateway router; those of `externalTrafficPolicy: Local` endpoints are rerouted to the
+/// management port, where the node's kernel DNATed the request.
+#[test]
+fn external_clients_in_shared_gateway_mode() {
+    run(
+        "external_clients_lab_external_clients_in_shared_gateway_mode",
+        lab::Gateway::Shared,
+    );
+}
+
+fn run(name: &str, gateway: lab::Gateway) {
+    if !tests::require_real(
+        name,
         &[
             "ovs-vswitchd",
             "ovsdb-server",
@@ -187,7 +205,7 @@ fn external_clients_reach_node_ports_and_routed_service_addresses() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("ecl");
-    let (mut lab, z, _down) = start_lab(&s, 2, &[]);
+    let (mut lab, z, _down) = start_lab_with_gateway(&s, 2, &[], gateway);
     let nodes = lab.nodes().to_vec();
     let underlay = lab.names().underlay_netns();
     start_agents(&mut lab);

@@ -717,6 +717,33 @@ impl<W: Writer> Controller<W> {
         });
         nb.netpol = policies.nb;
         let gateway_problems = translate::egress::add(&self.cfg, &input, &mut nb);
+        let with_router: BTreeMap<String, IpAddr> = input
+            .nodes
+            .iter()
+            .filter(|(n, _)| {
+                nb.routers
+                    .contains_key(&api::gateway::gateway_router(&n.name))
+            })
+            .filter_map(|(n, a)| {
+                let v4 = a.ips.iter().map(|i| i.addr()).find(IpAddr::is_ipv4)?;
+                Some((n.name.clone(), v4))
+            })
+            .collect();
+        let mut slices: BTreeMap<String, Vec<&crate::services::EndpointSliceInfo>> =
+            BTreeMap::new();
+        for s in self.state.endpoint_slices.values() {
+            slices
+                .entry(format!("{}/{}", s.namespace, s.service))
+                .or_default()
+                .push(s);
+        }
+        translate::gateway_return::add(
+            &self.cfg,
+            self.state.services.values(),
+            &slices,
+            &with_router,
+            &mut nb,
+        );
         for (node, why) in &gateway_problems {
             tracing::debug!(node = %node, reason = %why, "no gateway router: the node's pods leave through its management port");
         }

@@ -10,9 +10,11 @@
 //! | [`node`] | a node with its join address → its management port |
 //! | [`service`] | Services and EndpointSlices → load balancers (one per Service and protocol) |
 //! | [`egress`] | pods' traffic leaving the cluster → router policies to their node's gateway |
+//! | [`gateway_return`] | `shared` mode: replies of `externalTrafficPolicy: Local` endpoints back through their node's management port |
 //! | [`gateway_router`] | `shared` gateway mode: a node's gateway report → its gateway router, external switch, routes and SNAT |
 
 pub mod egress;
+pub mod gateway_return;
 pub mod gateway_router;
 pub mod node;
 pub mod pod;
