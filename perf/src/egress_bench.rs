@@ -6,8 +6,11 @@
 //! Subnet (`natOutgoing`, the default). The external host is the lab's
 //! (`198.51.100.10`, outside every node, behind the underlay router). Per round and
 //! node, alternating: iperf3 -P1 (TCP, `seconds`) and qperf `tcp_lat` (1 B) from the
-//! client to the server pod, then to the external host. The figures are the medians over
-//! the rounds and the ratio egress / pod-to-pod in the same run.
+//! client to the server pod, then to the external host, then from the node's own host
+//! (its kernel, through `br-phy`) to the external host: the underlay's own ceiling in this
+//! lab, where the external host sits behind a Linux bridge and a routing netns that share
+//! the machine's CPUs with the nodes. The figures are the medians over the rounds and the
+//! ratios egress / pod-to-pod and egress / host-to-external in the same run.
 //!
 //! The egress path of `local` mode: pod → OVN (cluster router's reroute policy) → the
 //! node's management port `ovn-k8s-mp0` (an OVS internal port) → the node's kernel
@@ -56,6 +59,9 @@ pub struct PathFigures {
     pub egress_gbps: f64,
     pub pod_lat_us: f64,
     pub egress_lat_us: f64,
+    /// The node's host to the external host (the underlay's ceiling).
+    pub host_gbps: f64,
+    pub host_lat_us: f64,
 }
 
 impl PathFigures {
@@ -64,6 +70,10 @@ impl PathFigures {
     }
     pub fn latency_ratio(&self) -> f64 {
         self.egress_lat_us / self.pod_lat_us
+    }
+    /// Egress against the node's own host reaching the external host.
+    pub fn host_ratio(&self) -> f64 {
+        self.egress_gbps / self.host_gbps
     }
     /// A `shared` mode figure of a userspace node (what the issue's target is about).
     pub fn userspace_shared(&self) -> bool {
@@ -82,7 +92,7 @@ impl Report {
     pub fn table(&self) -> String {
         let mut s = format!(
             "egress (natOutgoing) vs pod-to-pod on the same node, per gateway mode, medians of \
-             {} rounds (iperf3 -P1 {} s, qperf tcp_lat 1 B):\n{:<7} {:<8} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7}\n",
+             {} rounds (iperf3 -P1 {} s, qperf tcp_lat 1 B):\n{:<7} {:<8} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7} {:>12} {:>9}\n",
             self.config.rounds,
             self.config.seconds,
             "mode",
@@ -92,11 +102,13 @@ impl Report {
             "ratio",
             "pod lat us",
             "out lat us",
-            "ratio"
+            "ratio",
+            "host Gbit/s",
+            "out/host"
         );
         for p in &self.paths {
             s += &format!(
-                "{:<7} {:<8} {:>11.2} {:>11.2} {:>6.2}x {:>11.1} {:>11.1} {:>6.2}x\n",
+                "{:<7} {:<8} {:>11.2} {:>11.2} {:>6.2}x {:>11.1} {:>11.1} {:>6.2}x {:>12.2} {:>8.2}x\n",
                 p.mode.as_str(),
                 p.datapath,
                 p.pod_gbps,
@@ -104,7 +116,9 @@ impl Report {
                 p.throughput_ratio(),
                 p.pod_lat_us,
                 p.egress_lat_us,
-                p.latency_ratio()
+                p.latency_ratio(),
+                p.host_gbps,
+                p.host_ratio()
             );
         }
         for p in self.paths.iter().filter(|p| p.userspace_shared()) {
@@ -129,6 +143,8 @@ impl Report {
                 "throughput_ratio": p.throughput_ratio(),
                 "pod_to_pod_tcp_lat_us": p.pod_lat_us, "egress_tcp_lat_us": p.egress_lat_us,
                 "latency_ratio": p.latency_ratio(),
+                "host_to_external_gbps": p.host_gbps, "host_to_external_tcp_lat_us": p.host_lat_us,
+                "egress_to_host_ratio": p.host_ratio(),
             })).collect::<Vec<_>>(),
         })
     }
@@ -326,7 +342,7 @@ fn run_mode(cfg: &Config, mode: lab::Gateway) -> Result<Vec<PathFigures>> {
         wait_listening(ns, 5201)?;
         wait_listening(ns, 19765)?;
     }
-    let mut samples: Vec<[Vec<f64>; 4]> = vec![Default::default(); cfg.datapaths.len()];
+    let mut samples: Vec<[Vec<f64>; 6]> = vec![Default::default(); cfg.datapaths.len()];
     for round in 1..=cfg.rounds {
         for (i, dp) in cfg.datapaths.iter().enumerate() {
             eprintln!(
@@ -338,7 +354,10 @@ fn run_mode(cfg: &Config, mode: lab::Gateway) -> Result<Vec<PathFigures>> {
             let (_, server_ip) = &at[&format!("s{}", i + 1)];
             let (pg, pl) = measure(cfg, client, server_ip)?;
             let (eg, el) = measure(cfg, client, EXTERNAL)?;
+            let (hg, hl) = measure(cfg, &lab.node(i + 1)?.netns, EXTERNAL)?;
             let s = &mut samples[i];
+            s[4].push(hg);
+            s[5].push(hl);
             s[0].push(pg);
             s[1].push(eg);
             s[2].push(pl);
@@ -349,13 +368,15 @@ fn run_mode(cfg: &Config, mode: lab::Gateway) -> Result<Vec<PathFigures>> {
         .datapaths
         .iter()
         .zip(samples)
-        .map(|(dp, [pg, eg, pl, el])| PathFigures {
+        .map(|(dp, [pg, eg, pl, el, hg, hl])| PathFigures {
             mode,
             datapath: dp.clone(),
             pod_gbps: median(pg),
             egress_gbps: median(eg),
             pod_lat_us: median(pl),
             egress_lat_us: median(el),
+            host_gbps: median(hg),
+            host_lat_us: median(hl),
         })
         .collect();
     Ok(paths)
@@ -383,10 +404,13 @@ mod tests {
                 egress_gbps: 2.0,
                 pod_lat_us: 20.0,
                 egress_lat_us: 50.0,
+                host_gbps: 2.5,
+                host_lat_us: 30.0,
             }],
         };
         assert_eq!(r.paths[0].throughput_ratio(), 0.5);
         assert_eq!(r.paths[0].latency_ratio(), 2.5);
+        assert_eq!(r.paths[0].host_ratio(), 0.8);
         let t = r.table();
         assert!(
             t.contains("afxdp") && t.contains("0.50x") && t.contains("2.50x"),
