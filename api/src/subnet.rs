@@ -350,11 +350,10 @@ impl SubnetSpec {
     }
 
     /// Whether the node's gateway masquerades this Subnet's egress: `natOutgoing` (default
-    /// true) on a Subnet the cluster router serves (not a VLAN underlay, not the platform's
-    /// switch, not a secondary network's).
+    /// true) on a Subnet the cluster router serves (VLAN underlays included: their gateway
+    /// is the router's port; not the platform's switch, not a secondary network's).
     pub fn masquerades_egress(&self) -> bool {
         self.nat_outgoing.unwrap_or(true)
-            && self.vlan_id.is_none()
             && self
                 .external_logical_switch
                 .as_deref()
@@ -373,12 +372,15 @@ mod tests {
     type Case = (&'static str, fn(&mut SubnetSpec));
 
     #[test]
-    fn egress_is_masqueraded_only_for_routed_overlay_subnets_with_nat_outgoing() {
+    fn egress_is_masqueraded_only_for_routed_subnets_with_nat_outgoing() {
         let base = SubnetSpec::with_cidr("10.16.0.0/16");
         assert!(base.masquerades_egress(), "natOutgoing defaults to true");
-        let cases: [Case; 5] = [
+        // a VLAN Subnet's pods leave through the cluster router too (its gateway)
+        let mut vlan = base.clone();
+        vlan.vlan_id = Some(100);
+        assert!(vlan.masquerades_egress(), "VLAN underlay");
+        let cases: [Case; 4] = [
             ("natOutgoing false", |s| s.nat_outgoing = Some(false)),
-            ("VLAN underlay", |s| s.vlan_id = Some(100)),
             ("the platform's switch", |s| {
                 s.external_logical_switch = Some("ls-1".into())
             }),

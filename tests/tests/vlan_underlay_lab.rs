@@ -12,6 +12,8 @@
 //!   towards the uplink, `pop_vlan` on the way back), and so does the host's;
 //! - the pods' default gateway is the Subnet's gateway (`10.88.0.1`, the cluster router's
 //!   port on the Subnet's switch), and the host on the VLAN reaches it too;
+//! - a pod leaves the cluster through that gateway: the lab's external host sees node 1's
+//!   address (`local` gateway mode, masqueraded by node 1's agent);
 //! - dropping the host leaves nothing: its processes, its netns, its underlay port.
 //!
 //! OVS tags in userspace on both sides (this kernel has no 802.1Q module); the lab maps the
@@ -243,6 +245,14 @@ fn vlan_subnet_pods_talk_to_each_other_and_a_vlan_host_over_the_underlay_not_the
         "the VLAN host does not reach the gateway: {}",
         String::from_utf8_lossy(&ping.stdout)
     );
+
+    // leaving the cluster: through the cluster router (the pods' gateway) and the node's
+    // management port, masqueraded there: the external host sees node 1's address
+    let reply = eventually("v1 → the external host", || {
+        probe(&z, "default/v1", "198.51.100.10:8080")
+    });
+    let seen = lab::pods::responder::parse_source_reply(&reply).map(|(_, a)| a.ip().to_string());
+    assert_eq!(seen.as_deref(), Some(nodes[0].encap_ip.as_str()), "{reply}");
 
     // teardown leaves nothing
     let pids = host.pids();

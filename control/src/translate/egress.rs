@@ -16,8 +16,8 @@
 //!   back through the management port, which routes every Subnet.
 //!
 //! The pods of a node are an address set per node and family (they change with every pod;
-//! only the set's members travel). Pods of VLAN (underlay) Subnets are left out: their
-//! traffic leaves through the underlay's own gateway. IPv6: the same rows per family when
+//! only the set's members travel). Pods of VLAN (underlay) Subnets are in them too: their
+//! gateway is the cluster router's port on their switch. IPv6: the same rows per family when
 //! the join network has an IPv6 part ([`super::JoinV6`], `--join-cidr-v6`: the management
 //! ports then have an IPv6 address too); without it, pods' IPv6 traffic to the outside is
 //! dropped by the cluster router (no route).
@@ -74,11 +74,13 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
     if cfg.mode == Mode::External || cfg.gateway == GatewayMode::Off {
         return problems;
     }
-    let routed: BTreeMap<&str, bool> = input
+    // every Subnet the cluster router routes (VLAN ones too: their pods' gateway is the
+    // router's port on their switch)
+    let routed: BTreeSet<&str> = input
         .subnets
         .iter()
         .filter(|s| s.external_logical_switch.is_none())
-        .map(|s| (s.name.as_str(), s.vlan_id.is_none()))
+        .map(|s| s.name.as_str())
         .collect();
     let mut rows = RouterRows::default();
     let families = std::iter::once((cfg.join_cidr, cfg.join_gateway))
@@ -133,7 +135,7 @@ impl Family {
 fn add_family(
     cfg: &ClusterConfig,
     input: &Input<'_>,
-    routed: &BTreeMap<&str, bool>,
+    routed: &BTreeSet<&str>,
     fam: Family,
     join_cidr: IpNet,
     join_gw: IpAddr,
@@ -154,7 +156,7 @@ fn add_family(
     let internal: BTreeSet<String> = input
         .subnets
         .iter()
-        .filter(|s| routed.contains_key(s.name.as_str()))
+        .filter(|s| routed.contains(s.name.as_str()))
         .flat_map(|s| s.cidrs.iter())
         .chain(std::iter::once(&join_cidr))
         .chain(cfg.service_cidrs.iter())
@@ -175,10 +177,14 @@ fn add_family(
             ..Default::default()
         },
     );
-    // each node's pods (of routed, non-VLAN Subnets) of this family
+    // each node's pods (of routed Subnets) of this family
     let mut pods_of: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for (pod, addrs) in &input.pods {
-        let (Some(node), Some(true)) = (&pod.node, routed.get(addrs.subnet.as_str())) else {
+        let Some(node) = pod
+            .node
+            .as_ref()
+            .filter(|_| routed.contains(addrs.subnet.as_str()))
+        else {
             continue;
         };
         let set = pods_of.entry(node.as_str()).or_default();
@@ -253,12 +259,12 @@ fn add_family(
     }
 }
 
-/// The IPv4 CIDRs the gateway routers route back in (routed, non-VLAN Subnets) and those
+/// The IPv4 CIDRs the gateway routers route back in (the routed Subnets) and those
 /// of them they SNAT (`natOutgoing`).
-fn gateway_cidrs(input: &Input<'_>, routed: &BTreeMap<&str, bool>) -> (Vec<Ipv4Net>, Vec<Ipv4Net>) {
+fn gateway_cidrs(input: &Input<'_>, routed: &BTreeSet<&str>) -> (Vec<Ipv4Net>, Vec<Ipv4Net>) {
     let (mut all, mut snat) = (Vec::new(), Vec::new());
     for s in &input.subnets {
-        if routed.get(s.name.as_str()) != Some(&true) {
+        if !routed.contains(s.name.as_str()) {
             continue;
         }
         for c in &s.cidrs {

@@ -119,9 +119,16 @@ fn shared_mode_builds_a_gateway_router_per_reporting_node() {
     // back in: every routed non-VLAN Subnet via the cluster router
     assert_eq!(gr_rows.routes["gw-in-10.16.0.0/16"].nexthop, "100.64.0.1");
     assert_eq!(gr_rows.routes["gw-in-10.17.0.0/16"].nexthop, "100.64.0.1");
-    assert!(!gr_rows.routes.contains_key("gw-in-192.168.50.0/24"));
+    // a VLAN Subnet too: its pods' gateway is the cluster router's port
+    assert_eq!(
+        gr_rows.routes["gw-in-192.168.50.0/24"].nexthop,
+        "100.64.0.1"
+    );
     // natOutgoing: false (green) leaves with the pod's address
-    assert_eq!(gr_rows.nats.len(), 1, "{:?}", gr_rows.nats);
+    assert_eq!(
+        gr_rows.nats.keys().collect::<Vec<_>>(),
+        ["gw-snat-10.16.0.0/16", "gw-snat-192.168.50.0/24"]
+    );
     let snat = &gr_rows.nats["gw-snat-10.16.0.0/16"];
     assert_eq!(
         (snat.type_.as_str(), snat.external_ip.as_str()),
@@ -198,10 +205,11 @@ fn each_node_reroutes_its_own_pods_to_its_management_port() {
     assert_eq!(n1.action, "reroute");
     assert_eq!(n1.nexthops, BTreeSet::from(["100.64.0.2".to_string()]));
     assert!(n1.priority < cluster.priority);
-    // the VLAN Subnet's pod and the IPv6 address are not in the set
+    // the VLAN Subnet's pod is in the set (its gateway is the cluster router), the IPv6
+    // address is not (no IPv6 join network here)
     assert_eq!(
         nb.netpol.address_sets[&set1].addresses,
-        BTreeSet::from(["10.16.0.5".to_string()])
+        BTreeSet::from(["10.16.0.5".to_string(), "192.168.50.7".to_string()])
     );
     let set2 = api::names::egress_address_set(&cfg.cluster_id, "n2", true);
     assert_eq!(
