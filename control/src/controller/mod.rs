@@ -448,24 +448,31 @@ impl<W: Writer> Controller<W> {
                     .iter()
                     .map(|n| n.addr())
                     .partition(IpAddr::is_ipv4);
-                if !ips6.is_empty()
-                    && self.cfg.join_v6.is_some()
-                    && let Err(e) =
-                        self.ipam
-                            .restore(&node6_key(&name), JOIN6_POOL, &ips6, addrs.mac)
-                {
-                    tracing::warn!(node = %name, error = %e, "cannot restore the IPv6 join address");
-                }
                 match self
                     .ipam
                     .restore(&node_key(&name), JOIN_POOL, &ips, addrs.mac)
                 {
                     Ok(()) => {
-                        self.nodes_assigned.insert(name);
+                        self.nodes_assigned.insert(name.clone());
                     }
                     Err(e) => {
                         tracing::warn!(node = %name, error = %e, "cannot restore join address")
                     }
+                }
+                // the IPv6 lease: the same address again, after the IPv4 one (which keeps
+                // the port's MAC; this lease's own MAC is never used)
+                if !ips6.is_empty()
+                    && self.cfg.join_v6.is_some()
+                    && let Err(e) = self.ipam.assign(
+                        &node6_key(&name),
+                        JOIN6_POOL,
+                        &PodIpRequest {
+                            static_ips: ips6,
+                            ..PodIpRequest::default()
+                        },
+                    )
+                {
+                    tracing::warn!(node = %name, error = %e, "cannot restore the IPv6 join address");
                 }
             }
         }
@@ -632,19 +639,6 @@ impl<W: Writer> Controller<W> {
     }
 
     fn assign_nodes(&mut self) {
-        // the IPv6 part, also for nodes that have their IPv4 address from before it existed
-        if self.cfg.join_v6.is_some() {
-            let names: Vec<String> = self.state.nodes.keys().cloned().collect();
-            for name in names {
-                if self.ipam.lease(&node6_key(&name)).is_none()
-                    && let Err(e) =
-                        self.ipam
-                            .assign(&node6_key(&name), JOIN6_POOL, &PodIpRequest::default())
-                {
-                    tracing::warn!(node = %name, error = %e, "no IPv6 join address for node");
-                }
-            }
-        }
         let names: Vec<String> = self
             .state
             .nodes
@@ -661,6 +655,20 @@ impl<W: Writer> Controller<W> {
                     self.nodes_assigned.insert(name);
                 }
                 Err(e) => tracing::warn!(node = %name, error = %e, "no join address for node"),
+            }
+        }
+        // then the IPv6 part (the IPv4 lease holds the port's MAC), also for nodes that
+        // have their IPv4 address from before it existed
+        if self.cfg.join_v6.is_some() {
+            let names: Vec<String> = self.state.nodes.keys().cloned().collect();
+            for name in names {
+                if self.ipam.lease(&node6_key(&name)).is_none()
+                    && let Err(e) =
+                        self.ipam
+                            .assign(&node6_key(&name), JOIN6_POOL, &PodIpRequest::default())
+                {
+                    tracing::warn!(node = %name, error = %e, "no IPv6 join address for node");
+                }
             }
         }
     }
