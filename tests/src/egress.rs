@@ -189,6 +189,29 @@ pub fn underlay_route(prefix: &str, cidr: &str, via: &str) {
     );
 }
 
+/// `natOutgoing: false` (pods `routed/own2`, `routed/own3`): no answer from the external
+/// host while the underlay has no route back to the Subnet (nothing is NATed behind the
+/// operator's back); once it routes the Subnet to node 1 (the return path crosses nodes),
+/// TCP and UDP answer and the host saw each pod's own address.
+pub fn check_routed_subnet(z: &Zovn, prefix: &str, pods: &[(String, String, String)]) {
+    for i in 2..=3 {
+        assert!(
+            probe(z, &format!("routed/own{i}"), "8080", false).is_err(),
+            "routed/own{i} answered without a route back"
+        );
+    }
+    underlay_route(prefix, "10.78.0.0/16", "172.16.0.1");
+    for i in 2..=3 {
+        let pod = format!("routed/own{i}");
+        let ip = ip_of(pods, &pod);
+        for (port, udp) in [("8080", false), ("5353", true)] {
+            let reply = reach(z, &pod, port, udp);
+            eprintln!("{pod} ({ip}) → {EXTERNAL}:{port}: {reply}");
+            assert_eq!(seen(&reply), ip, "{pod} → {port}: {reply}");
+        }
+    }
+}
+
 /// The agent's `table inet zstack-ovn` in node netns `netns`.
 pub fn nft_table(netns: &str) -> String {
     let out = Command::new("ip")

@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use tests::egress::{BINS, EXTERNAL, ip_of, nft_table, probe, reach, seen, underlay_route};
+use tests::egress::{BINS, EXTERNAL, nft_table, probe, reach, seen};
 use tests::zovn::wait_until;
 
 #[test]
@@ -56,25 +56,8 @@ fn pods_reach_the_external_host_from_every_datapath() {
         tests::egress::check_ipv6_egress(&z, i);
     }
 
-    // natOutgoing: false, no route back to the Subnet in the underlay: no answer, and
-    // nothing masqueraded it behind the operator's back
-    for i in 2..=3 {
-        assert!(
-            probe(&z, &format!("routed/own{i}"), "8080", false).is_err(),
-            "routed/own{i} answered without a route back"
-        );
-    }
-    // the operator routes the Subnet to a node (node 1: the return path crosses nodes)
-    underlay_route(&p, "10.78.0.0/16", "172.16.0.1");
-    for i in 2..=3 {
-        let pod = format!("routed/own{i}");
-        let ip = ip_of(&pods, &pod);
-        for (port, udp) in [("8080", false), ("5353", true)] {
-            let reply = reach(&z, &pod, port, udp);
-            eprintln!("{pod} ({ip}) → {EXTERNAL}:{port}: {reply}");
-            assert_eq!(seen(&reply), ip, "{pod} → {port}");
-        }
-    }
+    // natOutgoing: false: the pod's own address, once the underlay routes the Subnet
+    tests::egress::check_routed_subnet(&z, &p, &pods);
 
     // NetworkPolicy egress ipBlock on traffic leaving the cluster (the kernel node's pod)
     let np = s.dir.path().join("policy.yaml");

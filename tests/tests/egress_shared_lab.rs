@@ -22,7 +22,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use tests::egress::{BINS, ip_of, probe, reach, seen, underlay_route};
+use tests::egress::{BINS, reach, seen};
 use tests::nbctl::nbctl;
 use tests::zovn::wait_until;
 
@@ -111,23 +111,8 @@ fn pods_leave_through_their_nodes_gateway_router() {
         );
     }
 
-    // natOutgoing: false: nothing without the underlay's route back, the pod's address
-    // with it
-    for i in 2..=3 {
-        assert!(
-            probe(&z, &format!("routed/own{i}"), "8080", false).is_err(),
-            "routed/own{i} answered without a route back"
-        );
-    }
-    underlay_route(&p, "10.78.0.0/16", "172.16.0.1");
-    for i in 2..=3 {
-        let pod = format!("routed/own{i}");
-        let ip = ip_of(&pods, &pod);
-        for (port, udp) in [("8080", false), ("5353", true)] {
-            let reply = reach(&z, &pod, port, udp);
-            assert_eq!(seen(&reply), ip, "{pod} → {port}: {reply}");
-        }
-    }
+    // natOutgoing: false: the pod's own address, once the underlay routes the Subnet
+    tests::egress::check_routed_subnet(&z, &p, &pods);
 
     // a gateway interface that does not exist on node 3
     let node3 = format!("{p}-node3");

@@ -114,30 +114,16 @@ fn answer(z: &Zovn, target: &str) -> String {
     }
 }
 
-/// Node `netns`'s table of ours, as `nft list` prints it (empty if none).
-fn node_table(netns: &str) -> String {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            netns,
-            "nft",
-            "list",
-            "table",
-            "inet",
-            "zstack-ovn",
-        ])
-        .output()
-        .expect("nft list");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Waits until a rule of node netns `netns`'s table contains `needle`.
 fn wait_rule(netns: &str, needle: &str) {
     wait_until(
         &format!("{netns}: a rule with {needle:?}"),
         Duration::from_secs(30),
-        || node_table(netns).lines().any(|l| l.contains(needle)),
+        || {
+            tests::egress::nft_table(netns)
+                .lines()
+                .any(|l| l.contains(needle))
+        },
     );
 }
 
