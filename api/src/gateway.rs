@@ -3,12 +3,13 @@
 //! [`crate::keys::NODE_GATEWAY`]), and the OVN and OVS names both sides compute.
 //!
 //! The gateway router `GR_<node>` takes the interface's own address and MAC (the node
-//! keeps one address on the underlay, as with ovn-kubernetes' shared gateway); the agent
-//! splits the bridge's traffic between the host and the router.
+//! keeps one address on the underlay, as with ovn-kubernetes' shared gateway), its IPv6
+//! address too when the report has one and an IPv6 next hop; the agent splits the
+//! bridge's traffic between the host and the router.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 /// What the node agent found for its gateway interface (JSON in the Node annotation
@@ -28,6 +29,12 @@ pub struct NodeGateway {
     /// The IPv4 next hop of traffic leaving the cluster (the underlay's router).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_hop_v4: Option<Ipv4Addr>,
+    /// The bridge's global IPv6 address with its prefix (`fd00:172:16::1/64`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<Ipv6Net>,
+    /// The IPv6 next hop; with [`Self::ipv6`] it gives the gateway router an IPv6 side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_hop_v6: Option<Ipv6Addr>,
     /// Why the agent cannot offer a gateway on this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -52,6 +59,15 @@ impl NodeGateway {
             .next_hop_v4
             .ok_or_else(|| format!("{}: no IPv4 next hop", self.interface))?;
         Ok((ip, mac, IpAddr::V4(hop)))
+    }
+
+    /// The IPv6 part (address with prefix, next hop) when the report has both; without
+    /// it the node's pods leave over IPv6 through its management port.
+    pub fn usable_v6(&self) -> Option<(Ipv6Net, Ipv6Addr)> {
+        if self.error.is_some() {
+            return None;
+        }
+        Some((self.ipv6?, self.next_hop_v6?))
     }
 }
 
@@ -88,8 +104,16 @@ mod tests {
             mac: Some("0a:58:ac:10:00:01".into()),
             ipv4: Some("172.16.0.1/24".parse().unwrap()),
             next_hop_v4: Some(Ipv4Addr::new(172, 16, 0, 254)),
+            ipv6: Some("fd00:172:16::1/64".parse().unwrap()),
+            next_hop_v6: None,
             error: None,
         };
+        assert_eq!(g.usable_v6(), None, "no IPv6 next hop");
+        g.next_hop_v6 = Some("fd00:172:16::fe".parse().unwrap());
+        assert_eq!(
+            g.usable_v6().map(|(a, h)| (a.to_string(), h.to_string())),
+            Some(("fd00:172:16::1/64".into(), "fd00:172:16::fe".into()))
+        );
         let (ip, _, hop) = g.usable_v4().unwrap();
         assert_eq!(ip.to_string(), "172.16.0.1/24");
         assert_eq!(hop.to_string(), "172.16.0.254");
@@ -100,5 +124,6 @@ mod tests {
         assert!(g.usable_v4().unwrap_err().contains("next hop"));
         g.error = Some("interface eth9 does not exist".into());
         assert_eq!(g.usable_v4().unwrap_err(), "interface eth9 does not exist");
+        assert_eq!(g.usable_v6(), None);
     }
 }

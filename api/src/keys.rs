@@ -84,6 +84,9 @@ pub const MANAGED_BY_CONTROLLER: &str = "zstack-ovn-controller";
 pub const REASON_SERVICE_PROBLEM: &str = "ServiceProblem";
 /// Event reason: a NetworkPolicy the controller cannot fully apply.
 pub const REASON_POLICY_PROBLEM: &str = "PolicyProblem";
+/// Event reason (on a Node, from the controller): `shared` gateway mode built no gateway
+/// router for the node, and why (its pods leave through its management port).
+pub const REASON_GATEWAY_ROUTER_MISSING: &str = "GatewayRouterMissing";
 /// Event reason: the node fell back from its configured datapath.
 pub const REASON_DATAPATH_FALLBACK: &str = "DatapathFallback";
 /// Event reason: the node's datapath configuration is invalid.

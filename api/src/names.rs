@@ -66,10 +66,14 @@ pub fn egress_address_set(cluster_id: &str, node: &str, v4: bool) -> String {
     )
 }
 
-/// The address set of every node's own IPv4 addresses (`shared` gateway mode: pods reach
-/// them through their management port).
-pub fn egress_nodes_address_set(cluster_id: &str) -> String {
-    format!("egn_{}_v4", hash::hex_parts(&[cluster_id, "egress-nodes"]))
+/// The address set of every node's own addresses of one family (`shared` gateway mode:
+/// pods reach them through their management port).
+pub fn egress_nodes_address_set(cluster_id: &str, v4: bool) -> String {
+    let family = if v4 { "v4" } else { "v6" };
+    format!(
+        "egn_{}_{family}",
+        hash::hex_parts(&[cluster_id, "egress-nodes"])
+    )
 }
 
 fn family_digit(v4: bool) -> char {

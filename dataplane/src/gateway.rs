@@ -9,11 +9,11 @@
 //! keep leaving through the management port) and as a `GatewayConfigError` Warning event
 //! on the Node.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use api::gateway::NodeGateway;
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 
 /// The agent's gateway settings (`--gateway-mode shared`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +22,9 @@ pub struct GatewayConfig {
     pub interface: String,
     /// The IPv4 next hop (`--gateway-next-hop`); default: the interface's default route.
     pub next_hop: Option<Ipv4Addr>,
+    /// The IPv6 next hop (`--gateway-next-hop-v6`); default: the interface's IPv6 default
+    /// route. Without one (or without a global IPv6 address) the router has no IPv6 side.
+    pub next_hop_v6: Option<Ipv6Addr>,
 }
 
 /// What the node offers as its gateway now: the report for the annotation.
@@ -45,6 +48,15 @@ pub fn discover(cfg: &GatewayConfig) -> NodeGateway {
     g.next_hop_v4 = cfg
         .next_hop
         .or_else(|| default_route_via(&cfg.interface, &read_proc_route()));
+    g.ipv6 = interface_ipv6_net(&cfg.interface);
+    g.next_hop_v6 = g.ipv6.and_then(|_| {
+        cfg.next_hop_v6.or_else(|| {
+            default_route6_via(
+                &cfg.interface,
+                &std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default(),
+            )
+        })
+    });
     g.error = match (&g.mac, g.ipv4, g.next_hop_v4) {
         (None, _, _) => Some(format!("gateway interface {} has no MAC", cfg.interface)),
         (_, None, _) => Some(format!(
@@ -67,8 +79,23 @@ pub fn discover(cfg: &GatewayConfig) -> NodeGateway {
 /// on any interface: it would answer the gateway router's connections (SYN-ACKs it never
 /// asked for) with resets. Through strict filtering, the kernel takes the node's traffic
 /// only from the bridge's own port. DPDK and AF_XDP uplinks have no such path (no
-/// sysctl: nothing to do).
+/// sysctl: nothing to do). IPv6 has no reverse-path filter: the uplink's IPv6 is
+/// disabled instead (`disable_ipv6=1`; the node's IPv6 address lives on the bridge).
 pub fn keep_kernel_off_uplink(uplink: &str) {
+    let v6 = Path::new("/proc/sys/net/ipv6/conf")
+        .join(uplink)
+        .join("disable_ipv6");
+    if std::fs::read_to_string(&v6).is_ok_and(|v| v.trim() != "1") {
+        match std::fs::write(&v6, "1") {
+            Ok(()) => tracing::info!(
+                uplink,
+                "gateway: IPv6 off on the uplink itself (the kernel must not answer the gateway router's traffic)"
+            ),
+            Err(e) => {
+                tracing::warn!(uplink, error = %e, "gateway: cannot disable IPv6 on the uplink; the kernel may reset the gateway router's IPv6 connections")
+            }
+        }
+    }
     let path = Path::new("/proc/sys/net/ipv4/conf")
         .join(uplink)
         .join("rp_filter");
@@ -97,6 +124,36 @@ fn interface_ipv4_net(iface: &str) -> Option<Ipv4Net> {
             let mask = a.netmask?.as_sockaddr_in()?.ip();
             Ipv4Net::with_netmask(ip, mask).ok()
         })
+}
+
+/// The first global IPv6 address of `iface` (not link-local) with its prefix.
+fn interface_ipv6_net(iface: &str) -> Option<Ipv6Net> {
+    nix::ifaddrs::getifaddrs()
+        .ok()?
+        .filter(|a| a.interface_name == iface)
+        .find_map(|a| {
+            let ip = a.address?.as_sockaddr_in6()?.ip();
+            if (ip.segments()[0] & 0xffc0) == 0xfe80 {
+                return None;
+            }
+            let mask = a.netmask?.as_sockaddr_in6()?.ip();
+            let prefix = u128::from(mask).leading_ones();
+            Ipv6Net::new(ip, u8::try_from(prefix).ok()?).ok()
+        })
+}
+
+/// The next hop of the IPv6 default route through `iface` in `/proc/net/ipv6_route`'s
+/// text (destination, prefix, source, prefix, next hop, metric, refs, use, flags, device).
+pub fn default_route6_via(iface: &str, table: &str) -> Option<Ipv6Addr> {
+    table.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 10 || f[9] != iface || f[1] != "00" || u128::from_str_radix(f[0], 16) != Ok(0)
+        {
+            return None;
+        }
+        let hop = u128::from_str_radix(f[4], 16).ok()?;
+        (hop != 0).then(|| Ipv6Addr::from(hop))
+    })
 }
 
 fn read_proc_route() -> String {
@@ -132,10 +189,22 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_default_route_from_proc_net_ipv6_route() {
+        let table = "fd000172001600000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001   br-phy\n\
+            00000000000000000000000000000000 00 00000000000000000000000000000000 00 fd0001720016000000000000000000fe 00000400 00000001 00000000 00000003   br-phy\n";
+        assert_eq!(
+            default_route6_via("br-phy", table),
+            Some("fd00:172:16::fe".parse().unwrap())
+        );
+        assert_eq!(default_route6_via("eth0", table), None);
+    }
+
+    #[test]
     fn a_missing_interface_is_an_error_naming_it() {
         let g = discover(&GatewayConfig {
             interface: "no-such-if9".into(),
             next_hop: None,
+            next_hop_v6: None,
         });
         assert_eq!(
             g.error.as_deref(),
@@ -149,6 +218,7 @@ mod tests {
         let g = discover(&GatewayConfig {
             interface: "lo".into(),
             next_hop: None,
+            next_hop_v6: None,
         });
         assert_eq!(
             g.ipv4.map(|n| n.to_string()).as_deref(),
@@ -162,6 +232,7 @@ mod tests {
         let g = discover(&GatewayConfig {
             interface: "lo".into(),
             next_hop: Some(Ipv4Addr::new(127, 0, 0, 2)),
+            next_hop_v6: None,
         });
         assert_eq!(g.error, None, "{g:?}");
     }

@@ -12,17 +12,21 @@
 //!   `natOutgoing: false`): to the router, which routes them in;
 //! - ARP replies to the shared MAC: to both.
 //!
+//! IPv6, when the node shares an IPv6 address with the router too: the same split through
+//! the same zone, and neighbour discovery (solicitations for the shared address,
+//! advertisements to the shared MAC) to both sides, never through conntrack.
+//!
 //! Everything else keeps the bridge's `NORMAL` flow (VLAN Subnets' localnet traffic, the
 //! host's own traffic). Our rules carry [`COOKIE`]; they are replaced as a whole in one
 //! `ovs-ofctl --bundle` transaction when they differ from the wanted set, and nothing
 //! else on the bridge is touched.
 
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 
 /// The cookie of our rules on the gateway bridge ("zovngw").
 pub const COOKIE: u64 = 0x7a6f_766e_6777;
@@ -49,8 +53,10 @@ pub struct GatewayPorts {
     pub patch: i64,
     pub mac: String,
     pub address: Ipv4Addr,
-    /// Pod Subnets (IPv4) the underlay may route to this node.
-    pub pod_cidrs: Vec<Ipv4Net>,
+    /// The shared IPv6 address, when the node has one for the router.
+    pub address6: Option<Ipv6Addr>,
+    /// Pod Subnets the underlay may route to this node.
+    pub pod_cidrs: Vec<IpNet>,
 }
 
 /// The rules, one `ovs-ofctl add-flow` spec each (cookie included).
@@ -75,9 +81,34 @@ pub fn flows(p: &GatewayPorts) -> Vec<String> {
         ),
         format!("cookie={COOKIE:#x},table=1,priority=0,actions=LOCAL"),
     ];
+    if let Some(a6) = p.address6 {
+        f.extend([
+            format!("{c},priority=300,in_port={u},udp6,ipv6_dst={a6},tp_dst=6081,actions=LOCAL"),
+            format!("{c},priority=300,in_port={u},udp6,ipv6_dst={a6},tp_dst=4789,actions=LOCAL"),
+            // neighbour discovery for the shared address: both answer, both learn
+            format!(
+                "{c},priority=210,in_port={u},icmp6,icmp_type=136,dl_dst={mac},actions=LOCAL,output:{r}"
+            ),
+            format!(
+                "{c},priority=210,in_port={u},icmp6,icmp_type=135,ipv6_dst={a6},actions=LOCAL,output:{r}"
+            ),
+            format!("{c},priority=200,in_port={u},ipv6,ipv6_dst={a6},actions=ct(zone={z},table=1)"),
+            format!("{c},priority=205,in_port={r},icmp6,icmp_type=135,actions=output:{u}"),
+            format!("{c},priority=205,in_port={r},icmp6,icmp_type=136,actions=output:{u}"),
+            format!(
+                "{c},priority=200,in_port={r},ipv6,dl_src={mac},\
+                 actions=ct(commit,zone={z},exec(set_field:1->ct_mark)),output:{u}"
+            ),
+        ]);
+    }
     for cidr in &p.pod_cidrs {
+        let (proto, field) = match cidr {
+            IpNet::V4(_) => ("ip", "nw_dst"),
+            IpNet::V6(_) if p.address6.is_some() => ("ipv6", "ipv6_dst"),
+            IpNet::V6(_) => continue,
+        };
         f.push(format!(
-            "{c},priority=150,in_port={u},vlan_tci=0x0000/0x1fff,ip,nw_dst={},actions=output:{r}",
+            "{c},priority=150,in_port={u},vlan_tci=0x0000/0x1fff,{proto},{field}={},actions=output:{r}",
             cidr.trunc()
         ));
     }
@@ -163,7 +194,11 @@ mod tests {
             patch: 7,
             mac: "0a:58:ac:10:00:01".into(),
             address: Ipv4Addr::new(172, 16, 0, 1),
-            pod_cidrs: vec!["10.16.0.0/16".parse().unwrap()],
+            address6: Some("fd00:172:16::1".parse().unwrap()),
+            pod_cidrs: vec![
+                "10.16.0.0/16".parse().unwrap(),
+                "fd00:16::/64".parse().unwrap(),
+            ],
         });
         let all = f.join("\n");
         assert!(
@@ -178,6 +213,35 @@ mod tests {
         assert!(all.contains("table=1,priority=100,ct_state=+trk+est,ct_mark=1,actions=output:7"));
         assert!(all.contains("table=1,priority=0,actions=LOCAL"));
         assert!(all.contains("ip,nw_dst=10.16.0.0/16,actions=output:7"));
+        // IPv6: the same split, neighbour discovery to both sides, never through conntrack
+        assert!(
+            all.contains("in_port=1,ipv6,ipv6_dst=fd00:172:16::1,actions=ct(zone=64000,table=1)")
+        );
+        assert!(all.contains(
+            "in_port=7,ipv6,dl_src=0a:58:ac:10:00:01,actions=ct(commit,zone=64000,exec(set_field:1->ct_mark)),output:1"
+        ));
+        assert!(all.contains(
+            "priority=210,in_port=1,icmp6,icmp_type=136,dl_dst=0a:58:ac:10:00:01,actions=LOCAL,output:7"
+        ));
+        assert!(all.contains("priority=205,in_port=7,icmp6,icmp_type=135,actions=output:1"));
+        assert!(all.contains("ipv6,ipv6_dst=fd00:16::/64,actions=output:7"));
+    }
+
+    #[test]
+    fn without_an_ipv6_address_there_are_no_ipv6_rules() {
+        let f = flows(&GatewayPorts {
+            uplink: 1,
+            patch: 7,
+            mac: "0a:58:ac:10:00:01".into(),
+            address: Ipv4Addr::new(172, 16, 0, 1),
+            address6: None,
+            pod_cidrs: vec!["fd00:16::/64".parse().unwrap()],
+        });
+        assert!(
+            f.iter()
+                .all(|l| !l.contains("ipv6") && !l.contains("icmp6")),
+            "{f:?}"
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@
 //! | [`node_datapath`] | a datapath pass reported: Node annotation, events, metrics |
 //! | [`gateway`] | `shared` gateway mode: the gateway bridge's address, MAC and next hop, reported on the Node |
 //! | [`gateway_flows`] | `shared` gateway mode: the gateway bridge's rules splitting the shared address between the host and the gateway router |
+//! | [`uplink`] | the node's uplink port (br-phy's NIC): AF_XDP on the userspace datapaths, with a kernel-port fallback |
 //! | [`host_nat`] | Services reached through the host: NodePort, externalIPs and LoadBalancer IPs DNATed to the cluster IP (or, for `externalTrafficPolicy: Local` from outside, to this node's endpoints) in our nf_tables table `inet zstack-ovn`; pods' egress masquerade |
 //! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
 //! | [`mtu`] | the pod MTU from the underlay and the encapsulation |
@@ -81,4 +82,5 @@ pub mod source_error;
 pub mod state;
 pub mod uninstall;
 pub mod unixctl;
+pub mod uplink;
 pub mod vhost_state;

@@ -24,9 +24,15 @@ pub const PORT_REASON_KEY: &str = "zstack.io/datapath-reason";
 /// [`crate::attach::promote`]); absent once it is there.
 pub const PORT_PENDING_KEY: &str = "zstack.io/datapath-pending";
 
-/// One datapath pass (see [`crate::datapath::manager`]) and its report; `vswitchd_ctl`:
-/// ovs-vswitchd's unixctl socket (its version and PMD threads).
-pub async fn pass(ctx: &NodeCtx, ovs: &Ovs, vswitchd_ctl: Option<&Path>) -> PassOutcome {
+/// One datapath pass (see [`crate::datapath::manager`]), the uplink's (see
+/// [`crate::uplink`]) and their report; `vswitchd_ctl`: ovs-vswitchd's unixctl socket
+/// (its version and PMD threads).
+pub async fn pass(
+    ctx: &NodeCtx,
+    ovs: &Ovs,
+    vswitchd_ctl: Option<&Path>,
+    uplink: &crate::uplink::Uplink,
+) -> PassOutcome {
     let ann = match ctx.pods().node_annotations(ctx.node_name()).await {
         Ok(a) => a,
         Err(e) => {
@@ -36,6 +42,13 @@ pub async fn pass(ctx: &NodeCtx, ovs: &Ovs, vswitchd_ctl: Option<&Path>) -> Pass
     };
     let mut out = ctx.datapath().pass(ovs, ann.as_ref()).await;
     add_vswitchd_facts(vswitchd_ctl, &mut out.status).await;
+    if let Some(d) = ctx.datapath().decision() {
+        let (status, events) = uplink.pass(ovs, &d.uplink, d.datapath).await;
+        out.status.uplink = status;
+        for e in events {
+            ctx.node_event(e.kind, e.reason, e.message).await;
+        }
+    }
     report_datapath(ctx, &out, ann.as_ref()).await;
     out
 }

@@ -168,6 +168,7 @@ fn reconcile_never_re_adds_a_port_a_request_in_flight_removed() {
                 datapath: Default::default(),
                 vswitchd_ctl: None,
                 gateway: None,
+                uplink_bridge: "br-phy".into(),
             },
             ovs,
             Box::new(LabSource::new(d.path().join("no-store.sock"))),

@@ -119,6 +119,8 @@ pub fn agent_args(
             "br-phy".into(),
             "--gateway-next-hop".into(),
             crate::external::UNDERLAY_ROUTER_V4.into(),
+            "--gateway-next-hop-v6".into(),
+            crate::external::UNDERLAY_ROUTER_V6.into(),
         ]);
     }
     if node.datapath.is_some() {

@@ -87,6 +87,7 @@ pub mod process;
 pub mod state;
 pub mod vlan_host;
 pub mod wait;
+pub mod wire_cpus;
 
 pub use central::{Central, CentralConfig, CentralState, Db, Member, SslFiles};
 pub use config::{

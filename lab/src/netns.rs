@@ -65,6 +65,18 @@ pub fn set_master_up(ns: &str, dev: &str, master: &str) -> Result<()> {
     ip_n(ns, &["link", "set", dev, "master", master, "up"]).map(drop)
 }
 
+/// Receive steering (RPS) of every receive queue of `dev` in `ns` to the CPUs of `mask`
+/// (hex), through the namespace's own sysfs.
+pub fn steer_rx(ns: &str, dev: &str, mask: &str) -> Result<()> {
+    check_ifname(dev)?;
+    if mask.is_empty() || !mask.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(LabError::Invalid(format!("RPS mask {mask:?} is not hex")));
+    }
+    // the names are the script's arguments, never part of its text
+    let script = r#"for q in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo "$2" > "$q"; done"#;
+    exec(ns, &["sh", "-c", script, "sh", dev, mask]).map(drop)
+}
+
 /// `ip -n NS link set DEV up`.
 pub fn link_up(ns: &str, dev: &str) -> Result<()> {
     ip_n(ns, &["link", "set", dev, "up"]).map(drop)

@@ -144,6 +144,10 @@ pub fn start(
     netns::add_veth(&uplink, &ns, &ul_port, underlay_netns)?;
     netns::set_master_up(underlay_netns, &ul_port, underlay_bridge)?;
     netns::link_up(&ns, &uplink)?;
+    // the other machines' work off the nodes' PMD cores (crate::wire_cpus)
+    if let Some(mask) = crate::wire_cpus::far_side_mask_here() {
+        netns::steer_rx(underlay_netns, &ul_port, &mask)?;
+    }
 
     // local Open_vSwitch database
     let conf_db = dir.join("db/conf.db");
@@ -215,6 +219,13 @@ pub fn start(
             "add-port",
             "br-phy",
             &uplink,
+            // marked as the chart's uplink container marks it: the agent may make it an
+            // AF_XDP port (dataplane::uplink)
+            "--",
+            "set",
+            "port",
+            &uplink,
+            "external_ids:zstack.io/owner=zstack-ovn-node",
         ],
     )?;
     netns::addr_add(&ns, "br-phy", &format!("{}/24", state.encap_ip))?;

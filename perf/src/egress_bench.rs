@@ -62,6 +62,8 @@ pub struct PathFigures {
     /// The node's host to the external host (the underlay's ceiling).
     pub host_gbps: f64,
     pub host_lat_us: f64,
+    /// The node's br-phy uplink port type as the agent left it (`afxdp`, `system`).
+    pub uplink: String,
 }
 
 impl PathFigures {
@@ -92,11 +94,12 @@ impl Report {
     pub fn table(&self) -> String {
         let mut s = format!(
             "egress (natOutgoing) vs pod-to-pod on the same node, per gateway mode, medians of \
-             {} rounds (iperf3 -P1 {} s, qperf tcp_lat 1 B):\n{:<7} {:<8} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7} {:>12} {:>9}\n",
+             {} rounds (iperf3 -P1 {} s, qperf tcp_lat 1 B):\n{:<7} {:<8} {:<7} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7} {:>12} {:>9}\n",
             self.config.rounds,
             self.config.seconds,
             "mode",
             "datapath",
+            "uplink",
             "pod Gbit/s",
             "out Gbit/s",
             "ratio",
@@ -108,9 +111,10 @@ impl Report {
         );
         for p in &self.paths {
             s += &format!(
-                "{:<7} {:<8} {:>11.2} {:>11.2} {:>6.2}x {:>11.1} {:>11.1} {:>6.2}x {:>12.2} {:>8.2}x\n",
+                "{:<7} {:<8} {:<7} {:>11.2} {:>11.2} {:>6.2}x {:>11.1} {:>11.1} {:>6.2}x {:>12.2} {:>8.2}x\n",
                 p.mode.as_str(),
                 p.datapath,
+                p.uplink,
                 p.pod_gbps,
                 p.egress_gbps,
                 p.throughput_ratio(),
@@ -139,6 +143,7 @@ impl Report {
             "target_shared_throughput_ratio": TARGET_SHARED,
             "paths": self.paths.iter().map(|p| json!({
                 "mode": p.mode.as_str(), "datapath": p.datapath,
+                "uplink": p.uplink,
                 "pod_to_pod_gbps": p.pod_gbps, "egress_gbps": p.egress_gbps,
                 "throughput_ratio": p.throughput_ratio(),
                 "pod_to_pod_tcp_lat_us": p.pod_lat_us, "egress_tcp_lat_us": p.egress_lat_us,
@@ -342,6 +347,22 @@ fn run_mode(cfg: &Config, mode: lab::Gateway) -> Result<Vec<PathFigures>> {
         wait_listening(ns, 5201)?;
         wait_listening(ns, 19765)?;
     }
+    let mut uplinks = Vec::new();
+    for i in 1..=cfg.datapaths.len() {
+        let node = lab.node(i)?;
+        let port = lab.names().node_uplink(i);
+        let out = run_ok(Command::new("ovs-vsctl").args([
+            "--db",
+            &node.db_remote,
+            "get",
+            "Interface",
+            &port,
+            "type",
+        ]))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let t = text.trim().trim_matches('"');
+        uplinks.push(if t.is_empty() { "system" } else { t }.to_string());
+    }
     let mut samples: Vec<[Vec<f64>; 6]> = vec![Default::default(); cfg.datapaths.len()];
     for round in 1..=cfg.rounds {
         for (i, dp) in cfg.datapaths.iter().enumerate() {
@@ -368,7 +389,8 @@ fn run_mode(cfg: &Config, mode: lab::Gateway) -> Result<Vec<PathFigures>> {
         .datapaths
         .iter()
         .zip(samples)
-        .map(|(dp, [pg, eg, pl, el, hg, hl])| PathFigures {
+        .zip(uplinks)
+        .map(|((dp, [pg, eg, pl, el, hg, hl]), uplink)| PathFigures {
             mode,
             datapath: dp.clone(),
             pod_gbps: median(pg),
@@ -377,6 +399,7 @@ fn run_mode(cfg: &Config, mode: lab::Gateway) -> Result<Vec<PathFigures>> {
             egress_lat_us: median(el),
             host_gbps: median(hg),
             host_lat_us: median(hl),
+            uplink,
         })
         .collect();
     Ok(paths)
@@ -406,6 +429,7 @@ mod tests {
                 egress_lat_us: 50.0,
                 host_gbps: 2.5,
                 host_lat_us: 30.0,
+                uplink: "afxdp".into(),
             }],
         };
         assert_eq!(r.paths[0].throughput_ratio(), 0.5);
@@ -418,5 +442,6 @@ mod tests {
         );
         assert!(t.contains("target >= 0.8x: MISSED"), "{t}");
         assert_eq!(r.to_json()["paths"][0]["throughput_ratio"], 0.5);
+        assert_eq!(r.to_json()["paths"][0]["uplink"], "afxdp");
     }
 }

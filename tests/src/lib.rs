@@ -34,6 +34,7 @@ pub mod kube;
 pub mod kube_objects;
 pub mod lab_logs;
 pub mod nbctl;
+pub mod node_status;
 pub mod process_group;
 pub mod vhost_lab;
 pub mod zovn;

@@ -22,6 +22,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tests::node_status::{CONFIG, STATUS, events, has_event, wait_status};
 use tests::zovn::{DownOnDrop, Zovn, wait_until};
 
 const BINS: &[&str] = &[
@@ -32,9 +33,6 @@ const BINS: &[&str] = &[
     "ovn-controller",
     "ovs-vsctl",
 ];
-
-const STATUS: &str = "network.zstack.io/datapath-status";
-const CONFIG: &str = "network.zstack.io/datapath-config";
 
 fn subnet_and_pods(prefix: &str, pods: &[(&str, usize, Option<&str>)]) -> Vec<Value> {
     let mut v = vec![json!({
@@ -169,45 +167,6 @@ fn pings(z: &Zovn, from: &str, ip: &str) {
 fn status(z: &Zovn, node: &str) -> Value {
     z.node_annotation_json(node, STATUS)
         .unwrap_or_else(|| panic!("node {node} has no {STATUS} annotation"))
-}
-
-fn wait_status(z: &Zovn, node: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
-    let mut last = Value::Null;
-    let t0 = std::time::Instant::now();
-    while t0.elapsed() < Duration::from_secs(90) {
-        if let Some(s) = z.node_annotation_json(node, STATUS) {
-            if f(&s) {
-                return s;
-            }
-            last = s;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    panic!("node {node}: {what} not reached; last status: {last:#}");
-}
-
-fn events(z: &Zovn) -> Vec<Value> {
-    z.items_events()
-}
-
-trait EventsExt {
-    fn items_events(&self) -> Vec<Value>;
-}
-
-impl EventsExt for Zovn {
-    fn items_events(&self) -> Vec<Value> {
-        let out = self.ok(&["get", "events", "-o", "json"]);
-        let v: Value = serde_json::from_str(&out).expect("events json");
-        v["items"].as_array().cloned().unwrap_or_default()
-    }
-}
-
-fn has_event(evs: &[Value], object: &str, reason: &str, text: &str) -> bool {
-    evs.iter().any(|e| {
-        e["involvedObject"]["name"] == object
-            && e["reason"] == reason
-            && e["message"].as_str().is_some_and(|m| m.contains(text))
-    })
 }
 
 /// SIGKILLs node 1's agent and starts it again (the lab's record is updated).

@@ -5,14 +5,17 @@
 //!
 //! Checked:
 //! - every node got its gateway router, external switch and localnet port, all ours;
-//! - `natOutgoing` pods on each node: TCP 8080 and UDP 5353 answer and the external host
-//!   saw the node's address, and the traffic left through the gateway router (the
-//!   br-phy rule for the router's patch port counted it);
+//! - the AF_XDP and DPDK nodes' uplinks are AF_XDP ports, the kernel node's a kernel port;
+//! - `natOutgoing` pods on each node: TCP 8080 and UDP 5353, IPv4 and IPv6, answer and the
+//!   external host saw the node's address of that family, and the traffic left through
+//!   the gateway router (its IPv6 side too: the br-phy rule of each family for the
+//!   router's patch port counted it);
 //! - `natOutgoing: false` (AF_XDP and DPDK nodes): no answer until the underlay routes the
 //!   Subnet to a node, then the host saw the pod's address;
 //! - a gateway interface that does not exist (node 3's agent restarted with
 //!   `--gateway-interface nosuch0`): the Node's report names it, a `GatewayConfigError`
-//!   event says what happens instead, node 3's gateway router and switch are gone
+//!   event (agent) and a `GatewayRouterMissing` event (controller) say what happens
+//!   instead, node 3's gateway router and switch are gone
 //!   (nothing half-built), and its pod still leaves through the management port
 //!   (masqueraded by the agent: the host still sees node 3's address); the right interface
 //!   brings the router back;
@@ -26,9 +29,9 @@ use tests::egress::{BINS, reach, seen};
 use tests::nbctl::nbctl;
 use tests::zovn::wait_until;
 
-/// Packets the br-phy rule taking the gateway router's traffic to the uplink counted on
-/// node `i`.
-fn router_packets(dir: &std::path::Path, i: usize) -> u64 {
+/// Packets the br-phy rule taking the gateway router's traffic of one family to the
+/// uplink counted on node `i`.
+fn router_packets(dir: &std::path::Path, i: usize, v6: bool) -> u64 {
     let mgmt = format!("unix:{}/node{i}/run/br-phy.mgmt", dir.display());
     let out = Command::new("ovs-ofctl")
         .args(["dump-flows", &mgmt, "cookie=0x7a6f766e6777/-1"])
@@ -36,7 +39,7 @@ fn router_packets(dir: &std::path::Path, i: usize) -> u64 {
         .expect("ovs-ofctl");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| l.contains("ct(commit"))
+        .filter(|l| l.contains("ct(commit") && l.contains(",ipv6,") == v6)
         .filter_map(|l| {
             l.split([',', ' '])
                 .find_map(|kv| kv.trim().strip_prefix("n_packets="))
@@ -90,24 +93,78 @@ fn pods_leave_through_their_nodes_gateway_router() {
             ],
         );
         assert_eq!(owner.trim().trim_matches('"'), "zstack-ovn");
+        wait_until(
+            &format!("{node}'s gateway router has its IPv6 side"),
+            Duration::from_secs(30),
+            || {
+                nbctl(
+                    &nb,
+                    &[
+                        "get",
+                        "Logical_Router_Port",
+                        &format!("rtoe-GR_{node}"),
+                        "networks",
+                    ],
+                )
+                .contains(&format!("fd00:172:16::{i}/64"))
+            },
+        );
+    }
+    // the uplinks the gateway routers leave through: AF_XDP on the AF_XDP and DPDK nodes
+    // (polled by their PMD), a kernel port on the kernel node
+    for (i, want) in [(1, "system"), (2, "afxdp"), (3, "afxdp")] {
+        let node = format!("{p}-node{i}");
+        wait_until(
+            &format!("{node}'s uplink is {want}"),
+            Duration::from_secs(30),
+            || {
+                z.node_annotation_json(&node, "network.zstack.io/datapath-status")
+                    .is_some_and(|s| s["uplink"]["type"] == want)
+            },
+        );
     }
 
     // natOutgoing: the node's address, through the gateway router
     for i in 1..=3 {
-        let before = router_packets(&dir, i);
+        let (before, before6) = (
+            router_packets(&dir, i, false),
+            router_packets(&dir, i, true),
+        );
         let pod = format!("default/nat{i}");
-        for (port, udp) in [("8080", false), ("5353", true)] {
-            let reply = reach(&z, &pod, port, udp);
-            eprintln!("{pod} → {port}: {reply}");
-            assert_eq!(seen(&reply), format!("172.16.0.{i}"), "{pod} → {port}");
+        // IPv4 and IPv6: the router has an IPv6 side too (the lab's agents report br-phy's
+        // IPv6 address and next hop, the join network is dual-stack) and SNATs to the
+        // node's address of each family. Until ovn-controller has the flows of the
+        // router's latest rows a probe may still take the management port (masqueraded
+        // to the same address): probe until the router's rules count the traffic, each
+        // probe checking the address the host saw
+        let t0 = std::time::Instant::now();
+        let (mut v4, mut v6) = (0, 0);
+        while t0.elapsed() < Duration::from_secs(15) {
+            for (port, udp) in [("8080", false), ("5353", true)] {
+                let reply = reach(&z, &pod, port, udp);
+                eprintln!("{pod} → {port}: {reply}");
+                assert_eq!(seen(&reply), format!("172.16.0.{i}"), "{pod} → {port}");
+            }
+            tests::egress::check_ipv6_egress(&z, i);
+            // the datapath's counters reach the rules within a revalidation round
+            std::thread::sleep(Duration::from_millis(500));
+            (v4, v6) = (
+                router_packets(&dir, i, false),
+                router_packets(&dir, i, true),
+            );
+            if v4 >= before + 4 && v6 >= before6 + 2 {
+                break;
+            }
         }
-        // IPv6 leaves through the management port (the gateway routers are IPv4)
-        tests::egress::check_ipv6_egress(&z, i);
-        // the datapath's counters reach the rule within a revalidation round
-        wait_until(
-            &format!("node {i}'s gateway router carried the pod's traffic"),
-            Duration::from_secs(10),
-            || router_packets(&dir, i) >= before + 4,
+        assert!(
+            v4 >= before + 4 && v6 >= before6 + 2,
+            "node {i}'s gateway router did not carry the pod's traffic: IPv4 rule {before} → {v4}, \
+             IPv6 rule {before6} → {v6}\n{}",
+            tests::sh(&[
+                "ovs-ofctl",
+                "dump-flows",
+                &format!("unix:{}/node{i}/run/br-phy.mgmt", dir.display()),
+            ])
         );
     }
 
@@ -153,6 +210,19 @@ fn pods_leave_through_their_nodes_gateway_router() {
                         .as_str()
                         .is_some_and(|m| m.contains("nosuch0") && m.contains("management port"))
             })
+        },
+    );
+    // the controller says too why it built no router for node 3
+    wait_until(
+        "a GatewayRouterMissing event on node 3 from the controller",
+        Duration::from_secs(30),
+        || {
+            tests::node_status::has_event(
+                &tests::node_status::events(&z),
+                &node3,
+                "GatewayRouterMissing",
+                "nosuch0",
+            )
         },
     );
     let reply = reach(&z, "default/nat3", "8080", false);

@@ -229,6 +229,8 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
         &[
             "--set",
             "tunnel.interface=eth1,gateway.mode=shared,gateway.nextHop=192.0.2.254",
+            "--set",
+            "gateway.nextHopV6=2001:db8::fe",
             "--set-json",
             r#"network.joinCIDR="100.64.0.0/16,fd98::/64""#,
         ],
@@ -240,6 +242,7 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
             "--gateway-mode=shared",
             "--gateway-interface=br-phy",
             "--gateway-next-hop=192.0.2.254",
+            "--gateway-next-hop-v6=2001:db8::fe",
         ] {
             assert!(a.contains(&want.to_string()), "{a:?}");
         }
@@ -749,6 +752,20 @@ fn schema_refuses_bad_values_naming_the_key() {
             ],
         ),
         (
+            &[
+                "--set",
+                "nodePools[0].name=p",
+                "--set",
+                "nodePools[0].nodeSelector.a=b",
+                "--set",
+                "nodePools[0].datapathConfig.uplink=fast",
+            ],
+            &[
+                "nodePools.0.datapathConfig.uplink",
+                "must be one of the following",
+            ],
+        ),
+        (
             &["--set", "gateway.mode=gw"],
             &["gateway.mode", "must be one of the following"],
         ),
@@ -760,6 +777,10 @@ fn schema_refuses_bad_values_naming_the_key() {
         (
             &["--set", "gateway.mode=shared,gateway.nextHop=gw1"],
             &["gateway.nextHop"],
+        ),
+        (
+            &["--set", "gateway.nextHopV6=192.0.2.1"],
+            &["gateway.nextHopV6"],
         ),
         (
             &["--set", "ovn.standalone.haMode=HA"],

@@ -379,7 +379,7 @@ struct UplinkCase {
 /// there) whose `eth1` (a veth) holds 192.0.2.5/24.
 /// br-phy takes the NIC and its address; `ovn-bridge-mappings` is the chart's value (the
 /// default, or the operator's list) and comes back when removed by hand; SIGTERM removes
-/// it with br-phy and puts the address back. With `tunnel.bridgeMappings=""` a mapping the
+/// it with br-phy and puts the addresses back. With `tunnel.bridgeMappings=""` a mapping the
 /// operator set stays, through SIGTERM too.
 #[test]
 fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
@@ -445,7 +445,8 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 "mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /etc/openvswitch && ",
                 "mount -t sysfs sysfs /sys && ip link set lo up && mkdir -p /run/zstack-ovn && ",
                 "ip link add eth1 type veth peer name eth1p && ip link set eth1p up && ",
-                "ip addr add 192.0.2.5/24 dev eth1 && ip link set eth1 up && ",
+                "ip addr add 192.0.2.5/24 dev eth1 && ip -6 addr add 2001:db8:5::5/64 dev eth1 nodad && ",
+                "ip link set eth1 up && ",
                 "(bash \"$SCRIPTS/node-ovsdb.sh\" & bash \"$SCRIPTS/node-vswitchd.sh\" & ",
                 "until [ -S /var/run/openvswitch/db.sock ]; do sleep 0.1; done; ",
                 "if [ -n \"$BY_HAND\" ]; then ovs-vsctl --no-wait --timeout=10 init && ",
@@ -487,6 +488,10 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             inside(&["ip", "-4", "-o", "addr", "show", "dev", dev])
                 .is_some_and(|a| a.contains("192.0.2.5/24"))
         };
+        let addr6_on = |dev: &str| {
+            inside(&["ip", "-6", "-o", "addr", "show", "dev", dev])
+                .is_some_and(|a| a.contains("2001:db8:5::5/64"))
+        };
         // the container's readiness probe, as kubelet runs it
         wait_until(
             &format!("{what}: the uplink ready"),
@@ -495,6 +500,14 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
         );
         assert!(addr_on("br-phy"), "{what}: the address is not on br-phy");
         assert!(!addr_on("eth1"), "{what}: the address is still on eth1");
+        assert!(
+            addr6_on("br-phy"),
+            "{what}: the IPv6 address is not on br-phy"
+        );
+        assert!(
+            !addr6_on("eth1"),
+            "{what}: the IPv6 address is still on eth1"
+        );
         let log_path = scratch.dir.path().join("node.log");
         let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
         assert_eq!(
@@ -541,5 +554,9 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             "{what}: br-phy left"
         );
         assert!(addr_on("eth1"), "{what}: the address is not back on eth1");
+        assert!(
+            addr6_on("eth1"),
+            "{what}: the IPv6 address is not back on eth1"
+        );
     }
 }

@@ -110,6 +110,8 @@ pub struct Controller<W: Writer> {
     service_problems: BTreeSet<String>,
     /// Secondary (Multus) networks served ([`secondary`]).
     secondary: secondary::Secondary,
+    /// Nodes without a gateway router in `shared` mode and why, as last reported.
+    gateway_problems: translate::egress::GatewayProblems,
     /// The last warning about the default Subnet (logged once per change).
     default_note: Option<String>,
     /// Pass latency, NB transactions, errors, Subnet usage ([`crate::metrics`]).
@@ -145,6 +147,7 @@ impl<W: Writer> Controller<W> {
             chassis_of: BTreeMap::new(),
             chassis_cleanup: BTreeSet::new(),
             policy_problems: BTreeSet::new(),
+            gateway_problems: Default::default(),
             service_problems: BTreeSet::new(),
             secondary: secondary::Secondary::default(),
             default_note: None,
@@ -259,9 +262,10 @@ impl<W: Writer> Controller<W> {
         report.pods_assigned += self.sync_secondary();
         self.assign_nodes();
         report.pod_errors = self.pod_errors.len();
-        let (desired, problems) = self.desired_and_problems();
+        let (desired, problems, gateways) = self.desired_with_problems();
         report.nb = self.rec.reconcile(&desired).await?;
         crate::netpol::report::problems(&self.writer, &mut self.policy_problems, problems).await;
+        self.report_gateway_problems(gateways).await;
         self.report_service_problems().await;
         for c in &report.nb.conflicts {
             tracing::warn!(conflict = %c, "NB row left untouched");
@@ -684,11 +688,55 @@ impl<W: Writer> Controller<W> {
 
     /// The desired NB rows for the current model.
     pub fn desired(&self) -> DesiredNb {
-        self.desired_and_problems().0
+        self.desired_with_problems().0
+    }
+
+    /// Reports (Warning event on the Node, log) each node newly without a gateway router
+    /// in `shared` mode, and logs those that got one back. A node whose agent has not
+    /// reported yet is logged only: every node passes through that.
+    async fn report_gateway_problems(&mut self, now: translate::egress::GatewayProblems) {
+        for (node, why) in &now {
+            if self.gateway_problems.get(node) == Some(why) {
+                continue;
+            }
+            if why.starts_with(translate::egress::NOT_REPORTED_YET) {
+                tracing::info!(node = %node, reason = %why, "no gateway router yet: the node's pods leave through its management port");
+                continue;
+            }
+            tracing::warn!(node = %node, reason = %why, "no gateway router: the node's pods leave through its management port");
+            let msg = format!(
+                "{why}: no gateway router; this node's pods leave through its management port"
+            );
+            if let Err(e) = self
+                .writer
+                .node_event(node, api::keys::REASON_GATEWAY_ROUTER_MISSING, &msg)
+                .await
+            {
+                tracing::warn!(node = %node, error = %e, "cannot record the node event");
+            }
+        }
+        for node in self.gateway_problems.keys() {
+            if !now.contains_key(node) && self.state.nodes.contains_key(node) {
+                tracing::info!(node = %node, "gateway router built: the node's pods leave through it");
+            }
+        }
+        self.gateway_problems = now;
     }
 
     /// The desired NB rows, with the problems of NetworkPolicies (reported by the pass).
     pub fn desired_and_problems(&self) -> (DesiredNb, Vec<crate::netpol::Problem>) {
+        let (nb, problems, _) = self.desired_with_problems();
+        (nb, problems)
+    }
+
+    /// [`Self::desired_and_problems`], and the nodes left without a gateway router.
+    fn desired_with_problems(
+        &self,
+    ) -> (
+        DesiredNb,
+        Vec<crate::netpol::Problem>,
+        translate::egress::GatewayProblems,
+    ) {
         let pods: Vec<(&PodInfo, PodAddresses)> = self
             .assigned
             .iter()
@@ -724,19 +772,7 @@ impl<W: Writer> Controller<W> {
                 .collect(),
         });
         nb.netpol = policies.nb;
-        let gateway_problems = translate::egress::add(&self.cfg, &input, &mut nb);
-        let with_router: BTreeMap<String, IpAddr> = input
-            .nodes
-            .iter()
-            .filter(|(n, _)| {
-                nb.routers
-                    .contains_key(&api::gateway::gateway_router(&n.name))
-            })
-            .filter_map(|(n, a)| {
-                let v4 = a.ips.iter().map(|i| i.addr()).find(IpAddr::is_ipv4)?;
-                Some((n.name.clone(), v4))
-            })
-            .collect();
+        let egress = translate::egress::add(&self.cfg, &input, &mut nb);
         let mut slices: BTreeMap<String, Vec<&crate::services::EndpointSliceInfo>> =
             BTreeMap::new();
         for s in self.state.endpoint_slices.values() {
@@ -749,13 +785,10 @@ impl<W: Writer> Controller<W> {
             &self.cfg,
             self.state.services.values(),
             &slices,
-            &with_router,
+            &egress.through_router,
             &mut nb,
         );
-        for (node, why) in &gateway_problems {
-            tracing::debug!(node = %node, reason = %why, "no gateway router: the node's pods leave through its management port");
-        }
-        (nb, policies.problems)
+        (nb, policies.problems, egress.problems)
     }
 
     /// The status a Subnet should carry now.
@@ -835,9 +868,18 @@ pub fn join6_subnet(cfg: &ClusterConfig) -> Option<ValidSubnet> {
         protocol: Protocol::IPv6,
         cidrs: vec![v6.cidr],
         gateways: vec![v6.gateway],
-        excludes: vec![],
+        excludes: upper_half_range(v6.cidr),
         ..join_subnet(cfg)
     })
+}
+
+/// The upper half of a join network, kept from its pool: the gateway routers' (their
+/// addresses are derived, not allocated).
+fn upper_half_range(join: ipnet::IpNet) -> Vec<crate::model::IpRange> {
+    translate::gateway_router::join_upper_half(join)
+        .map(|(start, end)| crate::model::IpRange { start, end })
+        .into_iter()
+        .collect()
 }
 
 /// The join switch's pool as a Subnet.
@@ -847,14 +889,7 @@ pub fn join_subnet(cfg: &ClusterConfig) -> ValidSubnet {
         protocol: Protocol::IPv4,
         cidrs: vec![cfg.join_cidr],
         gateways: vec![cfg.join_gateway],
-        // the upper half is the gateway routers' (their address is derived, not allocated)
-        excludes: translate::gateway_router::join_upper_half(cfg.join_cidr)
-            .map(|(first, last)| crate::model::IpRange {
-                start: first.into(),
-                end: last.into(),
-            })
-            .into_iter()
-            .collect(),
+        excludes: upper_half_range(cfg.join_cidr),
         vlan_id: None,
         provider: None,
         external_logical_switch: None,

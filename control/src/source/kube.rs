@@ -142,6 +142,44 @@ impl Writer for KubeWriter {
             .map_err(|e| write_error(format!("event on service {namespace}/{name}"), e))
     }
 
+    /// A core `v1` Event in `default` (an API server of this project's era refuses an
+    /// `events.k8s.io` Event about a cluster-scoped Node there with 422, as the node agent
+    /// found).
+    async fn node_event(&self, name: &str, reason: &str, message: &str) -> Result<(), WriteError> {
+        use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let ev = CoreEvent {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}.")),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            type_: Some("Warning".into()),
+            source: Some(EventSource {
+                component: Some(super::FIELD_MANAGER.into()),
+                host: None,
+            }),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            count: Some(1),
+            ..Default::default()
+        };
+        let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), "default");
+        api.create(&PostParams::default(), &ev)
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(format!("event on node {name}"), e))
+    }
+
     async fn policy_event(
         &self,
         namespace: &str,

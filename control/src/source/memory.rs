@@ -23,6 +23,7 @@ struct Objects {
     /// Warning events on NetworkPolicies: `namespace/name: message`.
     policy_events: Vec<String>,
     service_events: Vec<String>,
+    node_events: Vec<String>,
     services: BTreeMap<String, ServiceInfo>,
     endpoint_slices: BTreeMap<String, EndpointSliceInfo>,
     nads: BTreeMap<String, crate::multus::NadInfo>,
@@ -262,9 +263,21 @@ impl MemoryStore {
     pub fn service_events(&self) -> Vec<String> {
         self.lock().service_events.clone()
     }
+
+    /// The Warning events recorded on Nodes (`name: reason: message`).
+    pub fn node_events(&self) -> Vec<String> {
+        self.lock().node_events.clone()
+    }
 }
 
 impl Writer for MemoryStore {
+    async fn node_event(&self, name: &str, reason: &str, message: &str) -> Result<(), WriteError> {
+        self.lock()
+            .node_events
+            .push(format!("{name}: {reason}: {message}"));
+        Ok(())
+    }
+
     async fn service_event(
         &self,
         namespace: &str,

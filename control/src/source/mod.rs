@@ -146,6 +146,18 @@ pub trait Writer: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Reports something about Node `name` the operator must know (a Warning event,
+    /// `reason` e.g. `GatewayRouterMissing`). Writers without events log only.
+    fn node_event(
+        &self,
+        name: &str,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let _ = (name, reason, message);
+        async { Ok(()) }
+    }
+
     /// Creates a Subnet (the cluster's default, [`crate::controller::default_subnet`]) and
     /// returns it as stored; one of that name already stored is returned as it is.
     fn create_subnet(

@@ -35,13 +35,13 @@
 //! `off` neither.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
-use ipnet::{IpNet, Ipv4Net};
+use ipnet::IpNet;
 
 use ovsdb::nb::{AddressSet, LogicalRouterPolicy, LogicalRouterStaticRoute};
 
-use super::gateway_router::{self, NodeGateway};
+use super::gateway_router::{self, GatewayV6, NodeGateway};
 use super::{ClusterConfig, GatewayMode, Input, Mode};
 use crate::desired::{DesiredNb, RouterRows};
 use crate::model::NodeInfo;
@@ -65,14 +65,27 @@ fn ids(cfg: &ClusterConfig, kind: &str, object: &str, row: &str) -> BTreeMap<Str
 /// Why a node has no gateway router in `shared` mode (its pods use the `local` path).
 pub type GatewayProblems = BTreeMap<String, String>;
 
+/// The start of the reason of a node whose agent has not reported its gateway yet (a
+/// state every node passes through, not a fault).
+pub const NOT_REPORTED_YET: &str = "the node agent has not reported a gateway interface";
+
+/// What [`add`] decided about the nodes' gateways.
+#[derive(Debug, Default)]
+pub struct Egress {
+    /// Nodes left without a gateway router in `shared` mode, with the reason.
+    pub problems: GatewayProblems,
+    /// Per node with a gateway router: its management port address of each family whose
+    /// traffic leaves through that router (what [`super::gateway_return`] reroutes to).
+    pub through_router: BTreeMap<String, Vec<IpAddr>>,
+}
+
 /// Adds the egress rows for `input` to `nb` (after the NetworkPolicy rows, whose address
 /// sets these join, and after the Services, whose load balancers stay off the gateways'
-/// external switches). Returns the nodes left without a gateway router in `shared` mode,
-/// with the reason.
-pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> GatewayProblems {
+/// external switches).
+pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Egress {
     let mut problems = GatewayProblems::new();
     if cfg.mode == Mode::External || cfg.gateway == GatewayMode::Off {
-        return problems;
+        return Egress::default();
     }
     // every Subnet the cluster router routes (VLAN ones too: their pods' gateway is the
     // router's port on their switch)
@@ -82,25 +95,49 @@ pub fn add(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> Gatewa
         .filter(|s| s.external_logical_switch.is_none())
         .map(|s| s.name.as_str())
         .collect();
+    // shared mode: each node's gateway router, or why it has none
+    let mut gateways = BTreeMap::new();
+    if cfg.gateway == GatewayMode::Shared {
+        for (node, join) in &input.nodes {
+            match usable_gateway(cfg, node, &join.ips) {
+                Ok(gw) => {
+                    gateways.insert(node.name.as_str(), gw);
+                }
+                Err(why) => {
+                    problems.insert(node.name.clone(), why);
+                }
+            }
+        }
+    }
     let mut rows = RouterRows::default();
     let families = std::iter::once((cfg.join_cidr, cfg.join_gateway))
         .chain(cfg.join_v6.map(|v| (v.cidr, v.gateway)));
     for (join_cidr, join_gw) in families {
         let fam = Family::of(join_gw);
         add_family(
-            cfg,
-            input,
-            &routed,
-            fam,
-            join_cidr,
-            join_gw,
-            &mut rows,
-            nb,
-            &mut problems,
+            cfg, input, &routed, fam, join_cidr, join_gw, &gateways, &mut rows, nb,
         );
     }
     nb.router_rows.insert(CLUSTER_ROUTER.into(), rows);
-    problems
+    let (routed_cidrs, snat) = gateway_cidrs(input, &routed);
+    let mut through_router = BTreeMap::new();
+    for (node, join) in &input.nodes {
+        let Some(gw) = gateways.get(node.name.as_str()) else {
+            continue;
+        };
+        gateway_router::add(cfg, gw, &routed_cidrs, &snat, nb);
+        let mgmt: Vec<IpAddr> = join
+            .ips
+            .iter()
+            .map(IpNet::addr)
+            .filter(|a| a.is_ipv4() || gw.v6.is_some())
+            .collect();
+        through_router.insert(node.name.clone(), mgmt);
+    }
+    Egress {
+        problems,
+        through_router,
+    }
 }
 
 /// One address family's names and match fields.
@@ -130,7 +167,8 @@ impl Family {
 }
 
 /// One family's rows: the default route, the cluster policy, each node's address set and
-/// reroute policy (and in `shared` mode, IPv4, the gateway routers).
+/// reroute policy (in `shared` mode to the node's gateway router when it has this
+/// family, with the policy keeping the nodes' own addresses on the management port).
 #[allow(clippy::too_many_arguments)]
 fn add_family(
     cfg: &ClusterConfig,
@@ -139,9 +177,9 @@ fn add_family(
     fam: Family,
     join_cidr: IpNet,
     join_gw: IpAddr,
+    gateways: &BTreeMap<&str, NodeGateway<'_>>,
     rows: &mut RouterRows,
     nb: &mut DesiredNb,
-    problems: &mut GatewayProblems,
 ) {
     let t = fam.tag();
     rows.routes.insert(
@@ -196,30 +234,17 @@ fn add_family(
                 .map(|ip| ip.addr().to_string()),
         );
     }
-    // shared mode's gateway routers (IPv4: the join network's IPv4 part links them)
-    let shared = cfg.gateway == GatewayMode::Shared && fam.v4;
-    let (routed_v4, snat_v4) = gateway_cidrs(input, routed);
-    let nodes_set = if shared {
-        node_addresses_set(cfg, input, nb)
-    } else {
-        String::new()
-    };
+    let nodes_set = node_addresses_set(cfg, input, fam, nb);
     for (node, join) in &input.nodes {
         let Some(mgmt) = join.ips.iter().map(|n| n.addr()).find(|a| fam.has(*a)) else {
             continue;
         };
-        let mut nexthop = mgmt;
-        if let (true, IpAddr::V4(mgmt4)) = (shared, mgmt) {
-            match usable_gateway(cfg, node, mgmt4) {
-                Ok(gw) => {
-                    nexthop = IpAddr::V4(gw.join);
-                    gateway_router::add(cfg, &gw, &routed_v4, &snat_v4, nb);
-                }
-                Err(why) => {
-                    problems.insert(node.name.clone(), why);
-                }
-            }
-        }
+        // the node's gateway router when it has this family, else its management port
+        let nexthop = match gateways.get(node.name.as_str()) {
+            Some(gw) if fam.v4 => IpAddr::V4(gw.join),
+            Some(gw) => gw.v6.as_ref().map_or(mgmt, |v6| IpAddr::V6(v6.join)),
+            None => mgmt,
+        };
         let set = api::names::egress_address_set(&cfg.cluster_id, &node.name, fam.v4);
         nb.netpol.address_sets.insert(
             set.clone(),
@@ -248,7 +273,10 @@ fn add_family(
                 key.clone(),
                 LogicalRouterPolicy {
                     priority: NODE_ADDRESS_PRIORITY,
-                    match_: format!("ip4.src == ${set} && ip4.dst == ${nodes_set}"),
+                    match_: format!(
+                        "{ip}.src == ${set} && {ip}.dst == ${nodes_set}",
+                        ip = fam.ip()
+                    ),
                     action: "reroute".into(),
                     nexthops: BTreeSet::from([mgmt.to_string()]),
                     external_ids: ids(cfg, "egress-node", &node.name, &key),
@@ -259,30 +287,34 @@ fn add_family(
     }
 }
 
-/// The IPv4 CIDRs the gateway routers route back in (the routed Subnets) and those
-/// of them they SNAT (`natOutgoing`).
-fn gateway_cidrs(input: &Input<'_>, routed: &BTreeSet<&str>) -> (Vec<Ipv4Net>, Vec<Ipv4Net>) {
+/// The CIDRs the gateway routers route back in (the routed Subnets) and those of them
+/// they SNAT (`natOutgoing`).
+fn gateway_cidrs(input: &Input<'_>, routed: &BTreeSet<&str>) -> (Vec<IpNet>, Vec<IpNet>) {
     let (mut all, mut snat) = (Vec::new(), Vec::new());
     for s in &input.subnets {
         if !routed.contains(s.name.as_str()) {
             continue;
         }
         for c in &s.cidrs {
-            if let IpNet::V4(c) = c {
-                all.push(c.trunc());
-                if s.nat_outgoing {
-                    snat.push(c.trunc());
-                }
+            all.push(c.trunc());
+            if s.nat_outgoing {
+                snat.push(c.trunc());
             }
         }
     }
     (all, snat)
 }
 
-/// The address set of every node's own IPv4 addresses (their Kubernetes addresses and
-/// gateway addresses), which pods reach through their management port in `shared` mode.
-fn node_addresses_set(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb) -> String {
-    let name = api::names::egress_nodes_address_set(&cfg.cluster_id);
+/// The address set of every node's own addresses of `fam` (their Kubernetes addresses
+/// and gateway addresses), which pods reach through their management port in `shared`
+/// mode.
+fn node_addresses_set(
+    cfg: &ClusterConfig,
+    input: &Input<'_>,
+    fam: Family,
+    nb: &mut DesiredNb,
+) -> String {
+    let name = api::names::egress_nodes_address_set(&cfg.cluster_id, fam.v4);
     if cfg.gateway != GatewayMode::Shared {
         return name;
     }
@@ -291,19 +323,23 @@ fn node_addresses_set(cfg: &ClusterConfig, input: &Input<'_>, nb: &mut DesiredNb
         addresses.extend(
             node.addresses
                 .iter()
-                .filter(|a| a.is_ipv4())
+                .filter(|a| fam.has(**a))
                 .map(ToString::to_string),
         );
-        if let Some(ip) = reported_gateway(node).and_then(|g| g.ipv4) {
-            addresses.insert(ip.addr().to_string());
-        }
+        let gw = reported_gateway(node);
+        let own: Option<IpAddr> = if fam.v4 {
+            gw.and_then(|g| g.ipv4).map(|n| IpAddr::V4(n.addr()))
+        } else {
+            gw.and_then(|g| g.ipv6).map(|n| IpAddr::V6(n.addr()))
+        };
+        addresses.extend(own.map(|a| a.to_string()));
     }
     nb.netpol.address_sets.insert(
         name.clone(),
         AddressSet {
             name: name.clone(),
             addresses,
-            external_ids: names::owned(&cfg.cluster_id, "egress-nodes", "nodes"),
+            external_ids: names::owned(&cfg.cluster_id, "egress-nodes", fam.tag()),
             ..Default::default()
         },
     );
@@ -316,32 +352,51 @@ fn reported_gateway(node: &NodeInfo) -> Option<api::gateway::NodeGateway> {
 }
 
 /// The node's gateway as the agent reported it, or why it cannot have a gateway router.
+/// `mgmt` are the node's management port addresses (its join leases).
 fn usable_gateway<'a>(
     cfg: &ClusterConfig,
     node: &'a NodeInfo,
-    mgmt: Ipv4Addr,
+    mgmt: &[IpNet],
 ) -> Result<NodeGateway<'a>, String> {
     let Some(raw) = node.annotations.get(api::keys::NODE_GATEWAY) else {
         return Err(format!(
-            "the node agent has not reported a gateway interface ({}) yet",
+            "{NOT_REPORTED_YET} ({}) yet",
             api::keys::NODE_GATEWAY
         ));
     };
     let report: api::gateway::NodeGateway = serde_json::from_str(raw)
         .map_err(|e| format!("{}: not a gateway report: {e}", api::keys::NODE_GATEWAY))?;
     let (address, mac, next_hop) = report.usable_v4()?;
-    let join = gateway_router::join_address(cfg.join_cidr, mgmt).ok_or_else(|| {
-        format!(
-            "management port address {mgmt} is not in the lower half of the join network {}",
+    let Some(mgmt4) = mgmt.iter().map(IpNet::addr).find(IpAddr::is_ipv4) else {
+        return Err("the node has no IPv4 management port address yet".into());
+    };
+    let Some(IpAddr::V4(join)) = gateway_router::join_address(cfg.join_cidr, mgmt4) else {
+        return Err(format!(
+            "management port address {mgmt4} is not in the lower half of the join network {}",
             cfg.join_cidr
-        )
-    })?;
+        ));
+    };
+    // the IPv6 side: an IPv6 join network, the node's IPv6 management address, and an
+    // IPv6 address and next hop in the report
+    let v6 = cfg.join_v6.and_then(|j| {
+        let (address, next_hop) = report.usable_v6()?;
+        let mgmt6 = mgmt.iter().map(IpNet::addr).find(IpAddr::is_ipv6)?;
+        match gateway_router::join_address(j.cidr, mgmt6)? {
+            IpAddr::V6(join) => Some(GatewayV6 {
+                join,
+                address,
+                next_hop,
+            }),
+            IpAddr::V4(_) => None,
+        }
+    });
     Ok(NodeGateway {
         node,
         join,
         address,
         mac: mac.to_string(),
         next_hop,
+        v6,
     })
 }
 

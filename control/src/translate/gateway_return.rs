@@ -9,8 +9,8 @@
 //! knows nothing of the connection. So, per node with a gateway router, a policy at
 //! [`PRIORITY`] (above the node's reroute, below the cluster's own traffic) reroutes
 //! `ip4.src == {the node's endpoints of the port} && <proto>.src == <target port>` to the
-//! node's management port, where the kernel un-DNATs the reply. One policy per node,
-//! protocol and target port.
+//! node's management port, where the kernel un-DNATs the reply (`ip6` likewise when the
+//! router has an IPv6 side). One policy per node, protocol, target port and family.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -30,19 +30,19 @@ use crate::reconcile::router_rows::ROW_KEY;
 pub const PRIORITY: i64 = 30_600;
 
 /// Adds the return policies. `nodes`: each node with a gateway router and its management
-/// port's IPv4 address.
+/// port's address of each family that leaves through the router.
 pub fn add<'a>(
     cfg: &ClusterConfig,
     services: impl Iterator<Item = &'a ServiceInfo>,
     slices: &BTreeMap<String, Vec<&EndpointSliceInfo>>,
-    nodes: &BTreeMap<String, IpAddr>,
+    nodes: &BTreeMap<String, Vec<IpAddr>>,
     nb: &mut DesiredNb,
 ) {
     if nodes.is_empty() {
         return;
     }
-    // (node, protocol, target port) → endpoint addresses
-    let mut groups: BTreeMap<(&str, &str, u16), BTreeSet<IpAddr>> = BTreeMap::new();
+    // (node, protocol, target port, IPv4?) → endpoint addresses
+    let mut groups: BTreeMap<(&str, &str, u16, bool), BTreeSet<IpAddr>> = BTreeMap::new();
     for svc in services {
         let reached_from_outside =
             svc.node_ports || !svc.external_ips.is_empty() || !svc.ingress_ips.is_empty();
@@ -54,10 +54,15 @@ pub fn add<'a>(
             .map(Vec::as_slice)
             .unwrap_or_default();
         for port in &svc.ports {
-            for node in nodes.keys() {
-                for b in backends(port, svc_slices, true, Some(node)) {
+            for (node, v4) in nodes.keys().flat_map(|n| [(n, true), (n, false)]) {
+                for b in backends(port, svc_slices, v4, Some(node)) {
                     groups
-                        .entry((node.as_str(), port.protocol.ovn(), b.port()))
+                        .entry((
+                            node.as_str(),
+                            port.protocol.ovn(),
+                            b.port(),
+                            b.ip().is_ipv4(),
+                        ))
                         .or_default()
                         .insert(b.ip());
                 }
@@ -67,11 +72,16 @@ pub fn add<'a>(
     let Some(rows) = nb.router_rows.get_mut(CLUSTER_ROUTER) else {
         return;
     };
-    for ((node, proto, port), ips) in groups {
-        let Some(mgmt) = nodes.get(node) else {
+    for ((node, proto, port, v4), ips) in groups {
+        // the management port of the endpoints' family, if that family uses the router
+        let Some(mgmt) = nodes
+            .get(node)
+            .and_then(|m| m.iter().find(|a| a.is_ipv4() == v4))
+        else {
             continue;
         };
-        let key = format!("etp-local-{node}-{proto}-{port}-v4");
+        let (tag, ip) = if v4 { ("v4", "ip4") } else { ("v6", "ip6") };
+        let key = format!("etp-local-{node}-{proto}-{port}-{tag}");
         let mut ids = names::owned(&cfg.cluster_id, "egress-service-return", node);
         ids.insert(ROW_KEY.into(), key.clone());
         let list: Vec<String> = ips.iter().map(ToString::to_string).collect();
@@ -80,7 +90,7 @@ pub fn add<'a>(
             LogicalRouterPolicy {
                 priority: PRIORITY,
                 match_: format!(
-                    "ip4.src == {{{}}} && {proto}.src == {port}",
+                    "{ip}.src == {{{}}} && {proto}.src == {port}",
                     list.join(", ")
                 ),
                 action: "reroute".into(),
@@ -130,6 +140,7 @@ mod tests {
                 ep("10.1.0.5", "n1"),
                 ep("10.1.0.6", "n2"),
                 ep("10.1.0.7", "n1"),
+                ep("fd01::7", "n1"),
             ],
             ports: vec![EndpointPort {
                 name: String::new(),
@@ -145,7 +156,10 @@ mod tests {
             .insert(CLUSTER_ROUTER.into(), Default::default());
         let s = slice();
         let slices = BTreeMap::from([("ns/web".to_string(), vec![&s])]);
-        let nodes = BTreeMap::from([("n1".to_string(), "100.64.0.2".parse().unwrap())]);
+        let nodes = BTreeMap::from([(
+            "n1".to_string(),
+            vec!["100.64.0.2".parse().unwrap(), "fd98::2".parse().unwrap()],
+        )]);
         let services = [svc(local)];
         add(
             &ClusterConfig::default(),
@@ -161,8 +175,16 @@ mod tests {
     fn a_local_services_endpoints_reply_through_their_nodes_management_port() {
         let nb = run(true);
         let p = &nb.router_rows[CLUSTER_ROUTER].policies;
-        // only node n1 has a gateway router here; its two endpoints, one policy
-        assert_eq!(p.len(), 1, "{p:?}");
+        // only node n1 has a gateway router here; its endpoints, one policy per family
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(
+            p["etp-local-n1-tcp-8080-v6"].match_,
+            "ip6.src == {fd01::7} && tcp.src == 8080"
+        );
+        assert_eq!(
+            p["etp-local-n1-tcp-8080-v6"].nexthops,
+            BTreeSet::from(["fd98::2".to_string()])
+        );
         let r = &p["etp-local-n1-tcp-8080-v4"];
         assert_eq!(
             r.match_,

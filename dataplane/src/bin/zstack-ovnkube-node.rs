@@ -58,14 +58,19 @@ struct Args {
     /// bridge's rules; `local` and `off` need nothing here.
     #[arg(long, value_enum, default_value = "local")]
     gateway_mode: GatewayModeArg,
-    /// `shared` gateway mode: the OVS bridge holding the uplink and the node's address,
-    /// which the gateway router shares.
+    /// The OVS bridge holding the uplink and the node's address: the `shared` gateway
+    /// router shares it, and the agent manages its uplink port (datapath config `uplink`).
     #[arg(long, default_value = "br-phy")]
     gateway_interface: String,
     /// `shared` gateway mode: the IPv4 next hop of traffic leaving the cluster (default:
     /// the gateway interface's default route).
     #[arg(long)]
     gateway_next_hop: Option<std::net::Ipv4Addr>,
+    /// `shared` gateway mode: the IPv6 next hop (default: the gateway interface's IPv6
+    /// default route). With it and a global IPv6 address on the interface, the gateway
+    /// router carries the pods' IPv6 too (needs --join-cidr-v6 on the controller).
+    #[arg(long)]
+    gateway_next_hop_v6: Option<std::net::Ipv6Addr>,
     /// Pod MTU. Default: the MTU of the interface holding the tunnel endpoint address
     /// minus the encapsulation overhead (Geneve 100, VXLAN 50; +20 on IPv6), e.g. 1400 on
     /// a 1500-byte underlay with Geneve.
@@ -268,8 +273,10 @@ async fn main() -> anyhow::Result<()> {
                 dataplane::gateway::GatewayConfig {
                     interface: args.gateway_interface.clone(),
                     next_hop: args.gateway_next_hop,
+                    next_hop_v6: args.gateway_next_hop_v6,
                 }
             }),
+            uplink_bridge: args.gateway_interface.clone(),
         },
         ovs,
         pods,

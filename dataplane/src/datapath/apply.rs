@@ -220,6 +220,10 @@ mod tests {
                 rx_cpus: None,
                 fast_start: true,
             },
+            uplink: crate::datapath::decide::UplinkPlan {
+                pref: "auto".into(),
+                xdp_mode: "best-effort".into(),
+            },
             mtu: None,
             allocate_hugepages: None,
             hugepage_size_kb: 2048,

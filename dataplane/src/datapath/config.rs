@@ -42,7 +42,7 @@ pub struct AfxdpConfig {
     /// `n_rxq` of each pod port (the veth is created with as many queues). Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queues: Option<u32>,
-    /// `xdp-mode`: `native` (default), `generic` or `best-effort`.
+    /// `xdp-mode`: `native` (default), `native-with-zerocopy`, `generic` or `best-effort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// CPUs that run the pods' receive processing (RPS on the pod end of each AF_XDP
@@ -128,6 +128,13 @@ pub struct DatapathConfig {
     pub no_pci: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub afxdp: Option<AfxdpConfig>,
+    /// The uplink of the bridge holding the node's address (the agent's
+    /// `--gateway-interface`, br-phy): `auto` (default: an AF_XDP port on the dpdk and
+    /// afxdp datapaths, a kernel port on the kernel one), `afxdp` or `kernel`. Only an
+    /// uplink port marked as ours (`external_ids:zstack.io/owner`) is changed. See
+    /// [`crate::uplink`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<String>,
     /// CPU wake-up latency (µs) the agent requests through `/dev/cpu_dma_latency` while it
     /// runs, as tuned's `network-latency` profile does: 0 keeps idle CPUs polling so a
     /// packet handed over by a PMD core does not wait for a sleeping core to wake (costs
@@ -208,6 +215,7 @@ impl DatapathConfig {
             extra_eal_args,
             no_pci,
             afxdp,
+            uplink,
             cpu_dma_latency_us
         );
         // nested objects merge key by key

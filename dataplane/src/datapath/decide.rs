@@ -105,6 +105,18 @@ pub struct AfxdpPorts {
     pub fast_start: bool,
 }
 
+/// What the node's uplink port should be (config `uplink`; carried out by
+/// [`crate::uplink`], which knows the port).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UplinkPlan {
+    /// `auto`, `afxdp` or `kernel`.
+    pub pref: String,
+    /// The `xdp-mode` of an AF_XDP uplink: `afxdp.mode` when set, else `best-effort`
+    /// (native XDP where the NIC's driver has it, generic otherwise).
+    pub xdp_mode: String,
+}
+
 /// Hugepages the agent should allocate before applying (when `allocate` is on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -132,6 +144,7 @@ pub struct Decision {
     pub userspace_tso: bool,
     pub tso_reason: String,
     pub afxdp: AfxdpPorts,
+    pub uplink: UplinkPlan,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -495,10 +508,10 @@ pub fn decide(
     };
     let mut mode = match ax.mode.as_deref() {
         None => "native".to_string(),
-        Some(m @ ("native" | "generic" | "best-effort")) => m.to_string(),
+        Some(m @ ("native" | "native-with-zerocopy" | "generic" | "best-effort")) => m.to_string(),
         Some(m) => {
             errors.push(format!(
-                "afxdp.mode {m:?} is not one of native, generic, best-effort: using native"
+                "afxdp.mode {m:?} is not one of native, native-with-zerocopy, generic, best-effort: using native"
             ));
             "native".into()
         }
@@ -530,6 +543,22 @@ pub fn decide(
             });
 
     let rx_cpus = rx_cpus(ax.rx_cpus.as_deref(), host, &pmd_cpus, &mut errors);
+    let uplink = UplinkPlan {
+        pref: match cfg.uplink.as_deref() {
+            None => "auto".into(),
+            Some(u @ ("auto" | "afxdp" | "kernel")) => u.to_string(),
+            Some(u) => {
+                errors.push(format!(
+                    "uplink {u:?} is not one of auto, afxdp, kernel: using auto"
+                ));
+                "auto".into()
+            }
+        },
+        xdp_mode: ax
+            .mode
+            .as_ref()
+            .map_or_else(|| "best-effort".to_string(), |_| mode.clone()),
+    };
 
     Decision {
         requested: start.map_or_else(|| "auto".to_string(), |d| d.to_string()),
@@ -548,6 +577,7 @@ pub fn decide(
             rx_cpus,
             fast_start: ax.fast_start.unwrap_or(true),
         },
+        uplink,
         mtu,
         allocate_hugepages,
         hugepage_size_kb: size_kb,

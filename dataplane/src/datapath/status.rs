@@ -55,6 +55,10 @@ pub struct DatapathStatus {
     /// Start-time settings waiting for an ovs-vswitchd restart the agent could not do.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restart_required: Vec<String>,
+    /// The uplink port of the bridge holding the node's address ([`crate::uplink`]);
+    /// `None` where that bridge does not exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<crate::uplink::UplinkStatus>,
 }
 
 impl DatapathStatus {
@@ -103,6 +107,7 @@ impl DatapathStatus {
             afxdp: d.afxdp.clone(),
             cpu_dma_latency_us: None,
             restart_required,
+            uplink: None,
         }
     }
 
@@ -132,6 +137,7 @@ impl DatapathStatus {
             },
             cpu_dma_latency_us: None,
             restart_required: vec![],
+            uplink: None,
         }
     }
 

@@ -93,7 +93,7 @@ fn str_map(m: &BTreeMap<String, String>) -> Value {
 }
 
 /// The rows of `T` in `v` that fit the type (a row that does not is logged and skipped).
-fn rows<'a, T: Table>(v: &View<'a>) -> impl Iterator<Item = T> + 'a {
+pub(super) fn rows<'a, T: Table>(v: &View<'a>) -> impl Iterator<Item = T> + 'a {
     v.iter_typed::<T>().filter_map(|r| match r {
         Ok(t) => Some(t),
         Err(e) => {
@@ -103,7 +103,7 @@ fn rows<'a, T: Table>(v: &View<'a>) -> impl Iterator<Item = T> + 'a {
     })
 }
 
-fn find_bridge(v: &View<'_>, name: &str) -> Option<Bridge> {
+pub(super) fn find_bridge(v: &View<'_>, name: &str) -> Option<Bridge> {
     rows::<Bridge>(v).find(|b| b.name == name)
 }
 
@@ -111,7 +111,7 @@ fn find_port(v: &View<'_>, name: &str) -> Option<Port> {
     rows::<Port>(v).find(|p| p.name == name)
 }
 
-fn find_interface(v: &View<'_>, name: &str) -> Option<Interface> {
+pub(super) fn find_interface(v: &View<'_>, name: &str) -> Option<Interface> {
     rows::<Interface>(v).find(|i| i.name == name)
 }
 
@@ -290,7 +290,7 @@ impl Ovs {
 
     /// Waits until the replica shows the server's current contents (after a transaction of
     /// ours, before reading the replica again).
-    async fn settle(&self, mut cond: impl FnMut(&View<'_>) -> bool) {
+    pub(super) async fn settle(&self, mut cond: impl FnMut(&View<'_>) -> bool) {
         let _ = self
             .replica
             .wait_for(Duration::from_secs(5), |v| cond(v))

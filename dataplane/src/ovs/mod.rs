@@ -22,6 +22,7 @@ mod ct_zero_snat;
 pub mod memory;
 pub mod node_ovs;
 mod spec;
+pub mod uplink_port;
 
 pub use client::Ovs;
 /// Whether an `ovs_version` gets the agent's `ct_zero_snat` correction.

@@ -64,7 +64,7 @@ pub fn serve(dir: &Path, pidfile: &Path) -> anyhow::Result<()> {
 }
 
 struct Ctx {
-    events: std::sync::Mutex<std::collections::VecDeque<serde_json::Value>>,
+    events: super::writer::EventLog,
     store: Arc<LabStore>,
     runtime: Arc<PodRuntime>,
     persister: Arc<Persister>,
@@ -138,7 +138,8 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
     persister.save_now()?;
     tokio::spawn(persister.clone().run());
 
-    let writer = PersistingWriter::new(mem, persister.clone());
+    let events: super::writer::EventLog = Default::default();
+    let writer = PersistingWriter::new(mem, persister.clone(), events.clone());
     let mut controller = tokio::spawn(Controller::new(cfg.clone(), rec, writer).run(rx));
 
     // the pod runtime: pods become netns wired by the node's CNI plugin
@@ -151,7 +152,7 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
     let sock = layout.api_socket();
     let listener = bind(&sock)?;
     let ctx = Arc::new(Ctx {
-        events: Default::default(),
+        events,
         store: store.clone(),
         runtime,
         persister: persister.clone(),

@@ -66,6 +66,7 @@ pub fn rows(kind: ResourceKind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<
                 "DPDK",
                 "PMD-CPUS",
                 "HUGEPAGES",
+                "UPLINK",
                 "REASON",
             ],
             typed::<Node>(items)
@@ -94,10 +95,11 @@ pub fn rows(kind: ResourceKind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<
 /// The node agent's datapath report on a Node (JSON; see the dataplane crate).
 pub use api::keys::DATAPATH_STATUS;
 
-/// DATAPATH, DPDK, PMD-CPUS, HUGEPAGES, REASON from the agent's report (`-` without one).
+/// DATAPATH, DPDK, PMD-CPUS, HUGEPAGES, UPLINK (`port/type`), REASON from the agent's
+/// report (`-` without one).
 fn datapath_columns(status: Option<&String>) -> Vec<String> {
     let Some(v) = status.and_then(|s| serde_json::from_str::<Value>(s).ok()) else {
-        return vec!["-".into(); 5];
+        return vec!["-".into(); 6];
     };
     let text = |k: &str| v[k].as_str().map(dash).unwrap_or_else(|| "-".into());
     let mut reason = text("reason");
@@ -123,6 +125,10 @@ fn datapath_columns(status: Option<&String>) -> Vec<String> {
             hp["total"].as_u64().unwrap_or(0),
             hp["size"].as_str().unwrap_or("?")
         ),
+        match (v["uplink"]["port"].as_str(), v["uplink"]["type"].as_str()) {
+            (Some(p), Some(t)) if !p.is_empty() => format!("{p}/{}", dash(t)),
+            _ => "-".into(),
+        },
         reason,
     ]
 }

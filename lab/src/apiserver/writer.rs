@@ -4,21 +4,31 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde_json::{Value, json};
+
 use control::crd::{Subnet, SubnetStatus};
 use control::source::memory::MemoryStore;
 use control::source::{WriteError, Writer};
 
 use super::persist::Persister;
 
-/// [`MemoryStore`]'s writes, then a save.
+/// The lab's event log (`zovn lab get events`), shared with the server.
+pub type EventLog = Arc<std::sync::Mutex<std::collections::VecDeque<Value>>>;
+
+/// [`MemoryStore`]'s writes, then a save; Node events into the lab's event log.
 pub struct PersistingWriter {
     mem: MemoryStore,
     persister: Arc<Persister>,
+    events: EventLog,
 }
 
 impl PersistingWriter {
-    pub fn new(mem: MemoryStore, persister: Arc<Persister>) -> Self {
-        PersistingWriter { mem, persister }
+    pub fn new(mem: MemoryStore, persister: Arc<Persister>, events: EventLog) -> Self {
+        PersistingWriter {
+            mem,
+            persister,
+            events,
+        }
     }
 
     fn saved(&self, r: Result<(), WriteError>) -> Result<(), WriteError> {
@@ -30,6 +40,22 @@ impl PersistingWriter {
 }
 
 impl Writer for PersistingWriter {
+    async fn node_event(&self, name: &str, reason: &str, message: &str) -> Result<(), WriteError> {
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let mut log = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        log.push_back(json!({
+            "apiVersion": "v1", "kind": "Event",
+            "involvedObject": {"kind": "Node", "name": name},
+            "reason": reason, "message": message, "type": "Warning",
+            "source": {"component": "zstack-ovnkube-controller"},
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }));
+        while log.len() > super::protocol::MAX_EVENTS {
+            log.pop_front();
+        }
+        Ok(())
+    }
+
     async fn policy_event(
         &self,
         namespace: &str,

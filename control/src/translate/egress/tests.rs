@@ -81,7 +81,7 @@ fn translate_with(cfg: &ClusterConfig, gateway: Option<&str>) -> (DesiredNb, Gat
         nodes: nodes.iter().map(|(n, a)| (n, a)).collect(),
     };
     let mut nb = DesiredNb::default();
-    let problems = add(cfg, &input, &mut nb);
+    let problems = add(cfg, &input, &mut nb).problems;
     (nb, problems)
 }
 
@@ -144,7 +144,7 @@ fn shared_mode_builds_a_gateway_router_per_reporting_node() {
     let hosts = &rows.policies["egress-node-n1-hosts-v4"];
     assert_eq!(hosts.nexthops, BTreeSet::from(["100.64.0.2".to_string()]));
     assert!(hosts.priority > NODE_PRIORITY && hosts.priority < CLUSTER_PRIORITY);
-    let nodes_set = api::names::egress_nodes_address_set(&cfg.cluster_id);
+    let nodes_set = api::names::egress_nodes_address_set(&cfg.cluster_id, true);
     assert!(hosts.match_.ends_with(&format!("ip4.dst == ${nodes_set}")));
     assert_eq!(
         nb.netpol.address_sets[&nodes_set].addresses,
@@ -245,8 +245,9 @@ fn external_mode_and_gateway_off_add_nothing() {
     }
 }
 
-#[test]
-fn an_ipv6_join_network_gives_ipv6_egress_through_the_management_port() {
+/// A dual-stack node n1 (join 100.64.0.2 and fd98::2) with pod `a`, in shared mode with
+/// an IPv6 join network; `gateway`: n1's report.
+fn dual_stack(gateway: &str) -> (ClusterConfig, DesiredNb, Egress) {
     let cfg = ClusterConfig {
         join_v6: super::super::JoinV6::new("fd98::/64".parse().expect("cidr")),
         gateway: GatewayMode::Shared,
@@ -262,7 +263,7 @@ fn an_ipv6_join_network_gives_ipv6_egress_through_the_management_port() {
     let mut n1 = node("n1", "100.64.0.2/16");
     n1.1.ips.push("fd98::2/64".parse().expect("ip"));
     n1.0.annotations
-        .insert(api::keys::NODE_GATEWAY.into(), N1_GATEWAY.into());
+        .insert(api::keys::NODE_GATEWAY.into(), gateway.into());
     let nodes = [n1];
     let input = Input {
         subnets: subnets.iter().collect(),
@@ -270,7 +271,13 @@ fn an_ipv6_join_network_gives_ipv6_egress_through_the_management_port() {
         nodes: nodes.iter().map(|(n, a)| (n, a)).collect(),
     };
     let mut nb = DesiredNb::default();
-    add(&cfg, &input, &mut nb);
+    let out = add(&cfg, &input, &mut nb);
+    (cfg, nb, out)
+}
+
+#[test]
+fn an_ipv6_join_network_without_an_ipv6_gateway_gives_ipv6_egress_through_the_management_port() {
+    let (cfg, nb, out) = dual_stack(N1_GATEWAY);
     let rows = &nb.router_rows[CLUSTER_ROUTER];
     let route = &rows.routes["egress-default-v6"];
     assert_eq!(
@@ -284,7 +291,7 @@ fn an_ipv6_join_network_gives_ipv6_egress_through_the_management_port() {
     let set6 = api::names::egress_address_set(&cfg.cluster_id, "n1", false);
     let p6 = &rows.policies["egress-node-n1-v6"];
     assert_eq!(p6.match_, format!("ip6.src == ${set6}"));
-    // IPv6 takes the management port even in shared mode (the gateway routers are IPv4)
+    // the report has no IPv6: IPv6 takes the management port, the router is IPv4 only
     assert_eq!(p6.nexthops, BTreeSet::from(["fd98::2".to_string()]));
     assert_eq!(
         nb.netpol.address_sets[&set6].addresses,
@@ -295,4 +302,68 @@ fn an_ipv6_join_network_gives_ipv6_egress_through_the_management_port() {
         BTreeSet::from(["100.64.128.2".to_string()])
     );
     assert!(!rows.policies.contains_key("egress-node-n1-hosts-v6"));
+    let gr = &nb.routers["GR_n1"];
+    assert_eq!(
+        gr.children["rtoe-GR_n1"].networks,
+        BTreeSet::from(["172.16.0.1/24".to_string()])
+    );
+    assert!(!nb.router_rows["GR_n1"].routes.contains_key("gw-default-v6"));
+    assert!(
+        !nb.router_rows["GR_n1"]
+            .nats
+            .contains_key("gw-snat-fd00:10:16::/64")
+    );
+    assert_eq!(
+        out.through_router["n1"],
+        vec!["100.64.0.2".parse::<IpAddr>().expect("ip")]
+    );
+}
+
+#[test]
+fn an_ipv6_gateway_report_gives_the_router_an_ipv6_side() {
+    let report = r#"{"interface":"br-phy","mac":"0a:58:ac:10:00:01","ipv4":"172.16.0.1/24","nextHopV4":"172.16.0.254","ipv6":"fd00:172:16::1/64","nextHopV6":"fd00:172:16::fe"}"#;
+    let (cfg, nb, out) = dual_stack(report);
+    let gr = &nb.routers["GR_n1"];
+    // the join port's IPv6 address is the upper-half twin of the management port's
+    assert_eq!(
+        gr.children["rtoj-GR_n1"].networks,
+        BTreeSet::from([
+            "100.64.128.2/16".to_string(),
+            "fd98::8000:0:0:2/64".to_string()
+        ])
+    );
+    assert_eq!(
+        gr.children["rtoe-GR_n1"].networks,
+        BTreeSet::from(["172.16.0.1/24".to_string(), "fd00:172:16::1/64".to_string()])
+    );
+    let gr_rows = &nb.router_rows["GR_n1"];
+    let d6 = &gr_rows.routes["gw-default-v6"];
+    assert_eq!(
+        (d6.ip_prefix.as_str(), d6.nexthop.as_str()),
+        ("::/0", "fd00:172:16::fe")
+    );
+    assert_eq!(gr_rows.routes["gw-in-fd00:10:16::/64"].nexthop, "fd98::1");
+    let snat6 = &gr_rows.nats["gw-snat-fd00:10:16::/64"];
+    assert_eq!(snat6.external_ip, "fd00:172:16::1");
+    assert_eq!(snat6.logical_ip, "fd00:10:16::/64");
+    // the cluster router sends n1's IPv6 pods to the router, the nodes' own IPv6
+    // addresses to the management port
+    let rows = &nb.router_rows[CLUSTER_ROUTER];
+    assert_eq!(
+        rows.policies["egress-node-n1-v6"].nexthops,
+        BTreeSet::from(["fd98::8000:0:0:2".to_string()])
+    );
+    let hosts6 = &rows.policies["egress-node-n1-hosts-v6"];
+    assert_eq!(hosts6.nexthops, BTreeSet::from(["fd98::2".to_string()]));
+    let set6 = api::names::egress_nodes_address_set(&cfg.cluster_id, false);
+    assert!(
+        hosts6.match_.ends_with(&format!("ip6.dst == ${set6}")),
+        "{}",
+        hosts6.match_
+    );
+    assert_eq!(
+        nb.netpol.address_sets[&set6].addresses,
+        BTreeSet::from(["fd00:172:16::1".to_string()])
+    );
+    assert_eq!(out.through_router["n1"].len(), 2, "both families");
 }

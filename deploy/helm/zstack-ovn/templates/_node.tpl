@@ -225,6 +225,9 @@ spec:
             {{- with $v.gateway.nextHop }}
             - --gateway-next-hop={{ . }}
             {{- end }}
+            {{- with $v.gateway.nextHopV6 }}
+            - --gateway-next-hop-v6={{ . }}
+            {{- end }}
             {{- end }}
             {{- if eq $v.logging.format "json" }}
             - --log-json
