@@ -23,14 +23,14 @@ pub const EXTERNAL: &str = "198.51.100.10";
 /// The lab's external host, IPv6 (as a `host:port` target's host part).
 pub const EXTERNAL_V6: &str = "[2001:db8:5100::10]";
 
-/// Subnets `egr` (10.77.0.0/16 and fd00:77::/64, the default, `natOutgoing`) and `routed` (10.78.0.0/16,
-/// `natOutgoing: false`, namespace `routed`); pods `default/nat<i>` on nodes 1–3 and
-/// `routed/own<i>` on nodes 2–3 of the lab with prefix `p`.
+/// Subnets `egr` (10.77.0.0/16 and fd00:77::/64, the default, `natOutgoing`) and `routed`
+/// (10.78.0.0/16 and fd00:78::/64, `natOutgoing: false`, namespace `routed`); pods
+/// `default/nat<i>` and `routed/own<i>` on nodes 1–3 of the lab with prefix `p`.
 pub fn manifest(p: &str) -> String {
     let mut s = "apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: egr}\n\
          spec: {cidr: \"10.77.0.0/16,fd00:77::/64\", default: true}\n---\n\
          apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {name: routed}\n\
-         spec: {cidr: 10.78.0.0/16, natOutgoing: false, namespaces: [routed]}\n---\n\
+         spec: {cidr: \"10.78.0.0/16,fd00:78::/64\", natOutgoing: false, namespaces: [routed]}\n---\n\
          apiVersion: v1\nkind: Namespace\nmetadata: {name: routed}\n"
         .to_string();
     for i in 1..=3 {
@@ -39,7 +39,7 @@ pub fn manifest(p: &str) -> String {
              spec: {{nodeName: {p}-node{i}, containers: [{{name: c}}]}}\n"
         );
     }
-    for i in 2..=3 {
+    for i in 1..=3 {
         s += &format!(
             "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: own{i}, namespace: routed}}\n\
              spec: {{nodeName: {p}-node{i}, containers: [{{name: c}}]}}\n"
@@ -49,7 +49,7 @@ pub fn manifest(p: &str) -> String {
 }
 
 /// The 3-node egress lab (kernel, AF_XDP, DPDK) of `s` in gateway mode `gateway`, with
-/// [`manifest`] applied and its 5 pods settled: (the CLI, its teardown guard, the lab's
+/// [`manifest`] applied and its 6 pods settled: (the CLI, its teardown guard, the lab's
 /// prefix, the pods as [`wait_pods`] lists them).
 pub fn up(
     s: &crate::Scratch,
@@ -73,7 +73,7 @@ pub fn up(
     let f = s.dir.path().join("egress.yaml");
     std::fs::write(&f, manifest(&p)).expect("write");
     z.ok(&["apply", "-f", f.to_str().expect("utf-8"), "--wait"]);
-    let pods = wait_pods(&z, 5);
+    let pods = wait_pods(&z, 6);
     (z, down, p, pods)
 }
 
@@ -189,25 +189,45 @@ pub fn underlay_route(prefix: &str, cidr: &str, via: &str) {
     );
 }
 
-/// `natOutgoing: false` (pods `routed/own2`, `routed/own3`): no answer from the external
-/// host while the underlay has no route back to the Subnet (nothing is NATed behind the
-/// operator's back); once it routes the Subnet to node 1 (the return path crosses nodes),
-/// TCP and UDP answer and the host saw each pod's own address.
+/// `natOutgoing: false` (pods `routed/own1..3`, one per datapath): no answer from the
+/// external host, IPv4 or IPv6, while the underlay has no route back to the Subnet
+/// (nothing is NATed behind the operator's back); once it routes the Subnet's two CIDRs
+/// to node 1 (for the other nodes' pods the return path crosses nodes), TCP and UDP
+/// answer and the host saw each pod's own address of that family.
 pub fn check_routed_subnet(z: &Zovn, prefix: &str, pods: &[(String, String, String)]) {
-    for i in 2..=3 {
+    for i in 1..=3 {
+        let pod = format!("routed/own{i}");
         assert!(
-            probe(z, &format!("routed/own{i}"), "8080", false).is_err(),
-            "routed/own{i} answered without a route back"
+            probe(z, &pod, "8080", false).is_err(),
+            "{pod} answered without a route back"
+        );
+        assert!(
+            z.probe(&pod, &format!("{EXTERNAL_V6}:8080"), false)
+                .is_err(),
+            "{pod} answered over IPv6 without a route back"
         );
     }
     underlay_route(prefix, "10.78.0.0/16", "172.16.0.1");
-    for i in 2..=3 {
+    underlay_route(prefix, "fd00:78::/64", "fd00:172:16::1");
+    let all = z.pods();
+    for i in 1..=3 {
         let pod = format!("routed/own{i}");
         let ip = ip_of(pods, &pod);
+        let ip6 = all[&pod]["status"]["podIPs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["ip"].as_str())
+            .find(|a| a.contains(':'))
+            .unwrap_or_else(|| panic!("{pod} has no IPv6 address"))
+            .to_string();
         for (port, udp) in [("8080", false), ("5353", true)] {
             let reply = reach(z, &pod, port, udp);
             eprintln!("{pod} ({ip}) → {EXTERNAL}:{port}: {reply}");
             assert_eq!(seen(&reply), ip, "{pod} → {port}: {reply}");
+            let reply = reach_host(z, &pod, EXTERNAL_V6, port, udp);
+            eprintln!("{pod} ({ip6}) → {EXTERNAL_V6}:{port}: {reply}");
+            assert_eq!(seen(&reply), ip6, "{pod} → [v6]:{port}: {reply}");
         }
     }
 }

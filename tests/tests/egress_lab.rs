@@ -38,6 +38,7 @@ fn pods_reach_the_external_host_from_every_datapath() {
             "kernel/veth",
             "afxdp/veth",
             "afxdp/veth",
+            "kernel/veth",
             "afxdp/veth",
             "afxdp/veth"
         ],
