@@ -85,6 +85,7 @@ pub mod ovs_daemons;
 pub mod pods;
 pub mod process;
 pub mod state;
+pub mod trace;
 pub mod vlan_host;
 pub mod wait;
 pub mod wire_cpus;

@@ -55,21 +55,18 @@ pub fn up(
     s: &crate::Scratch,
     gateway: &str,
 ) -> (Zovn, DownOnDrop, String, Vec<(String, String, String)>) {
-    let dir = s.dir.path().join("lab");
-    let z = Zovn::new(&dir);
-    let down = DownOnDrop(dir.clone());
     let p = s.prefix.clone();
-    z.ok(&[
-        "up",
-        "--prefix",
-        &p,
-        "--nodes",
-        "3",
-        "--datapath",
-        "kernel,afxdp,dpdk",
-        "--gateway-mode",
-        gateway,
-    ]);
+    let (z, down) = crate::zovn::cli_up(
+        s,
+        &[
+            "--nodes",
+            "3",
+            "--datapath",
+            "kernel,afxdp,dpdk",
+            "--gateway-mode",
+            gateway,
+        ],
+    );
     let f = s.dir.path().join("egress.yaml");
     std::fs::write(&f, manifest(&p)).expect("write");
     z.ok(&["apply", "-f", f.to_str().expect("utf-8"), "--wait"]);

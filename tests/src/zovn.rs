@@ -265,6 +265,18 @@ impl Zovn {
     }
 }
 
+/// `zovn lab up --prefix <scratch's prefix> ARGS...` in `<scratch>/lab`: the CLI and the
+/// guard that takes the lab down (keep it bound).
+pub fn cli_up(scratch: &crate::Scratch, args: &[&str]) -> (Zovn, DownOnDrop) {
+    let dir = scratch.dir.path().join("lab");
+    let z = Zovn::new(&dir);
+    let down = DownOnDrop(dir);
+    let mut a = vec!["up", "--prefix", scratch.prefix.as_str()];
+    a.extend(args);
+    z.ok(&a);
+    (z, down)
+}
+
 /// Brings up a lab of `nodes` nodes in `<scratch>/lab` (names prefixed by the scratch's
 /// prefix), its object store and the external host's server, kept running until the returned [`DownOnDrop`] goes
 /// (keep it bound: `let (mut lab, z, _down) = ...`). `datapath` is

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tests::node_status::{events, has_event, set_config, wait_status};
-use tests::zovn::{DownOnDrop, Zovn, wait_until};
+use tests::zovn::{Zovn, wait_until};
 
 const BINS: &[&str] = &[
     "/usr/lib/openvswitch-switch/ovs-vswitchd",
@@ -87,19 +87,8 @@ fn the_uplink_is_afxdp_on_userspace_nodes_and_falls_back_with_a_reason() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("upl");
-    let dir = s.dir.path().join("lab");
-    let z = Zovn::new(&dir);
-    let _down = DownOnDrop(dir.clone());
-    let p = s.prefix.clone();
-    z.ok(&[
-        "up",
-        "--prefix",
-        &p,
-        "--nodes",
-        "2",
-        "--datapath",
-        "afxdp,kernel",
-    ]);
+    let (z, _down) = tests::zovn::cli_up(&s, &["--nodes", "2", "--datapath", "afxdp,kernel"]);
+    let (dir, p) = (z.dir.clone(), s.prefix.clone());
     let (n1, n2) = (format!("{p}-node1"), format!("{p}-node2"));
     let (u1, u2) = (format!("{p}u1"), format!("{p}u2"));
 

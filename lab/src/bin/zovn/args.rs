@@ -25,6 +25,34 @@ pub enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Why a packet from a pod reaches its destination or not: the logical trace
+    /// (ovn-trace) and the source node's OpenFlow trace, with the verdict in Kubernetes
+    /// terms first (the NetworkPolicy rule, the Service backend, the route). Exit 0 when
+    /// delivered, 1 when dropped, 2 on bad input.
+    Trace(TraceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The source pod, namespace/name.
+    pub src: String,
+    /// namespace/name (a pod), svc/namespace/name (a Service) or an address, with
+    /// :PORT[/tcp|udp|sctp] (no port: ICMP echo; IPv6 in brackets with a port).
+    pub dst: String,
+    /// Every logical stage and the physical trace too.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: TraceFormat,
+    #[command(flatten)]
+    pub dir: DirArgs,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TraceFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

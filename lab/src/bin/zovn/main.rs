@@ -50,6 +50,7 @@ mod pods;
 mod serve;
 mod stats;
 mod status;
+mod trace;
 mod up;
 
 use clap::Parser;
@@ -95,5 +96,6 @@ fn main() -> anyhow::Result<()> {
             ClusterCommand::Status(a) => cluster::status(a),
             ClusterCommand::Down(a) => cluster::down(a),
         },
+        Command::Trace(a) => trace::run(a),
     }
 }

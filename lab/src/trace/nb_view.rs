@@ -1,0 +1,98 @@
+//! A read-only snapshot of the Northbound rows `zovn trace` explains a trace with: the
+//! switches and their ports, router ports, ACLs and port groups (NetworkPolicies), load
+//! balancers (Services), router policies and routes.
+
+use std::time::Duration;
+
+use ovsdb::nb::{
+    Acl, LoadBalancer, LogicalRouter, LogicalRouterPolicy, LogicalRouterPort,
+    LogicalRouterStaticRoute, LogicalSwitch, LogicalSwitchPort, PortGroup,
+};
+use ovsdb::typed::Table;
+use ovsdb::{Client, ClientConfig, MonitorRequest, Uuid};
+
+use super::TraceError;
+
+/// The rows, as read once.
+#[derive(Debug, Default)]
+pub struct NbView {
+    pub switches: Vec<LogicalSwitch>,
+    pub switch_ports: Vec<LogicalSwitchPort>,
+    pub routers: Vec<LogicalRouter>,
+    pub router_ports: Vec<LogicalRouterPort>,
+    pub acls: Vec<Acl>,
+    pub port_groups: Vec<PortGroup>,
+    pub load_balancers: Vec<LoadBalancer>,
+    pub policies: Vec<LogicalRouterPolicy>,
+    pub routes: Vec<LogicalRouterStaticRoute>,
+}
+
+fn rows<T: Table>(v: &ovsdb::View<'_>) -> Vec<T> {
+    v.iter_typed::<T>().filter_map(Result::ok).collect()
+}
+
+impl NbView {
+    /// Reads the rows from the Northbound database at `remote` (`unix:PATH`, `tcp:...`).
+    pub async fn load(remote: &str) -> Result<NbView, TraceError> {
+        let db_err = |e: ovsdb::Error| TraceError::Tool {
+            tool: format!("OVN Northbound {remote}"),
+            detail: e.to_string(),
+        };
+        let cfg = ClientConfig::parse(remote)
+            .map_err(db_err)?
+            .with_connect_timeout(Duration::from_secs(5));
+        let client = Client::connect(cfg).await.map_err(db_err)?;
+        let replica = client
+            .monitor(
+                "OVN_Northbound",
+                vec![
+                    MonitorRequest::of::<LogicalSwitch>(),
+                    MonitorRequest::of::<LogicalSwitchPort>(),
+                    MonitorRequest::of::<LogicalRouter>(),
+                    MonitorRequest::of::<LogicalRouterPort>(),
+                    MonitorRequest::of::<Acl>(),
+                    MonitorRequest::of::<PortGroup>(),
+                    MonitorRequest::of::<LoadBalancer>(),
+                    MonitorRequest::of::<LogicalRouterPolicy>(),
+                    MonitorRequest::of::<LogicalRouterStaticRoute>(),
+                ],
+            )
+            .await
+            .map_err(db_err)?;
+        let view = replica.read(|v| NbView {
+            switches: rows(v),
+            switch_ports: rows(v),
+            routers: rows(v),
+            router_ports: rows(v),
+            acls: rows(v),
+            port_groups: rows(v),
+            load_balancers: rows(v),
+            policies: rows(v),
+            routes: rows(v),
+        });
+        client.close().await;
+        Ok(view)
+    }
+
+    pub fn switch_port(&self, name: &str) -> Option<&LogicalSwitchPort> {
+        self.switch_ports.iter().find(|p| p.name == name)
+    }
+
+    /// The switch holding the port `uuid`.
+    pub fn switch_of(&self, port: Uuid) -> Option<&LogicalSwitch> {
+        self.switches.iter().find(|s| s.ports.contains(&port))
+    }
+
+    /// The MAC of the router port attached to switch `sw` (its `router`-type port).
+    pub fn router_mac_on(&self, sw: &LogicalSwitch) -> Option<String> {
+        let peer = self
+            .switch_ports
+            .iter()
+            .filter(|p| sw.ports.contains(&p.uuid) && p.type_ == "router")
+            .find_map(|p| p.options.get("router-port"))?;
+        self.router_ports
+            .iter()
+            .find(|r| &r.name == peer)
+            .map(|r| r.mac.clone())
+    }
+}

@@ -1,0 +1,250 @@
+//! The physical side of a trace: `ofproto/trace` on a node's br-int (its ovs-vswitchd,
+//! whatever the datapath: kernel, AF_XDP or DPDK ports all go through the same OpenFlow
+//! tables), from the source pod's OpenFlow port, and what the datapath would do with the
+//! packet: deliver it to a local port, send it through a tunnel to another node, drop it.
+
+use std::process::Command;
+
+use serde::Serialize;
+
+use super::TraceError;
+
+/// What one node's ovs-vswitchd would do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeTrace {
+    pub node: String,
+    /// The `Datapath actions:` line.
+    pub datapath_actions: String,
+    /// The tunnel endpoint the packet is sent to, when it leaves through a tunnel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel_to: Option<String>,
+    /// The whole `ofproto/trace` output (`-v`).
+    #[serde(skip)]
+    pub text: String,
+}
+
+impl NodeTrace {
+    pub fn dropped(&self) -> bool {
+        self.datapath_actions == "drop"
+    }
+}
+
+/// `ovs-vsctl --db=DB --bare --columns=ofport find Interface external_ids:iface-id=LSP`.
+pub fn ofport_of(db: &str, lsp: &str) -> Result<i64, TraceError> {
+    let out = Command::new("ovs-vsctl")
+        .arg(format!("--db={db}"))
+        .args(["--bare", "--columns=ofport", "find", "Interface"])
+        .arg(format!("external_ids:iface-id={lsp}"))
+        .output()
+        .map_err(|e| TraceError::Tool {
+            tool: "ovs-vsctl".into(),
+            detail: e.to_string(),
+        })?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.parse::<i64>().ok().filter(|p| *p > 0))
+        .ok_or_else(|| TraceError::Tool {
+            tool: "ovs-vsctl".into(),
+            detail: format!("no OpenFlow port for {lsp} on {db}"),
+        })
+}
+
+/// The tunnel destination in datapath actions (`tnl_push(...,dst=172.16.0.2,...)` or
+/// `set(tunnel(...,dst=172.16.0.2,...))`).
+pub fn tunnel_destination(actions: &str) -> Option<String> {
+    // tnl_push's header has an eth(dst=...) before the IP header's dst
+    let rest = match actions.find("tnl_push(") {
+        Some(i) => {
+            let r = &actions[i..];
+            &r[r.find("ipv4(").or_else(|| r.find("ipv6("))?..]
+        }
+        None => &actions[actions.find("tunnel(")?..],
+    };
+    let j = rest.find("dst=")?;
+    let v = &rest[j + 4..];
+    let end = v.find([',', ')']).unwrap_or(v.len());
+    Some(v[..end].to_string())
+}
+
+/// A Geneve encapsulation in datapath actions: the logical datapath (VNI) and OVN's
+/// option (ingress port key << 16 | egress port key), with the outer addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Geneve {
+    pub src: String,
+    pub dst: String,
+    pub vni: String,
+    pub option: String,
+}
+
+/// The Geneve header of a `tnl_push` in `actions`.
+pub fn geneve(actions: &str) -> Option<Geneve> {
+    let push = &actions[actions.find("tnl_push(")?..];
+    let ip = &push[push.find("ipv4(").or_else(|| push.find("ipv6("))?..];
+    let field = |text: &str, key: &str| {
+        let v = &text[text.find(key)? + key.len()..];
+        Some(v[..v.find([',', ')']).unwrap_or(v.len())].to_string())
+    };
+    let g = &push[push.find("geneve(")?..];
+    let opts = &g[g.find("options(")?..];
+    // options({class=0x102,type=0x80,len=4,0x20003})
+    let value = opts
+        .split([',', '}'])
+        .find(|t| t.starts_with("0x") && !t.contains('='))?;
+    Some(Geneve {
+        src: field(ip, "src=")?,
+        dst: field(ip, "dst=")?,
+        vni: field(g, "vni=")?,
+        option: value.to_string(),
+    })
+}
+
+/// The packet fields of the last `Final flow:` of a trace (what the packet looks like
+/// when it leaves): the protocol and the header fields, without OVS's registers.
+pub fn packet_fields(text: &str) -> Option<String> {
+    let flow = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("Final flow: "))?;
+    const KEEP: &[&str] = &[
+        "dl_src",
+        "dl_dst",
+        "nw_src",
+        "nw_dst",
+        "ipv6_src",
+        "ipv6_dst",
+        "nw_ttl",
+        "tp_src",
+        "tp_dst",
+        "icmp_type",
+        "icmp_code",
+    ];
+    const PROTOS: &[&str] = &[
+        "tcp", "udp", "sctp", "icmp", "tcp6", "udp6", "sctp6", "icmp6",
+    ];
+    let mut out: Vec<&str> = Vec::new();
+    for f in flow.split(',') {
+        match f.split_once('=') {
+            Some((k, _)) if KEEP.contains(&k) => out.push(f),
+            None if PROTOS.contains(&f) => out.insert(0, f),
+            _ => {}
+        }
+    }
+    (!out.is_empty()).then(|| out.join(","))
+}
+
+/// The OpenFlow port of the Geneve tunnel to `remote_ip` in the node's database `db`.
+pub fn tunnel_ofport(db: &str, remote_ip: &str) -> Result<i64, TraceError> {
+    let out = Command::new("ovs-vsctl")
+        .arg(format!("--db={db}"))
+        .args([
+            "--bare",
+            "--columns=ofport",
+            "find",
+            "Interface",
+            "type=geneve",
+        ])
+        .arg(format!("options:remote_ip={remote_ip}"))
+        .output()
+        .map_err(|e| TraceError::Tool {
+            tool: "ovs-vsctl".into(),
+            detail: e.to_string(),
+        })?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.parse::<i64>().ok().filter(|p| *p > 0))
+        .ok_or_else(|| TraceError::Tool {
+            tool: "ovs-vsctl".into(),
+            detail: format!("no Geneve tunnel to {remote_ip} on {db}"),
+        })
+}
+
+/// The flow to trace on the receiving node: the packet as the tunnel brings it.
+pub fn arriving_flow(ofport: i64, g: &Geneve, fields: &str) -> String {
+    format!(
+        "in_port={ofport},tun_id={},tun_src={},tun_dst={},tun_metadata0={},{fields}",
+        g.vni, g.src, g.dst, g.option
+    )
+}
+
+/// Runs `ofproto/trace br-int FLOW` on the ovs-vswitchd behind unixctl socket `ctl`,
+/// every conntrack lookup seeing a new connection.
+pub fn run(node: &str, ctl: &str, flow: &str) -> Result<NodeTrace, TraceError> {
+    let mut c = Command::new("ovs-appctl");
+    c.args(["-t", ctl, "ofproto/trace", "br-int", flow]);
+    for _ in 0..4 {
+        c.args(["--ct-next", "trk,new"]);
+    }
+    let out = c.output().map_err(|e| TraceError::Tool {
+        tool: "ovs-appctl".into(),
+        detail: e.to_string(),
+    })?;
+    if !out.status.success() {
+        return Err(TraceError::Tool {
+            tool: "ofproto/trace".into(),
+            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let datapath_actions = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("Datapath actions: "))
+        .unwrap_or("drop")
+        .trim()
+        .to_string();
+    Ok(NodeTrace {
+        node: node.to_string(),
+        tunnel_to: tunnel_destination(&datapath_actions),
+        datapath_actions,
+        text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tunnel_destination_is_read_from_the_actions() {
+        assert_eq!(
+            tunnel_destination(
+                "ct(zone=3),recirc(0x2),tnl_push(tnl_port(6081),header(size=58,type=5,eth(dst=aa:bb:cc:dd:ee:ff,src=0a:00:00:00:00:01,dl_type=0x0800),ipv4(src=172.16.0.1,dst=172.16.0.2,proto=17,tos=0,ttl=64,frag=0x4000)),out_port(2))"
+            )
+            .as_deref(),
+            Some("172.16.0.2")
+        );
+        assert_eq!(
+            tunnel_destination("set(tunnel(tun_id=0x1,dst=172.16.0.3,ttl=64,flags(df|key))),2")
+                .as_deref(),
+            Some("172.16.0.3")
+        );
+        assert_eq!(tunnel_destination("3"), None);
+    }
+
+    #[test]
+    fn the_geneve_header_and_the_packet_leaving_are_read() {
+        let a = "ct(commit,zone=11,mark=0/0x1),tnl_push(tnl_port(4),header(size=58,type=5,eth(dst=4e:98:c1:8e:96:dd,src=4e:a6:7d:2b:34:24,dl_type=0x0800),ipv4(src=172.16.0.1,dst=172.16.0.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=6081,csum=0xffff),geneve(crit,vni=0x4,options({class=0x102,type=0x80,len=4,0x20003}))),out_port(2)),1";
+        let g = geneve(a).expect("geneve");
+        assert_eq!(
+            g,
+            Geneve {
+                src: "172.16.0.1".into(),
+                dst: "172.16.0.2".into(),
+                vni: "0x4".into(),
+                option: "0x20003".into()
+            }
+        );
+        let text = "Final flow: recirc_id=0x11,eth,tcp,reg0=0x286,reg15=0x3,tun_id=0x4,metadata=0x4,in_port=4,vlan_tci=0x0000,dl_src=0a:58:0a:14:00:02,dl_dst=0a:58:0a:14:00:05,nw_src=10.20.0.2,nw_dst=10.20.0.5,nw_tos=0,nw_ecn=0,nw_ttl=64,nw_frag=no,tp_src=0,tp_dst=8080,tcp_flags=0\n";
+        let f = packet_fields(text).expect("fields");
+        assert_eq!(
+            f,
+            "tcp,dl_src=0a:58:0a:14:00:02,dl_dst=0a:58:0a:14:00:05,nw_src=10.20.0.2,nw_dst=10.20.0.5,nw_ttl=64,tp_src=0,tp_dst=8080"
+        );
+        assert_eq!(
+            arriving_flow(1, &g, &f),
+            format!(
+                "in_port=1,tun_id=0x4,tun_src=172.16.0.1,tun_dst=172.16.0.2,tun_metadata0=0x20003,{f}"
+            )
+        );
+    }
+}

@@ -1,0 +1,258 @@
+//! `zovn trace` on a 2-node lab (kernel datapath, gateway mode off: nothing leaves the
+//! cluster), through the real CLI, OVN's ovn-trace and each node's ovs-vswitchd.
+//!
+//! Checked:
+//! - a pod isolated by a NetworkPolicy: the trace says dropped (exit 1) and names that
+//!   policy; once the policy admits the client: delivered (exit 0), naming the rule;
+//! - a Service: delivered to the backend the load balancer chose, named;
+//! - cross-node: the source node's OpenFlow trace sends the packet through the tunnel to
+//!   the destination's node, named, whose own trace (from its tunnel port) drops it while
+//!   the policy isolates the server and forwards it once admitted;
+//! - a destination with no route (nothing leaves the cluster here): dropped, "no route";
+//! - bad input (unknown pod, a pod without an address, a malformed port): one line,
+//!   exit 2;
+//! - the text stays within 80 columns; `-o json` carries the verdict and findings.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tests::zovn::{Zovn, wait_until};
+
+const BINS: &[&str] = &[
+    "ovs-vswitchd",
+    "ovsdb-server",
+    "ovn-northd",
+    "ovn-controller",
+    "ovn-trace",
+    "ovs-appctl",
+];
+
+const OBJECTS: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: tr}
+---
+apiVersion: network.zstack.io/v1
+kind: Subnet
+metadata: {name: tiny}
+spec: {cidr: 10.99.0.0/30, namespaces: [tiny]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: tiny}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: tr, labels: {app: client}}
+spec: {nodeName: NODE1, containers: [{name: c}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: server, namespace: tr, labels: {app: server}}
+spec: {nodeName: NODE2, containers: [{name: c, ports: [{containerPort: 8080}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: tr}
+spec:
+  selector: {app: server}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: only-monitoring, namespace: tr}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: monitoring}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: first, namespace: tiny}
+spec: {nodeName: NODE1, containers: [{name: c}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: second, namespace: tiny}
+spec: {nodeName: NODE1, containers: [{name: c}]}
+"#;
+
+const ADMIT: &str = r#"apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: admit-client, namespace: tr}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: client}}}]
+    ports: [{port: 8080}]
+"#;
+
+/// `zovn trace ARGS --dir DIR`: (exit code, stdout, stderr).
+fn trace(z: &Zovn, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(&z.exe)
+        .arg("trace")
+        .args(args)
+        .arg("--dir")
+        .arg(&z.dir)
+        .output()
+        .expect("run zovn trace");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(z: &Zovn, src: &str, dst: &str) -> Value {
+    let (_, out, err) = trace(z, &[src, dst, "-o", "json"]);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"))
+}
+
+fn within_80(text: &str) {
+    for l in text.lines() {
+        assert!(l.chars().count() <= 80, "longer than 80 columns: {l:?}");
+    }
+}
+
+#[test]
+fn trace_names_the_policy_the_backend_and_the_path() {
+    if !tests::require_real(
+        "trace_lab_trace_names_the_policy_the_backend_and_the_path",
+        BINS,
+    ) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("trc");
+    let (z, _down) = tests::zovn::cli_up(
+        &s,
+        &[
+            "--nodes",
+            "2",
+            "--datapath",
+            "kernel",
+            "--gateway-mode",
+            "off",
+        ],
+    );
+    let p = s.prefix.clone();
+    let f = s.dir.path().join("objects.yaml");
+    let objects = OBJECTS
+        .replace("NODE1", &format!("{p}-node1"))
+        .replace("NODE2", &format!("{p}-node2"));
+    std::fs::write(&f, objects).expect("write");
+    z.ok(&["apply", "-f", f.to_str().expect("utf-8")]);
+    z.wait_ready(&["tr/client", "tr/server"], Duration::from_secs(60));
+    // the /30 has room for one pod: the other one gets no address
+    let mut without = String::new();
+    wait_until(
+        "one tiny pod with an address, one without",
+        Duration::from_secs(30),
+        || {
+            let pods = z.pods();
+            let has = |k: &str| {
+                pods.get(k)
+                    .is_some_and(|p| p["status"]["podIP"].as_str().is_some())
+            };
+            match (has("tiny/first"), has("tiny/second")) {
+                (true, false) => without = "tiny/second".into(),
+                (false, true) => without = "tiny/first".into(),
+                _ => return false,
+            }
+            true
+        },
+    );
+
+    // isolated: dropped, and the policy named
+    let mut last = (0, String::new(), String::new());
+    wait_until(
+        "the trace to see the policy",
+        Duration::from_secs(30),
+        || {
+            last = trace(&z, &["tr/client", "tr/server:8080"]);
+            last.0 == 1 && last.1.contains("tr/only-monitoring")
+        },
+    );
+    let (_, text, _) = &last;
+    assert!(text.contains("DROPPED"), "{text}");
+    assert!(text.contains("isolated for ingress"), "{text}");
+    within_80(text);
+    // cross-node: the source node sends it through the tunnel to the server's node
+    assert!(
+        text.contains(&format!("tunnel to node {p}-node2")),
+        "{text}"
+    );
+    let j = json(&z, "tr/client", "tr/server:8080");
+    assert_eq!(j["verdict"], "dropped");
+    let denied = j["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["kind"] == "policy-denied")
+        .cloned()
+        .unwrap_or_else(|| panic!("no policy-denied finding: {j:#}"));
+    assert_eq!(denied["pod"], "tr/server");
+    assert_eq!(
+        denied["isolated_by"],
+        serde_json::json!(["tr/only-monitoring"])
+    );
+    // both nodes' OpenFlow traces: forwarded through the tunnel on the client's, dropped
+    // on the server's (a to-lport ACL acts where the packet arrives)
+    assert_eq!(j["physical"][0]["node"], format!("{p}-node1"));
+    assert_ne!(j["physical"][0]["datapath_actions"], "drop");
+    assert_eq!(j["physical"][1]["node"], format!("{p}-node2"));
+    assert_eq!(j["physical"][1]["datapath_actions"], "drop", "{j:#}");
+
+    // admitted: delivered, naming the rule
+    let f2 = s.dir.path().join("admit.yaml");
+    std::fs::write(&f2, ADMIT).expect("write");
+    z.ok(&["apply", "-f", f2.to_str().expect("utf-8")]);
+    wait_until(
+        "the trace to see the admitting rule",
+        Duration::from_secs(30),
+        || {
+            last = trace(&z, &["tr/client", "tr/server:8080"]);
+            last.0 == 0
+        },
+    );
+    let (_, text, _) = &last;
+    assert!(
+        text.contains("DELIVERED: delivered to pod tr/server"),
+        "{text}"
+    );
+    assert!(
+        text.contains("NetworkPolicy tr/admit-client (rule ingress[0])"),
+        "{text}"
+    );
+    within_80(text);
+    // another port is still not admitted
+    assert_eq!(trace(&z, &["tr/client", "tr/server:9090"]).0, 1);
+
+    // a Service: the backend the load balancer chose
+    let (code, text, err) = trace(&z, &["tr/client", "svc/tr/web"]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(text.contains("Service tr/web ("), "{text}");
+    assert!(text.contains("chose backend"), "{text}");
+    assert!(text.contains("delivered to pod tr/server"), "{text}");
+    within_80(&text);
+
+    // nothing leaves the cluster (gateway mode off): no route
+    let (code, text, _) = trace(&z, &["tr/client", "198.51.100.10:8080"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("no route"), "{text}");
+
+    // bad input: one line, exit 2
+    for (dst, src, want) in [
+        ("tr/server", "tr/nosuch", "pod tr/nosuch not found"),
+        ("tr/server:http", "tr/client", "port \"http\""),
+        ("tr/server", without.as_str(), "has no address"),
+        ("svc/tr/nosuch", "tr/client", "Service tr/nosuch not found"),
+    ] {
+        let (code, out, err) = trace(&z, &[src, dst]);
+        assert_eq!(code, 2, "{src} → {dst}: {out}{err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{src} → {dst}: {err}");
+    }
+}
