@@ -81,6 +81,7 @@ pub mod names;
 pub mod netns;
 pub mod node;
 pub mod object_names;
+pub mod overview;
 pub mod ovs_daemons;
 pub mod pods;
 pub mod process;

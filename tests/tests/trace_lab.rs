@@ -11,7 +11,9 @@
 //! - a destination with no route (nothing leaves the cluster here): dropped, "no route";
 //! - bad input (unknown pod, a pod without an address, a malformed port): one line,
 //!   exit 2;
-//! - the text stays within 80 columns; `-o json` carries the verdict and findings.
+//! - the text stays within 80 columns; `-o json` carries the verdict and findings;
+//! - `zovn status`: the central's members running, both nodes' datapath decision and why,
+//!   the pod without an address and why (text within 80 columns, and JSON).
 
 use std::time::Duration;
 
@@ -102,6 +104,23 @@ fn trace(z: &Zovn, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `zovn status ARGS --dir DIR`'s output (it must succeed).
+fn z_status(z: &Zovn, args: &[&str]) -> String {
+    let out = std::process::Command::new(&z.exe)
+        .arg("status")
+        .args(args)
+        .arg("--dir")
+        .arg(&z.dir)
+        .output()
+        .expect("run zovn status");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn json(z: &Zovn, src: &str, dst: &str) -> Value {
@@ -241,6 +260,38 @@ fn trace_names_the_policy_the_backend_and_the_path() {
     let (code, text, _) = trace(&z, &["tr/client", "198.51.100.10:8080"]);
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("no route"), "{text}");
+
+    // zovn status: the central, both nodes' decisions, the pod without an address
+    let status = z_status(&z, &[]);
+    within_80(&status);
+    for want in [
+        "NB     1  running",
+        "SB     1  running",
+        "northd 1  running",
+    ] {
+        assert!(status.contains(want), "{want}: {status}");
+    }
+    for i in 1..=2 {
+        assert!(
+            status
+                .lines()
+                .any(|l| l.starts_with(&format!("{p}-node{i}")) && l.contains("kernel")),
+            "{status}"
+        );
+    }
+    assert!(
+        status.contains(&format!("{without}: no address")),
+        "{status}"
+    );
+    let j: Value = serde_json::from_str(&z_status(&z, &["-o", "json"])).expect("status json");
+    assert_eq!(j["nodes"].as_array().map(Vec::len), Some(2), "{j:#}");
+    assert_eq!(j["nodes"][0]["reason"], "kernel as configured");
+    assert!(
+        j["pods"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["pod"] == without.as_str())),
+        "{j:#}"
+    );
 
     // bad input: one line, exit 2
     for (dst, src, want) in [

@@ -30,6 +30,19 @@ pub enum Command {
     /// terms first (the NetworkPolicy rule, the Service backend, the route). Exit 0 when
     /// delivered, 1 when dropped, 2 on bad input.
     Trace(TraceArgs),
+    /// The lab on one screen: OVN central's health (members, Raft roles and lag), each
+    /// node's datapath decision and why, uplink, PMD load and stale-flow purges, and the
+    /// pods with problems (no address, not Ready) and why.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: TraceFormat,
+    #[command(flatten)]
+    pub dir: DirArgs,
 }
 
 #[derive(Debug, Args)]

@@ -97,5 +97,6 @@ fn main() -> anyhow::Result<()> {
             ClusterCommand::Down(a) => cluster::down(a),
         },
         Command::Trace(a) => trace::run(a),
+        Command::Status(a) => trace::status(a),
     }
 }

@@ -1,9 +1,19 @@
-//! `zovn trace SRC DST[:PORT[/PROTO]]` (see `lab::trace`): exit 0 delivered, 1 dropped,
+//! `zovn trace SRC DST[:PORT[/PROTO]]` (see `lab::trace`) and `zovn status`: exit 0 delivered, 1 dropped,
 //! 2 bad input (a one-line error), 1 with the error when the trace itself failed.
 
 use lab::trace::{self, TraceError, Verdict};
 
-use crate::args::{TraceArgs, TraceFormat};
+use crate::args::{StatusArgs, TraceArgs, TraceFormat};
+
+/// `zovn status` (see `lab::overview`).
+pub fn status(a: StatusArgs) -> anyhow::Result<()> {
+    let o = lab::overview::gather(&a.dir.dir)?;
+    match a.output {
+        TraceFormat::Text => print!("{}", lab::overview::text(&o)),
+        TraceFormat::Json => println!("{}", serde_json::to_string_pretty(&o)?),
+    }
+    Ok(())
+}
 
 pub fn run(a: TraceArgs) -> anyhow::Result<()> {
     let spec = match trace::target::parse(&a.src, &a.dst) {
