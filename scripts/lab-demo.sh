@@ -6,7 +6,8 @@
 # examples/lab/ (Namespaces, Subnets, Pods: each pod a network namespace wired through the
 # real CNI plugin), show what was decided (pod addresses, Subnet status), the reachability
 # matrix (same node and across the Geneve tunnel), every pod's egress to the lab's external
-# host (the address the outside saw) and the OVN rows, tear everything down.
+# host (the address the outside saw), a `zovn trace` and `zovn status`, the OVN rows, tear
+# everything down.
 set -euo pipefail
 DIR=${1:-/tmp/zovn-lab}; NODES=${2:-2}
 if [ "$NODES" = 2 ]; then DATAPATHS=${3:-dpdk,kernel}; else DATAPATHS=${3:-auto}; fi
@@ -46,6 +47,11 @@ for pod in $($ZOVN lab get pods --dir "$DIR" | awk 'NR>1 {print $1}'); do
   printf '  %-22s -> %s\n' "$pod" "$($ZOVN lab probe "$pod" 198.51.100.10:8080 --dir "$DIR" 2>&1 | tail -n1)"
 done
 
+step "zovn trace blue/client demo/db:5432   (why a packet is delivered or dropped, and by what)"
+$ZOVN trace blue/client demo/db:5432 --dir "$DIR" || true
+step "zovn status            (OVN central, each node's datapath decision, pods with problems)"
+$ZOVN status --dir "$DIR"
+
 step "zovn lab stats         (PMD threads, rx queue usage, per-pod port counters)"
 $ZOVN lab stats --dir "$DIR" || true
 
@@ -65,5 +71,6 @@ Explore on your own:
   $ZOVN lab get pods | get sn
   $ZOVN lab exec demo/web -- ip addr             # a shell command inside a pod
   $ZOVN lab probe blue/client 10.16.0.100:5432   # exit 0 when reachable
+  $ZOVN trace blue/client demo/db:5432           # delivered or dropped, and why
   $ZOVN lab down
 TXT

@@ -5,6 +5,8 @@
 //! - a pod isolated by a NetworkPolicy: the trace says dropped (exit 1) and names that
 //!   policy; once the policy admits the client: delivered (exit 0), naming the rule;
 //! - a Service: delivered to the backend the load balancer chose, named;
+//! - routed between Subnets, across nodes, over UDP: delivered, the receiving node's trace
+//!   (with the router's rewrites) forwarding it;
 //! - cross-node: the source node's OpenFlow trace sends the packet through the tunnel to
 //!   the destination's node, named, whose own trace (from its tunnel port) drops it while
 //!   the policy isolates the server and forwards it once admitted;
@@ -71,12 +73,12 @@ spec:
 apiVersion: v1
 kind: Pod
 metadata: {name: first, namespace: tiny}
-spec: {nodeName: NODE1, containers: [{name: c}]}
+spec: {nodeName: NODE2, containers: [{name: c}]}
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: second, namespace: tiny}
-spec: {nodeName: NODE1, containers: [{name: c}]}
+spec: {nodeName: NODE2, containers: [{name: c}]}
 "#;
 
 const ADMIT: &str = r#"apiVersion: networking.k8s.io/v1
@@ -164,7 +166,7 @@ fn trace_names_the_policy_the_backend_and_the_path() {
     z.ok(&["apply", "-f", f.to_str().expect("utf-8")]);
     z.wait_ready(&["tr/client", "tr/server"], Duration::from_secs(60));
     // the /30 has room for one pod: the other one gets no address
-    let mut without = String::new();
+    let (mut with, mut without) = (String::new(), String::new());
     wait_until(
         "one tiny pod with an address, one without",
         Duration::from_secs(30),
@@ -174,11 +176,13 @@ fn trace_names_the_policy_the_backend_and_the_path() {
                 pods.get(k)
                     .is_some_and(|p| p["status"]["podIP"].as_str().is_some())
             };
-            match (has("tiny/first"), has("tiny/second")) {
-                (true, false) => without = "tiny/second".into(),
-                (false, true) => without = "tiny/first".into(),
+            let (a, b) = match (has("tiny/first"), has("tiny/second")) {
+                (true, false) => ("tiny/first", "tiny/second"),
+                (false, true) => ("tiny/second", "tiny/first"),
                 _ => return false,
-            }
+            };
+            with = a.to_string();
+            without = b.to_string();
             true
         },
     );
@@ -255,6 +259,24 @@ fn trace_names_the_policy_the_backend_and_the_path() {
     assert!(text.contains("chose backend"), "{text}");
     assert!(text.contains("delivered to pod tr/server"), "{text}");
     within_80(&text);
+
+    // routed between Subnets and across nodes, UDP: the router's rewrites reach the
+    // receiving node's trace, which delivers
+    let (code, text, err) = trace(&z, &[with.as_str(), "tr/client:53/udp"]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(
+        text.contains("DELIVERED: delivered to pod tr/client"),
+        "{text}"
+    );
+    assert!(text.contains("routed it"), "{text}");
+    assert!(
+        text.contains(&format!("tunnel to node {p}-node1")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("node {p}-node1 (OpenFlow): forwarded")),
+        "{text}"
+    );
 
     // nothing leaves the cluster (gateway mode off): no route
     let (code, text, _) = trace(&z, &["tr/client", "198.51.100.10:8080"]);

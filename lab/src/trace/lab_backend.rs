@@ -95,9 +95,10 @@ fn match_l4(l4: L4, v4: bool) -> String {
 fn ofproto_l4(l4: L4, v4: bool) -> String {
     let fam = if v4 { "" } else { "6" };
     match l4 {
-        L4::Tcp(p) => format!("tcp{fam},tp_dst={p}"),
-        L4::Udp(p) => format!("udp{fam},tp_dst={p}"),
-        L4::Sctp(p) => format!("sctp{fam},tp_dst={p}"),
+        // the protocol's own field names: ofproto/trace refuses `udp,tp_dst=`
+        L4::Tcp(p) => format!("tcp{fam},tcp_dst={p}"),
+        L4::Udp(p) => format!("udp{fam},udp_dst={p}"),
+        L4::Sctp(p) => format!("sctp{fam},sctp_dst={p}"),
         L4::Icmp if v4 => "icmp,icmp_type=8".into(),
         L4::Icmp => "icmp6,icmp_type=128".into(),
     }
@@ -211,7 +212,8 @@ pub async fn trace(dir: &Path, spec: &TraceSpec) -> Result<TraceReport, TraceErr
         let ctl = node.dir.join("run/ovs-vswitchd.ctl");
         let mut t = physical::run(&node.system_id, &ctl.to_string_lossy(), &pflow)?;
         // through a tunnel: the receiving node's tables, from its tunnel port
-        let arriving = physical::geneve(&t.datapath_actions).zip(physical::packet_fields(&t.text));
+        let arriving = physical::geneve(&t.datapath_actions)
+            .zip(physical::packet_fields(&t.text, &t.datapath_actions));
         if let Some(to) = t.tunnel_to.clone()
             && let Some(n) = lab.nodes().iter().find(|n| n.encap_ip == to)
         {

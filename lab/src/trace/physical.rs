@@ -98,9 +98,11 @@ pub fn geneve(actions: &str) -> Option<Geneve> {
     })
 }
 
-/// The packet fields of the last `Final flow:` of a trace (what the packet looks like
-/// when it leaves): the protocol and the header fields, without OVS's registers.
-pub fn packet_fields(text: &str) -> Option<String> {
+/// The packet as it leaves in a tunnel: the protocol and header fields of the last
+/// `Final flow:` of a trace (the flow entering the last pass, without OVS's registers),
+/// with the datapath actions' rewrites before the `tnl_push` applied (a router sets the
+/// MACs and the TTL there).
+pub fn packet_fields(text: &str, actions: &str) -> Option<String> {
     let flow = text
         .lines()
         .rev()
@@ -121,15 +123,58 @@ pub fn packet_fields(text: &str) -> Option<String> {
     const PROTOS: &[&str] = &[
         "tcp", "udp", "sctp", "icmp", "tcp6", "udp6", "sctp6", "icmp6",
     ];
-    let mut out: Vec<&str> = Vec::new();
+    let mut proto = None;
+    let mut fields: Vec<(String, String)> = Vec::new();
     for f in flow.split(',') {
         match f.split_once('=') {
-            Some((k, _)) if KEEP.contains(&k) => out.push(f),
-            None if PROTOS.contains(&f) => out.insert(0, f),
+            Some((k, v)) if KEEP.contains(&k) => fields.push((k.into(), v.into())),
+            None if PROTOS.contains(&f) => proto = Some(f.to_string()),
             _ => {}
         }
     }
-    (!out.is_empty()).then(|| out.join(","))
+    // set(eth(src=..,dst=..)), set(ipv4(src=..,dst=..,ttl=..)), set(ipv6(...,hlimit=..)),
+    // set(tcp(src=..,dst=..)) before the tunnel
+    let before = &actions[..actions.find("tnl_push(").unwrap_or(actions.len())];
+    for set in before.split("set(").skip(1) {
+        let Some((header, rest)) = set.split_once('(') else {
+            continue;
+        };
+        let body = &rest[..rest.find(')').unwrap_or(rest.len())];
+        for kv in body.split(',') {
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
+            let v = v.split('/').next().unwrap_or(v);
+            let field = match (header, k) {
+                ("eth", "src") => "dl_src",
+                ("eth", "dst") => "dl_dst",
+                ("ipv4", "src") => "nw_src",
+                ("ipv4", "dst") => "nw_dst",
+                ("ipv4", "ttl") | ("ipv6", "hlimit") => "nw_ttl",
+                ("ipv6", "src") => "ipv6_src",
+                ("ipv6", "dst") => "ipv6_dst",
+                ("tcp" | "udp" | "sctp", "src") => "tp_src",
+                ("tcp" | "udp" | "sctp", "dst") => "tp_dst",
+                _ => continue,
+            };
+            match fields.iter_mut().find(|(k, _)| k == field) {
+                Some(e) => e.1 = v.to_string(),
+                None => fields.push((field.into(), v.to_string())),
+            }
+        }
+    }
+    // the protocol's own port fields: ofproto/trace refuses `udp,tp_dst=`
+    let l4 = proto
+        .as_deref()
+        .map(|p| p.trim_end_matches('6'))
+        .filter(|p| matches!(*p, "tcp" | "udp" | "sctp"));
+    let mut out: Vec<String> = proto.clone().into_iter().collect();
+    out.extend(fields.into_iter().map(|(k, v)| match (l4, k.as_str()) {
+        (Some(p), "tp_src") => format!("{p}_src={v}"),
+        (Some(p), "tp_dst") => format!("{p}_dst={v}"),
+        _ => format!("{k}={v}"),
+    }));
+    (out.len() > 1).then(|| out.join(","))
 }
 
 /// The OpenFlow port of the Geneve tunnel to `remote_ip` in the node's database `db`.
@@ -235,10 +280,16 @@ mod tests {
             }
         );
         let text = "Final flow: recirc_id=0x11,eth,tcp,reg0=0x286,reg15=0x3,tun_id=0x4,metadata=0x4,in_port=4,vlan_tci=0x0000,dl_src=0a:58:0a:14:00:02,dl_dst=0a:58:0a:14:00:05,nw_src=10.20.0.2,nw_dst=10.20.0.5,nw_tos=0,nw_ecn=0,nw_ttl=64,nw_frag=no,tp_src=0,tp_dst=8080,tcp_flags=0\n";
-        let f = packet_fields(text).expect("fields");
+        let f = packet_fields(text, a).expect("fields");
         assert_eq!(
             f,
-            "tcp,dl_src=0a:58:0a:14:00:02,dl_dst=0a:58:0a:14:00:05,nw_src=10.20.0.2,nw_dst=10.20.0.5,nw_ttl=64,tp_src=0,tp_dst=8080"
+            "tcp,dl_src=0a:58:0a:14:00:02,dl_dst=0a:58:0a:14:00:05,nw_src=10.20.0.2,nw_dst=10.20.0.5,nw_ttl=64,tcp_src=0,tcp_dst=8080"
+        );
+        // a router on the way: its rewrites before the tunnel count
+        let routed = "set(eth(src=0a:0e:40:9b:99:57,dst=0a:58:0a:10:00:64)),set(ipv4(ttl=63)),tnl_push(tnl_port(4),header(size=58,type=5,eth(dst=7a:d2:e6:6d:3b:c9,src=82:5f:1e:0a:8b:0e,dl_type=0x0800),ipv4(src=172.16.0.1,dst=172.16.0.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=6081,csum=0xffff),geneve(crit,vni=0x4,options({class=0x102,type=0x80,len=4,0x10003}))),out_port(2)),1";
+        assert_eq!(
+            packet_fields(text, routed).expect("fields"),
+            "tcp,dl_src=0a:0e:40:9b:99:57,dl_dst=0a:58:0a:10:00:64,nw_src=10.20.0.2,nw_dst=10.20.0.5,nw_ttl=63,tcp_src=0,tcp_dst=8080"
         );
         assert_eq!(
             arriving_flow(1, &g, &f),
