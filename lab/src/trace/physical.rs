@@ -29,12 +29,13 @@ impl NodeTrace {
     }
 }
 
-/// `ovs-vsctl --db=DB --bare --columns=ofport find Interface external_ids:iface-id=LSP`.
-pub fn ofport_of(db: &str, lsp: &str) -> Result<i64, TraceError> {
+/// The first OpenFlow port of an Interface matching `conditions` in the node database
+/// `db` (`ovs-vsctl find Interface`); `what` names it in the error.
+fn find_ofport(db: &str, conditions: &[String], what: &str) -> Result<i64, TraceError> {
     let out = Command::new("ovs-vsctl")
         .arg(format!("--db={db}"))
         .args(["--bare", "--columns=ofport", "find", "Interface"])
-        .arg(format!("external_ids:iface-id={lsp}"))
+        .args(conditions)
         .output()
         .map_err(|e| TraceError::Tool {
             tool: "ovs-vsctl".into(),
@@ -45,8 +46,13 @@ pub fn ofport_of(db: &str, lsp: &str) -> Result<i64, TraceError> {
         .find_map(|w| w.parse::<i64>().ok().filter(|p| *p > 0))
         .ok_or_else(|| TraceError::Tool {
             tool: "ovs-vsctl".into(),
-            detail: format!("no OpenFlow port for {lsp} on {db}"),
+            detail: format!("no OpenFlow port for {what} on {db}"),
         })
+}
+
+/// The OpenFlow port of the pod whose logical port is `lsp`.
+pub fn ofport_of(db: &str, lsp: &str) -> Result<i64, TraceError> {
+    find_ofport(db, &[format!("external_ids:iface-id={lsp}")], lsp)
 }
 
 /// The tunnel destination in datapath actions (`tnl_push(...,dst=172.16.0.2,...)` or
@@ -179,28 +185,14 @@ pub fn packet_fields(text: &str, actions: &str) -> Option<String> {
 
 /// The OpenFlow port of the Geneve tunnel to `remote_ip` in the node's database `db`.
 pub fn tunnel_ofport(db: &str, remote_ip: &str) -> Result<i64, TraceError> {
-    let out = Command::new("ovs-vsctl")
-        .arg(format!("--db={db}"))
-        .args([
-            "--bare",
-            "--columns=ofport",
-            "find",
-            "Interface",
-            "type=geneve",
-        ])
-        .arg(format!("options:remote_ip={remote_ip}"))
-        .output()
-        .map_err(|e| TraceError::Tool {
-            tool: "ovs-vsctl".into(),
-            detail: e.to_string(),
-        })?;
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find_map(|w| w.parse::<i64>().ok().filter(|p| *p > 0))
-        .ok_or_else(|| TraceError::Tool {
-            tool: "ovs-vsctl".into(),
-            detail: format!("no Geneve tunnel to {remote_ip} on {db}"),
-        })
+    find_ofport(
+        db,
+        &[
+            "type=geneve".into(),
+            format!("options:remote_ip={remote_ip}"),
+        ],
+        &format!("the Geneve tunnel to {remote_ip}"),
+    )
 }
 
 /// The flow to trace on the receiving node: the packet as the tunnel brings it.
