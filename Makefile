@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB_DIR ?= /tmp/zovn-lab
 NODES ?= 2
 
-.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb bench-churn clean-lab images test-images
+.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb bench-churn clean-lab images test-images install-cli
 
 deps:
 	@scripts/install-deps.sh
@@ -62,6 +62,14 @@ bench-churn: deps
 	$(CARGO) build --release -p dataplane -p cni -p lab -p perf --bins
 	target/release/zovn-perf cni-add --pods 50 --concurrent 20 --no-fast-start
 	target/release/zovn-perf pod-burst --rounds 2 --no-fast-start
+
+# the zovn CLI on an operator's machine, also as the kubectl plugin `kubectl-zovn`
+# (`kubectl zovn trace|status|capture` on the current cluster; docs/diagnostics.md)
+PREFIX ?= /usr/local
+install-cli:
+	$(CARGO) build --release -p lab --bin zovn
+	install -D -m 0755 target/release/zovn "$(DESTDIR)$(PREFIX)/bin/zovn"
+	ln -sf zovn "$(DESTDIR)$(PREFIX)/bin/kubectl-zovn"
 
 clean-lab:
 	-target/debug/zovn lab down --dir "$(LAB_DIR)"

@@ -32,6 +32,8 @@
 //! - [`kubecluster`]: a real Kubernetes cluster (kubelet + containerd per node in a netns and
 //!   mount namespace, control plane on the host) — `zovn cluster`.
 //! - [`object_names`]: the default namespace and the DNS-1123 name checks of every kind.
+//! - [`trace`], [`overview`]: `zovn trace` and `zovn status`, on the lab or, through
+//!   [`kubectl`] and the chart's pods ([`release`]), on a real cluster.
 //!
 //! Layers, each using only those below it: [`apiserver`] (the store) → [`kubevirt`] →
 //! [`multus`] → [`pods`] (the runtime) → [`object_names`], [`state`], [`process`]…;
@@ -74,6 +76,7 @@ pub mod error;
 pub mod external;
 pub mod hugepages;
 pub mod kubecluster;
+pub mod kubectl;
 pub mod kubevirt;
 pub mod lab;
 pub mod multus;
@@ -85,6 +88,7 @@ pub mod overview;
 pub mod ovs_daemons;
 pub mod pods;
 pub mod process;
+pub mod release;
 pub mod state;
 pub mod trace;
 pub mod vlan_host;

@@ -17,7 +17,9 @@
 //!    between pods on the same node and across nodes.
 //! 3. `service`: a ClusterIP Service (Endpoints from kube-controller-manager) answers from
 //!    a pod on each node; `netpol`: a NetworkPolicy isolating one pod blocks it while
-//!    another stays reachable, and deleting the policy admits traffic again.
+//!    another stays reachable, and deleting the policy admits traffic again;
+//!    `diagnose` (`cluster_e2e/diagnose.rs`): `kubectl zovn status` and `kubectl zovn
+//!    trace` on this cluster (a policy named, both nodes traced, a Service's backend).
 //! 4. `dpdk`: a pod on node1 asking for vhost-user (`network.zstack.io/vhost-user`),
 //!    `hugepages-2Mi` from kubelet, the socket directory as a hostPath volume at the
 //!    agent's socket root (`docs/vhost-user.md`: a pod annotation cannot name host paths,
@@ -61,6 +63,9 @@ use tests::e2e::{
     ClusterGuard, Steps, describe, exec, histogram, histogram_quantile, kubectl, ovs_vsctl,
     percentile, wait_until,
 };
+
+#[path = "cluster_e2e/diagnose.rs"]
+mod diagnose;
 
 const TEST: &str = "cluster_e2e::cluster_e2e";
 /// The test workloads' namespace.
@@ -167,6 +172,7 @@ fn cluster_e2e() {
         "pods",
         "service",
         "netpol",
+        "diagnose",
         "dpdk",
         "fault-agent",
         "fault-leader",
@@ -178,9 +184,11 @@ fn cluster_e2e() {
         if step!("pods", pods(&e)) {
             step!("service", service(&e));
             step!("netpol", netpol(&e));
+            step!("diagnose", diagnose::diagnose(&e));
         } else {
             steps.skip("service", "pods");
             steps.skip("netpol", "pods");
+            steps.skip("diagnose", "pods");
         }
         step!("dpdk", dpdk(&e));
         step!("fault-agent", fault_agent(&e));

@@ -11,6 +11,7 @@
 //!   the destination's node, named, whose own trace (from its tunnel port) drops it while
 //!   the policy isolates the server and forwards it once admitted;
 //! - a destination with no route (nothing leaves the cluster here): dropped, "no route";
+//! - IPv6 across nodes (a dual-stack Subnet): delivered, both nodes' traces forwarding;
 //! - bad input (unknown pod, a pod without an address, a malformed port): one line,
 //!   exit 2;
 //! - the text stays within 80 columns; `-o json` carries the verdict and findings;
@@ -69,6 +70,25 @@ spec:
   policyTypes: [Ingress]
   ingress:
   - from: [{podSelector: {matchLabels: {app: monitoring}}}]
+---
+apiVersion: network.zstack.io/v1
+kind: Subnet
+metadata: {name: six}
+spec: {cidr: "10.97.0.0/24,fd00:97::/64", namespaces: [six]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: six}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: six}
+spec: {nodeName: NODE1, containers: [{name: c}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: six}
+spec: {nodeName: NODE2, containers: [{name: c, ports: [{containerPort: 8080}]}]}
 ---
 apiVersion: v1
 kind: Pod
@@ -278,6 +298,29 @@ fn trace_names_the_policy_the_backend_and_the_path() {
         "{text}"
     );
 
+    // IPv6, across nodes: from the pod's IPv6 address, both nodes forwarding
+    z.wait_ready(&["six/a", "six/b"], Duration::from_secs(60));
+    let b6 = z.pods()["six/b"]["status"]["podIPs"]
+        .as_array()
+        .and_then(|ips| {
+            ips.iter()
+                .filter_map(|i| i["ip"].as_str())
+                .find(|ip| ip.contains(':'))
+                .map(str::to_string)
+        })
+        .expect("six/b has an IPv6 address");
+    let j = json(&z, "six/a", &format!("[{b6}]:8080"));
+    assert_eq!(j["verdict"], "delivered", "{j:#}");
+    assert!(
+        j["source"]["ip"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("fd00:97::")),
+        "{j:#}"
+    );
+    assert_eq!(j["physical"][0]["node"], format!("{p}-node1"), "{j:#}");
+    assert_eq!(j["physical"][1]["node"], format!("{p}-node2"), "{j:#}");
+    assert_ne!(j["physical"][1]["datapath_actions"], "drop", "{j:#}");
+
     // nothing leaves the cluster (gateway mode off): no route
     let (code, text, _) = trace(&z, &["tr/client", "198.51.100.10:8080"]);
     assert_eq!(code, 1, "{text}");
@@ -328,4 +371,14 @@ fn trace_names_the_policy_the_backend_and_the_path() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(want), "{src} → {dst}: {err}");
     }
+    // no lab there: say how to start one
+    let out = std::process::Command::new(&z.exe)
+        .args(["trace", "tr/client", "tr/server", "--dir"])
+        .arg(s.dir.path().join("no-lab-here"))
+        .output()
+        .expect("run zovn trace");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("zovn lab up"), "{err}");
 }

@@ -8,16 +8,22 @@
 //! - [`explain`]: which NetworkPolicy rule, Service backend, route and port decided;
 //! - [`physical`]: `ofproto/trace` on the source node's ovs-vswitchd (the same OpenFlow
 //!   tables on every datapath), and the node a tunnel takes the packet to;
-//! - [`lab_backend`]: where the lab keeps the databases, pods and nodes.
+//! - [`run`]: one trace, the steps above, on a [`backend::Backend`]:
+//!   - [`lab_backend`]: where the lab keeps the databases, pods and nodes;
+//!   - [`cluster_backend`]: a real cluster, through the API server and `kubectl exec`
+//!     into the release's controller and node agent pods.
 //!
 //! Read-only: nothing is written to OVN or OVS.
 
+pub mod backend;
+pub mod cluster_backend;
 pub mod explain;
 pub mod lab_backend;
 pub mod nb_view;
 pub mod ovn_trace;
 pub mod physical;
 pub mod render;
+pub mod run;
 pub mod target;
 
 use serde::Serialize;

@@ -31,6 +31,36 @@ fn rows<T: Table>(v: &ovsdb::View<'_>) -> Vec<T> {
     v.iter_typed::<T>().filter_map(Result::ok).collect()
 }
 
+/// The tables read, in the order of [`NbView::query_transaction`].
+const TABLES: [&str; 9] = [
+    LogicalSwitch::TABLE,
+    LogicalSwitchPort::TABLE,
+    LogicalRouter::TABLE,
+    LogicalRouterPort::TABLE,
+    Acl::TABLE,
+    PortGroup::TABLE,
+    LoadBalancer::TABLE,
+    LogicalRouterPolicy::TABLE,
+    LogicalRouterStaticRoute::TABLE,
+];
+
+/// The rows of one `select` result (`{"rows": [...]}`) as `T`s.
+fn selected<T: Table>(result: &serde_json::Value) -> Result<Vec<T>, String> {
+    let rows = result["rows"]
+        .as_array()
+        .ok_or_else(|| format!("{}: no rows in {result}", T::TABLE))?;
+    rows.iter()
+        .map(|r| {
+            let uuid: Uuid = r["_uuid"][1]
+                .as_str()
+                .and_then(|u| u.parse().ok())
+                .ok_or_else(|| format!("{}: a row without _uuid", T::TABLE))?;
+            let row = ovsdb::ops::row_from_json(r).map_err(|e| format!("{}: {e}", T::TABLE))?;
+            T::from_partial_row(uuid, &row).map_err(|e| format!("{}: {e}", T::TABLE))
+        })
+        .collect()
+}
+
 impl NbView {
     /// Reads the rows from the Northbound database at `remote` (`unix:PATH`, `tcp:...`).
     pub async fn load(remote: &str) -> Result<NbView, TraceError> {
@@ -72,6 +102,44 @@ impl NbView {
         });
         client.close().await;
         Ok(view)
+    }
+
+    /// The read-only transaction (`ovsdb-client query`: always aborted) that selects
+    /// every row of the tables the view holds.
+    pub fn query_transaction() -> String {
+        let mut ops = vec![serde_json::json!("OVN_Northbound")];
+        ops.extend(
+            TABLES
+                .iter()
+                .map(|t| serde_json::json!({"op": "select", "table": t, "where": []})),
+        );
+        serde_json::Value::Array(ops).to_string()
+    }
+
+    /// The view from the result of [`NbView::query_transaction`] (`ovsdb-client query`'s
+    /// output, one result per table).
+    pub fn from_query_result(text: &str) -> Result<NbView, TraceError> {
+        let bad = |detail: String| TraceError::Tool {
+            tool: "ovsdb-client query OVN_Northbound".into(),
+            detail,
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let r = v
+            .as_array()
+            .filter(|a| a.len() >= TABLES.len())
+            .ok_or_else(|| bad(format!("not one result per table: {v}")))?;
+        Ok(NbView {
+            switches: selected(&r[0]).map_err(bad)?,
+            switch_ports: selected(&r[1]).map_err(bad)?,
+            routers: selected(&r[2]).map_err(bad)?,
+            router_ports: selected(&r[3]).map_err(bad)?,
+            acls: selected(&r[4]).map_err(bad)?,
+            port_groups: selected(&r[5]).map_err(bad)?,
+            load_balancers: selected(&r[6]).map_err(bad)?,
+            policies: selected(&r[7]).map_err(bad)?,
+            routes: selected(&r[8]).map_err(bad)?,
+        })
     }
 
     pub fn switch_port(&self, name: &str) -> Option<&LogicalSwitchPort> {

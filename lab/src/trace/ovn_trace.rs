@@ -2,11 +2,10 @@
 //! went through (datapath, pipeline, table, stage, match, priority, actions) and where it
 //! ended (output to a port, or dropped).
 
-use std::process::Command;
-
 use serde::Serialize;
 
 use super::TraceError;
+use super::backend::Backend;
 
 /// One logical flow the packet hit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -48,39 +47,27 @@ pub struct LogicalTrace {
     pub outputs: Vec<(String, String)>,
 }
 
-/// Runs `ovn-trace` against the Southbound database `sb` for `flow` entering `datapath`.
-/// `lb_dst`: the backend a load balancer picks (`--lb-dst`).
+/// Runs `ovn-trace --detailed` through the backend (its Southbound database) for `flow`
+/// entering `datapath`. `lb_dst`: the backend a load balancer picks (`--lb-dst`).
 pub fn run(
-    sb: &str,
+    b: &mut dyn Backend,
     datapath: &str,
     flow: &str,
     lb_dst: Option<&str>,
 ) -> Result<String, TraceError> {
-    let mut c = Command::new("ovn-trace");
-    c.arg(format!("--db={sb}")).arg("--detailed");
+    let mut args = vec!["--detailed".to_string()];
     // a fresh connection: every conntrack lookup on the way sees a new one
     for _ in 0..6 {
-        c.arg("--ct=new");
+        args.push("--ct=new".into());
     }
-    if let Some(b) = lb_dst {
-        c.arg(format!("--lb-dst={b}"));
+    if let Some(l) = lb_dst {
+        args.push(format!("--lb-dst={l}"));
     }
-    c.arg(datapath).arg(flow);
-    let out = c.output().map_err(|e| TraceError::Tool {
-        tool: "ovn-trace".into(),
-        detail: e.to_string(),
-    })?;
-    if !out.status.success() {
-        return Err(TraceError::Tool {
-            tool: "ovn-trace".into(),
-            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    args.push(datapath.into());
+    args.push(flow.into());
+    b.ovn_trace(&args)
 }
 
-/// `ingress(dp="X", inport="Y")` / `egress(dp="X", inport="Y", outport="Z")`:
-/// (pipeline, datapath, outport).
 fn header(line: &str) -> Option<(String, String, Option<String>)> {
     let t = line.trim();
     let pipeline = ["ingress", "egress"]

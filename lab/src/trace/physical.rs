@@ -3,11 +3,10 @@
 //! tables), from the source pod's OpenFlow port, and what the datapath would do with the
 //! packet: deliver it to a local port, send it through a tunnel to another node, drop it.
 
-use std::process::Command;
-
 use serde::Serialize;
 
 use super::TraceError;
+use super::backend::Backend;
 
 /// What one node's ovs-vswitchd would do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -29,30 +28,31 @@ impl NodeTrace {
     }
 }
 
-/// The first OpenFlow port of an Interface matching `conditions` in the node database
-/// `db` (`ovs-vsctl find Interface`); `what` names it in the error.
-fn find_ofport(db: &str, conditions: &[String], what: &str) -> Result<i64, TraceError> {
-    let out = Command::new("ovs-vsctl")
-        .arg(format!("--db={db}"))
-        .args(["--bare", "--columns=ofport", "find", "Interface"])
-        .args(conditions)
-        .output()
-        .map_err(|e| TraceError::Tool {
-            tool: "ovs-vsctl".into(),
-            detail: e.to_string(),
-        })?;
-    String::from_utf8_lossy(&out.stdout)
+/// The first OpenFlow port of an Interface matching `conditions` in `node`'s database
+/// (`ovs-vsctl find Interface`); `what` names it in the error.
+fn find_ofport(
+    b: &mut dyn Backend,
+    node: &str,
+    conditions: &[String],
+    what: &str,
+) -> Result<i64, TraceError> {
+    let mut args: Vec<String> = ["--bare", "--columns=ofport", "find", "Interface"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(conditions.iter().cloned());
+    b.ovs_vsctl(node, &args)?
         .split_whitespace()
         .find_map(|w| w.parse::<i64>().ok().filter(|p| *p > 0))
         .ok_or_else(|| TraceError::Tool {
             tool: "ovs-vsctl".into(),
-            detail: format!("no OpenFlow port for {what} on {db}"),
+            detail: format!("no OpenFlow port for {what} on node {node}"),
         })
 }
 
-/// The OpenFlow port of the pod whose logical port is `lsp`.
-pub fn ofport_of(db: &str, lsp: &str) -> Result<i64, TraceError> {
-    find_ofport(db, &[format!("external_ids:iface-id={lsp}")], lsp)
+/// The OpenFlow port on `node` of the pod whose logical port is `lsp`.
+pub fn ofport_of(b: &mut dyn Backend, node: &str, lsp: &str) -> Result<i64, TraceError> {
+    find_ofport(b, node, &[format!("external_ids:iface-id={lsp}")], lsp)
 }
 
 /// The tunnel destination in datapath actions (`tnl_push(...,dst=172.16.0.2,...)` or
@@ -183,10 +183,11 @@ pub fn packet_fields(text: &str, actions: &str) -> Option<String> {
     (out.len() > 1).then(|| out.join(","))
 }
 
-/// The OpenFlow port of the Geneve tunnel to `remote_ip` in the node's database `db`.
-pub fn tunnel_ofport(db: &str, remote_ip: &str) -> Result<i64, TraceError> {
+/// The OpenFlow port on `node` of the Geneve tunnel to `remote_ip`.
+pub fn tunnel_ofport(b: &mut dyn Backend, node: &str, remote_ip: &str) -> Result<i64, TraceError> {
     find_ofport(
-        db,
+        b,
+        node,
         &[
             "type=geneve".into(),
             format!("options:remote_ip={remote_ip}"),
@@ -203,25 +204,15 @@ pub fn arriving_flow(ofport: i64, g: &Geneve, fields: &str) -> String {
     )
 }
 
-/// Runs `ofproto/trace br-int FLOW` on the ovs-vswitchd behind unixctl socket `ctl`,
-/// every conntrack lookup seeing a new connection.
-pub fn run(node: &str, ctl: &str, flow: &str) -> Result<NodeTrace, TraceError> {
-    let mut c = Command::new("ovs-appctl");
-    c.args(["-t", ctl, "ofproto/trace", "br-int", flow]);
+/// Runs `ofproto/trace br-int FLOW` on `node`'s ovs-vswitchd, every conntrack lookup
+/// seeing a new connection.
+pub fn run(b: &mut dyn Backend, node: &str, flow: &str) -> Result<NodeTrace, TraceError> {
+    let mut args: Vec<String> = vec!["ofproto/trace".into(), "br-int".into(), flow.into()];
     for _ in 0..4 {
-        c.args(["--ct-next", "trk,new"]);
+        args.push("--ct-next".into());
+        args.push("trk,new".into());
     }
-    let out = c.output().map_err(|e| TraceError::Tool {
-        tool: "ovs-appctl".into(),
-        detail: e.to_string(),
-    })?;
-    if !out.status.success() {
-        return Err(TraceError::Tool {
-            tool: "ofproto/trace".into(),
-            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = b.vswitchd_appctl(node, &args)?;
     let datapath_actions = text
         .lines()
         .rev()

@@ -81,7 +81,20 @@ fn l4(port: &str, proto: Option<&str>) -> Result<L4, TraceError> {
 
 /// Parses `SRC` and `DST[:PORT[/PROTO]]`.
 pub fn parse(src: &str, dst: &str) -> Result<TraceSpec, TraceError> {
-    let src = pod_key(src, "source")?;
+    parse_in(src, dst, None)
+}
+
+/// `name` as `ns/name` when it has no namespace and a default namespace is given.
+fn in_namespace(name: &str, ns: Option<&str>) -> String {
+    match ns {
+        Some(ns) if !name.contains('/') && !name.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// [`parse`], a pod named without its namespace taken from `default_ns` (kubectl's `-n`).
+pub fn parse_in(src: &str, dst: &str, default_ns: Option<&str>) -> Result<TraceSpec, TraceError> {
+    let src = pod_key(&in_namespace(src, default_ns), "source")?;
     let (target, portspec) = if let Some(rest) = dst.strip_prefix('[') {
         let (ip, after) = rest
             .split_once(']')
@@ -118,9 +131,9 @@ pub fn parse(src: &str, dst: &str) -> Result<TraceSpec, TraceError> {
         Dst::Service {
             key: pod_key(svc, "Service")?,
         }
-    } else if target.contains('/') {
+    } else if target.contains('/') || default_ns.is_some() {
         Dst::Pod {
-            key: pod_key(target, "destination")?,
+            key: pod_key(&in_namespace(target, default_ns), "destination")?,
         }
     } else {
         return Err(TraceError::BadInput(format!(
@@ -169,6 +182,32 @@ mod tests {
             parse("default/a", "svc/web-2:8080").expect("pod").dst,
             Dst::Pod {
                 key: "svc/web-2".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_default_namespace_completes_bare_pod_names_only() {
+        let s = parse_in("a", "b:80", Some("web")).expect("bare names");
+        assert_eq!(s.src, "web/a");
+        assert_eq!(
+            s.dst,
+            Dst::Pod {
+                key: "web/b".into()
+            }
+        );
+        let s = parse_in("other/a", "svc/ns/web", Some("web")).expect("qualified");
+        assert_eq!(s.src, "other/a");
+        assert_eq!(
+            s.dst,
+            Dst::Service {
+                key: "ns/web".into()
+            }
+        );
+        assert_eq!(
+            parse_in("a", "10.0.0.1", Some("web")).expect("address").dst,
+            Dst::Address {
+                ip: "10.0.0.1".parse().unwrap()
             }
         );
     }

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::target::TargetArgs;
+
 /// zovn — Kubernetes networking on OVN: lab, perf and diagnostics.
 #[derive(Debug, Parser)]
 #[command(name = "zovn", version)]
@@ -26,13 +28,14 @@ pub enum Command {
         command: ClusterCommand,
     },
     /// Why a packet from a pod reaches its destination or not: the logical trace
-    /// (ovn-trace) and the source node's OpenFlow trace, with the verdict in Kubernetes
-    /// terms first (the NetworkPolicy rule, the Service backend, the route). Exit 0 when
+    /// (ovn-trace) and the OpenFlow traces of the nodes on the way, with the verdict in
+    /// Kubernetes terms first (the NetworkPolicy rule, the Service backend, the route). On
+    /// a lab, or on a cluster through kubectl (also as `kubectl zovn trace`). Exit 0 when
     /// delivered, 1 when dropped, 2 on bad input.
     Trace(TraceArgs),
-    /// The lab on one screen: OVN central's health (members, Raft roles and lag), each
-    /// node's datapath decision and why, uplink, PMD load and stale-flow purges, and the
-    /// pods with problems (no address, not Ready) and why.
+    /// A lab or a cluster on one screen: OVN central's health (members, Raft roles and
+    /// lag), each node's datapath decision and why, uplink, PMD load and stale-flow purges,
+    /// and the pods with problems (no address, not Ready) and why.
     Status(StatusArgs),
 }
 
@@ -42,24 +45,28 @@ pub struct StatusArgs {
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: TraceFormat,
     #[command(flatten)]
-    pub dir: DirArgs,
+    pub target: TargetArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {
-    /// The source pod, namespace/name.
+    /// The source pod, namespace/name (or name, in the namespace of -n).
     pub src: String,
-    /// namespace/name (a pod), svc/namespace/name (a Service) or an address, with
+    /// namespace/name or name (a pod), svc/namespace/name (a Service) or an address, with
     /// :PORT[/tcp|udp|sctp] (no port: ICMP echo; IPv6 in brackets with a port).
     pub dst: String,
     /// Every logical stage and the physical trace too.
     #[arg(short, long)]
     pub verbose: bool,
+    /// The namespace of pods named without one (as kubectl's `-n`) [default: `default`
+    /// on a lab, the context's namespace on a cluster].
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
     /// Output format.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: TraceFormat,
     #[command(flatten)]
-    pub dir: DirArgs,
+    pub target: TargetArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

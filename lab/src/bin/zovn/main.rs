@@ -50,6 +50,7 @@ mod pods;
 mod serve;
 mod stats;
 mod status;
+mod target;
 mod trace;
 mod up;
 

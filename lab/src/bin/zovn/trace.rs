@@ -1,13 +1,22 @@
-//! `zovn trace SRC DST[:PORT[/PROTO]]` (see `lab::trace`) and `zovn status`: exit 0 delivered, 1 dropped,
-//! 2 bad input (a one-line error), 1 with the error when the trace itself failed.
+//! `zovn trace SRC DST[:PORT[/PROTO]]` (see `lab::trace`) and `zovn status` (see
+//! `lab::overview`), on a lab or a cluster (`crate::target`). Trace: exit 0 delivered,
+//! 1 dropped, 2 bad input (a one-line error), 1 with the error when the trace itself
+//! failed.
 
+use lab::trace::backend::Backend;
+use lab::trace::cluster_backend::ClusterBackend;
+use lab::trace::lab_backend::LabBackend;
 use lab::trace::{self, TraceError, Verdict};
 
 use crate::args::{StatusArgs, TraceArgs, TraceFormat};
+use crate::target::{Target, TargetArgs};
 
-/// `zovn status` (see `lab::overview`).
+/// `zovn status`.
 pub fn status(a: StatusArgs) -> anyhow::Result<()> {
-    let o = lab::overview::gather(&a.dir.dir)?;
+    let o = match a.target.choose()? {
+        Target::Lab(dir) => lab::overview::lab_source::gather(&dir)?,
+        Target::Cluster(k) => lab::overview::cluster_source::gather(&k)?,
+    };
     match a.output {
         TraceFormat::Text => print!("{}", lab::overview::text(&o)),
         TraceFormat::Json => println!("{}", serde_json::to_string_pretty(&o)?),
@@ -16,14 +25,23 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
 }
 
 pub fn run(a: TraceArgs) -> anyhow::Result<()> {
-    let spec = match trace::target::parse(&a.src, &a.dst) {
+    let target = match a.target.choose() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("zovn trace: {e}");
+            std::process::exit(2)
+        }
+    };
+    let ns = TargetArgs::default_namespace(a.namespace.as_deref(), &target);
+    let spec = match trace::target::parse_in(&a.src, &a.dst, Some(&ns)) {
         Ok(s) => s,
         Err(e) => input_error(&e),
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let report = match rt.block_on(trace::lab_backend::trace(&a.dir.dir, &spec)) {
+    let backend: Result<Box<dyn Backend>, TraceError> = match target {
+        Target::Lab(dir) => LabBackend::open(&dir).map(|b| Box::new(b) as Box<dyn Backend>),
+        Target::Cluster(k) => ClusterBackend::connect(k).map(|b| Box::new(b) as Box<dyn Backend>),
+    };
+    let report = match backend.and_then(|mut b| trace::run::trace(b.as_mut(), &spec)) {
         Ok(r) => r,
         Err(e) if e.is_input() => input_error(&e),
         Err(e) => anyhow::bail!("trace failed: {e}"),

@@ -1,20 +1,17 @@
-//! `zovn status`: the lab on one screen — OVN central's health (each database member
-//! alive, its Raft role, term and entries not yet committed/applied), each node's
+//! `zovn status`: a lab or a cluster on one screen — OVN central's health (each database
+//! member alive, its Raft role, term and entries not yet committed/applied), each node's
 //! datapath decision and why, its uplink, PMD load and the megaflow guard's purges, and the
 //! pods with problems (no address and why, not Ready and why).
+//!
+//! - [`lab_source`]: read from a lab's daemons and sockets;
+//! - [`cluster_source`]: read from a cluster through the API server and `kubectl exec`
+//!   into the release's pods.
 
-use std::io::{Read, Write};
-use std::os::fd::AsFd;
-use std::path::Path;
-use std::time::Duration;
+pub mod cluster_source;
+pub mod lab_source;
 
 use serde::Serialize;
 use serde_json::Value;
-
-use crate::Lab;
-use crate::apiserver::ApiClient;
-use crate::apiserver::protocol::ResourceKind;
-use crate::central::Db;
 
 /// One ovsdb-server member or ovn-northd.
 #[derive(Debug, Clone, Serialize)]
@@ -32,6 +29,36 @@ pub struct CentralRow {
     pub uncommitted: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unapplied: Option<u64>,
+}
+
+impl CentralRow {
+    /// A database member; `raw` is its `cluster/status` output (none: standalone, or not
+    /// running).
+    pub(crate) fn database(what: &str, member: usize, alive: bool, raw: Option<&str>) -> Self {
+        let st = raw.map(crate::cluster::parse_cluster_status);
+        CentralRow {
+            what: what.into(),
+            member,
+            alive,
+            role: st.as_ref().and_then(|s| s.role.clone()),
+            term: st.as_ref().and_then(|s| s.term),
+            uncommitted: raw.and_then(|t| raft_count(t, "Entries not yet committed:")),
+            unapplied: raw.and_then(|t| raft_count(t, "Entries not yet applied:")),
+        }
+    }
+
+    /// An ovn-northd.
+    pub(crate) fn northd(member: usize, alive: bool) -> Self {
+        CentralRow {
+            what: "northd".into(),
+            member,
+            alive,
+            role: None,
+            term: None,
+            uncommitted: None,
+            unapplied: None,
+        }
+    }
 }
 
 /// One node.
@@ -60,38 +87,22 @@ pub struct PodProblem {
 #[derive(Debug, Clone, Serialize)]
 pub struct Overview {
     pub central: Vec<CentralRow>,
+    /// Why there are no central rows (external mode: the platform's OVN).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub central_note: Option<String>,
     pub nodes: Vec<NodeRow>,
     pub pods: Vec<PodProblem>,
 }
 
 /// `Entries not yet committed: N` style fields of `cluster/status`.
-fn raft_count(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn raft_count(text: &str, key: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.trim().strip_prefix(key))
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// `GET /metrics` from `127.0.0.1:port` inside netns `ns` (the node agent listens there).
-fn metrics_in(ns: &str, port: u16) -> Option<String> {
-    let f = std::fs::File::open(Path::new("/run/netns").join(ns)).ok()?;
-    std::thread::spawn(move || {
-        nix::sched::setns(f.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).ok()?;
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .ok()?;
-        let mut body = String::new();
-        s.read_to_string(&mut body).ok()?;
-        Some(body)
-    })
-    .join()
-    .ok()
-    .flatten()
-}
-
 /// The sum of a counter's samples in Prometheus text.
-fn counter(text: &str, name: &str) -> Option<u64> {
+pub(crate) fn counter(text: &str, name: &str) -> Option<u64> {
     let mut found = None;
     for l in text.lines().filter(|l| l.starts_with(name)) {
         let v: f64 = l.rsplit(' ').next()?.parse().ok()?;
@@ -101,55 +112,34 @@ fn counter(text: &str, name: &str) -> Option<u64> {
     found
 }
 
-fn pmd_busy(ctl: &Path) -> Option<f64> {
-    let text = crate::ctl::appctl(ctl, &["dpif-netdev/pmd-stats-show"]).ok()?;
-    let stats = dataplane::pmd_stats::parse_pmd_stats(&text).ok()?;
+/// The PMD threads' mean busy share from `dpif-netdev/pmd-stats-show` (`None`: no PMD).
+pub(crate) fn pmd_busy(pmd_stats_show: &str) -> Option<f64> {
+    let stats = dataplane::pmd_stats::parse_pmd_stats(pmd_stats_show).ok()?;
     let busy: Vec<f64> = stats.iter().filter_map(|p| p.busy_percent()).collect();
     (!busy.is_empty()).then(|| busy.iter().sum::<f64>() / busy.len() as f64)
 }
 
-fn central_rows(lab: &Lab) -> Vec<CentralRow> {
-    let Some(c) = lab.central() else {
-        return Vec::new();
-    };
-    let mut rows = Vec::new();
-    for (db, what) in [(Db::Nb, "NB"), (Db::Sb, "SB")] {
-        for (i, m) in c.members(db).iter().enumerate() {
-            let alive = m.is_alive();
-            let raw = (alive && m.raft_remote.is_some())
-                .then(|| crate::ctl::appctl(&m.unixctl, &["cluster/status", db.name()]).ok())
-                .flatten();
-            let st = raw.as_deref().map(crate::cluster::parse_cluster_status);
-            rows.push(CentralRow {
-                what: what.into(),
-                member: i + 1,
-                alive,
-                role: st.as_ref().and_then(|s| s.role.clone()),
-                term: st.as_ref().and_then(|s| s.term),
-                uncommitted: raw
-                    .as_deref()
-                    .and_then(|t| raft_count(t, "Entries not yet committed:")),
-                unapplied: raw
-                    .as_deref()
-                    .and_then(|t| raft_count(t, "Entries not yet applied:")),
-            });
-        }
+/// A Node's datapath, the reason, and `uplink-port/type` from its agent's report
+/// (`network.zstack.io/datapath-status`).
+pub(crate) fn datapath_report(node: Option<&Value>) -> (String, String, String) {
+    let status: Option<Value> = node
+        .and_then(|k| k["metadata"]["annotations"][api::keys::DATAPATH_STATUS].as_str())
+        .and_then(|s| serde_json::from_str(s).ok());
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
+    match &status {
+        Some(s) => (
+            text(&s["datapath"]),
+            text(&s["reason"]),
+            match (s["uplink"]["port"].as_str(), s["uplink"]["type"].as_str()) {
+                (Some(p), Some(t)) if !p.is_empty() => format!("{p}/{t}"),
+                _ => "-".into(),
+            },
+        ),
+        None => ("-".into(), "no report from the agent".into(), "-".into()),
     }
-    if let Some(n) = c.northd() {
-        rows.push(CentralRow {
-            what: "northd".into(),
-            member: 1,
-            alive: n.is_alive(),
-            role: None,
-            term: None,
-            uncommitted: None,
-            unapplied: None,
-        });
-    }
-    rows
 }
 
-fn pod_problem(p: &Value) -> Option<PodProblem> {
+pub(crate) fn pod_problem(p: &Value) -> Option<PodProblem> {
     let key = format!(
         "{}/{}",
         p["metadata"]["namespace"].as_str()?,
@@ -175,54 +165,6 @@ fn pod_problem(p: &Value) -> Option<PodProblem> {
     })
 }
 
-/// Gathers the overview of the lab in `dir`.
-pub fn gather(dir: &Path) -> anyhow::Result<Overview> {
-    let lab = Lab::open(dir)?;
-    let mut api = ApiClient::connect(dir)?;
-    let k8s_nodes = api.get(ResourceKind::Node)?;
-    let pods = api.get(ResourceKind::Pod)?;
-    let mut nodes = Vec::new();
-    for n in lab.nodes() {
-        let status: Option<Value> = k8s_nodes
-            .iter()
-            .find(|k| k["metadata"]["name"] == n.system_id.as_str())
-            .and_then(|k| k["metadata"]["annotations"][api::keys::DATAPATH_STATUS].as_str())
-            .and_then(|s| serde_json::from_str(s).ok());
-        let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
-        let (datapath, reason, uplink) = match &status {
-            Some(s) => (
-                text(&s["datapath"]),
-                text(&s["reason"]),
-                match (s["uplink"]["port"].as_str(), s["uplink"]["type"].as_str()) {
-                    (Some(p), Some(t)) if !p.is_empty() => format!("{p}/{t}"),
-                    _ => "-".into(),
-                },
-            ),
-            None => ("-".into(), "no report from the agent".into(), "-".into()),
-        };
-        let agent_alive = lab
-            .agents()
-            .iter()
-            .find(|a| a.netns.as_deref() == Some(n.netns.as_str()))
-            .is_some_and(|a| a.is_alive());
-        nodes.push(NodeRow {
-            node: n.system_id.clone(),
-            agent_alive,
-            datapath,
-            reason,
-            uplink,
-            pmd_busy_percent: pmd_busy(&n.dir.join("run/ovs-vswitchd.ctl")),
-            stale_flow_purges: metrics_in(&n.netns, crate::agent::AGENT_METRICS_PORT)
-                .and_then(|m| counter(&m, "zstack_ovn_stale_megaflow_purges_total")),
-        });
-    }
-    Ok(Overview {
-        central: central_rows(&lab),
-        nodes,
-        pods: pods.iter().filter_map(pod_problem).collect(),
-    })
-}
-
 fn cut(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
@@ -236,6 +178,10 @@ fn cut(s: &str, n: usize) -> String {
 /// The overview as text within 80 columns.
 pub fn text(o: &Overview) -> String {
     let mut s = String::from("OVN central\n");
+    if let Some(n) = &o.central_note {
+        s += &cut(&format!("  {n}"), 80);
+        s.push('\n');
+    }
     for c in &o.central {
         let mut line = format!(
             "  {:<6} {}  {}",
@@ -305,6 +251,7 @@ mod tests {
     fn long_cells_are_cut_to_keep_80_columns() {
         let o = Overview {
             central: vec![],
+            central_note: None,
             nodes: vec![NodeRow {
                 node: "a-very-long-node-name-indeed".into(),
                 agent_alive: true,

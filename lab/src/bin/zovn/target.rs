@@ -1,0 +1,120 @@
+//! What `zovn trace`, `zovn status` and `zovn capture` diagnose: a lab, or a real cluster
+//! through kubectl (`lab::kubectl`). The choice, in order:
+//!
+//! 1. `--kubeconfig` or `--context` given: that cluster;
+//! 2. `--dir` given (or `$ZOVN_LAB_DIR`): the lab there;
+//! 3. run as `kubectl-zovn` (`kubectl zovn ...`): kubectl's cluster;
+//! 4. a lab in the default dir (`/tmp/zovn-lab`): that lab;
+//! 5. a kubeconfig (`$KUBECONFIG` or `~/.kube/config`): that cluster;
+//! 6. else an error saying how to get either.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use lab::kubectl::Kubectl;
+
+/// The lab's default state directory (as `zovn lab up`'s).
+const DEFAULT_LAB: &str = "/tmp/zovn-lab";
+
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Diagnose the lab in this state directory [default: /tmp/zovn-lab when it holds a
+    /// lab].
+    #[arg(long, env = "ZOVN_LAB_DIR")]
+    pub dir: Option<PathBuf>,
+    /// Diagnose the cluster of this kubeconfig (as kubectl's flag).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (as kubectl's flag).
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+/// What to diagnose.
+pub enum Target {
+    Lab(PathBuf),
+    Cluster(Kubectl),
+}
+
+/// Whether this process was started as the kubectl plugin.
+fn as_kubectl_plugin() -> bool {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .is_some_and(|n| n == "kubectl-zovn")
+}
+
+fn kubeconfig_exists() -> bool {
+    std::env::var_os("KUBECONFIG").is_some_and(|k| !k.is_empty())
+        || std::env::var_os("HOME").is_some_and(|h| Path::new(&h).join(".kube/config").exists())
+}
+
+impl TargetArgs {
+    /// The target, by the rules of this module.
+    pub fn choose(&self) -> anyhow::Result<Target> {
+        let cluster = || {
+            Target::Cluster(Kubectl {
+                kubeconfig: self.kubeconfig.clone(),
+                context: self.context.clone(),
+            })
+        };
+        if self.kubeconfig.is_some() || self.context.is_some() {
+            return Ok(cluster());
+        }
+        if let Some(d) = &self.dir {
+            if !d.join("lab.json").exists() {
+                anyhow::bail!(
+                    "no lab at {} (start one with `zovn lab up --dir {}`)",
+                    d.display(),
+                    d.display()
+                );
+            }
+            return Ok(Target::Lab(d.clone()));
+        }
+        if as_kubectl_plugin() {
+            return Ok(cluster());
+        }
+        if Path::new(DEFAULT_LAB).join("lab.json").exists() {
+            return Ok(Target::Lab(DEFAULT_LAB.into()));
+        }
+        if kubeconfig_exists() {
+            return Ok(cluster());
+        }
+        anyhow::bail!(
+            "nothing to diagnose: no lab at {DEFAULT_LAB} (start one with `zovn lab up`) and \
+             no kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config)"
+        )
+    }
+
+    /// The namespace of pods named without one: `given` (`-n`), else `default` on a
+    /// lab and the context's namespace on a cluster.
+    pub fn default_namespace(given: Option<&str>, target: &Target) -> String {
+        if let Some(n) = given {
+            return n.to_string();
+        }
+        match target {
+            Target::Lab(_) => "default".into(),
+            Target::Cluster(k) => {
+                let ns = k
+                    .run(&[
+                        "config".into(),
+                        "view".into(),
+                        "--minify".into(),
+                        "-o".into(),
+                        "jsonpath={..namespace}".into(),
+                    ])
+                    .unwrap_or_default();
+                let ns = ns.trim();
+                if ns.is_empty() {
+                    "default".into()
+                } else {
+                    ns.to_string()
+                }
+            }
+        }
+    }
+}

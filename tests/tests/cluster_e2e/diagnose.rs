@@ -1,0 +1,258 @@
+//! Step `diagnose` of `cluster_e2e` (issue 19): the diagnostics on the real cluster, the
+//! way an operator runs them: `zovn` installed as `kubectl-zovn` on PATH, called as
+//! `kubectl zovn ...` with only `$KUBECONFIG` (kubectl's plugin mechanism), and once
+//! directly with `--kubeconfig`.
+//!
+//! - `status`: OVN central's rows (NB, SB, northd running), both nodes with their agents
+//!   up and node1's `dpdk` datapath, JSON and 80 columns;
+//! - `trace` across nodes (a web pod on node1 to one on node2) with a NetworkPolicy
+//!   isolating the target: dropped, the policy named, node1's OpenFlow trace sending it
+//!   through the tunnel and node2's dropping it; the policy admitting the client on 8080:
+//!   delivered, the rule named, another port still dropped;
+//! - a Service (`svc/e2e/web`): delivered, the backend the load balancer chose named, and
+//!   it is one of the web pods;
+//! - bad input (an unknown pod): exit 2, one line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use tests::e2e::objects::{create, ip_of, name};
+use tests::e2e::{kubectl, wait_until};
+
+use super::{E2e, NS, web_pods};
+
+/// A directory holding `kubectl-zovn`, a link to the workspace's `zovn`.
+pub(crate) fn plugin_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("zovn-e2e-plugin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let link = dir.join("kubectl-zovn");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(tests::workspace_bin("zovn"), &link).context("link kubectl-zovn")?;
+    Ok(dir)
+}
+
+/// `kubectl zovn ARGS` with `$KUBECONFIG` and the plugin on PATH: (exit code, stdout,
+/// stderr).
+pub(crate) fn kubectl_zovn(kc: &Path, plugins: &Path, args: &[&str]) -> (i32, String, String) {
+    let path = format!(
+        "{}:{}",
+        plugins.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    match Command::new("kubectl")
+        .arg("zovn")
+        .args(args)
+        .env("KUBECONFIG", kc)
+        .env("PATH", path)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+    {
+        Ok(o) => (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ),
+        Err(e) => (-1, String::new(), format!("run kubectl zovn: {e}")),
+    }
+}
+
+fn indented(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn within_80(text: &str) -> Result<()> {
+    if let Some(l) = text.lines().find(|l| l.chars().count() > 80) {
+        bail!("a line wider than 80 columns: {l:?}");
+    }
+    Ok(())
+}
+
+fn status(e: &E2e, plugins: &Path) -> Result<()> {
+    let t = Instant::now();
+    let (code, text, err) = kubectl_zovn(&e.kc, plugins, &["status"]);
+    if code != 0 {
+        bail!("kubectl zovn status: exit {code}: {err}");
+    }
+    println!(
+        "  kubectl zovn status ({:.1} s):\n{}",
+        t.elapsed().as_secs_f64(),
+        indented(&text)
+    );
+    within_80(&text)?;
+    // the flag instead of the environment, JSON
+    let out = Command::new(tests::workspace_bin("zovn"))
+        .args(["status", "-o", "json", "--kubeconfig"])
+        .arg(&e.kc)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "zovn status --kubeconfig: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let j: Value = serde_json::from_slice(&out.stdout)?;
+    for what in ["NB", "SB", "northd"] {
+        let row = j["central"]
+            .as_array()
+            .and_then(|c| c.iter().find(|r| r["what"] == what))
+            .with_context(|| format!("no central row {what}: {j:#}"))?;
+        if row["alive"] != true {
+            bail!("central {what} not running: {j:#}");
+        }
+    }
+    let node = |n: &str| {
+        j["nodes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["node"] == n))
+            .cloned()
+            .with_context(|| format!("no row for {n}: {j:#}"))
+    };
+    let (n1, n2) = (node("node1")?, node("node2")?);
+    if n1["datapath"] != "dpdk" || n1["agent_alive"] != true || n2["agent_alive"] != true {
+        bail!("node rows: {n1} / {n2}");
+    }
+    if n1["pmd_busy_percent"].as_f64().is_none() {
+        bail!("node1 (dpdk) has no PMD busy figure: {n1}");
+    }
+    if n1["stale_flow_purges"].as_u64().is_none() {
+        bail!("node1's agent metrics were not read: {n1}");
+    }
+    Ok(())
+}
+
+/// Polls `kubectl zovn trace ARGS` until `ok` holds (30 s); the last (code, stdout).
+async fn trace_until(
+    e: &E2e,
+    plugins: &Path,
+    what: &str,
+    args: &[&str],
+    ok: impl Fn(i32, &str) -> bool,
+) -> Result<(i32, String)> {
+    wait_until(what, Duration::from_secs(30), || async {
+        let (code, out, err) = kubectl_zovn(&e.kc, plugins, args);
+        if code == 2 || (code == 1 && out.is_empty()) {
+            bail!("kubectl zovn trace {}: exit {code}: {err}", args.join(" "));
+        }
+        Ok(ok(code, &out).then_some((code, out)))
+    })
+    .await
+}
+
+fn json_trace(e: &E2e, plugins: &Path, args: &[&str]) -> Result<Value> {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    let (_, out, err) = kubectl_zovn(&e.kc, plugins, &a);
+    serde_json::from_str(&out).with_context(|| format!("trace JSON: {out}{err}"))
+}
+
+pub(crate) async fn diagnose(e: &E2e) -> Result<()> {
+    let plugins = plugin_dir()?;
+    status(e, &plugins)?;
+
+    let (n1, n2) = web_pods(e).await?;
+    let (client, target) = (name(&n1[0]), name(&n2[0]));
+    let dst = format!("{target}:8080");
+    kubectl(&e.kc, &["label", "pod", "-n", NS, &target, "e2e-diag=yes"])?;
+    let pols: Api<NetworkPolicy> = Api::namespaced(e.client.clone(), NS);
+    create(
+        &pols,
+        json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "diag-isolate", "namespace": NS},
+            "spec": {"podSelector": {"matchLabels": {"e2e-diag": "yes"}},
+                     "policyTypes": ["Ingress"]}
+        }),
+    )
+    .await?;
+    let t = Instant::now();
+    let (_, text) = trace_until(
+        e,
+        &plugins,
+        "the trace naming NetworkPolicy diag-isolate",
+        &["trace", "-n", NS, &client, &dst],
+        |code, out| code == 1 && out.contains("e2e/diag-isolate"),
+    )
+    .await?;
+    println!(
+        "  kubectl zovn trace -n {NS} {client} {dst} (isolated, {:.1} s):\n{}",
+        t.elapsed().as_secs_f64(),
+        indented(&text)
+    );
+    within_80(&text)?;
+    if !text.contains("tunnel to node node2") {
+        bail!("the cross-node trace does not name the tunnel to node2:\n{text}");
+    }
+    let j = json_trace(e, &plugins, &["trace", "-n", NS, &client, &dst])?;
+    if j["physical"][0]["node"] != "node1"
+        || j["physical"][0]["datapath_actions"] == "drop"
+        || j["physical"][1]["node"] != "node2"
+        || j["physical"][1]["datapath_actions"] != "drop"
+    {
+        bail!("both nodes' OpenFlow traces expected (node1 forwards, node2 drops): {j:#}");
+    }
+
+    // admit the web pods on 8080: delivered, the rule named; another port stays dropped
+    pols.patch(
+        "diag-isolate",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"ingress": [{
+            "from": [{"podSelector": {"matchLabels": {"app": "web"}}}],
+            "ports": [{"port": 8080, "protocol": "TCP"}]
+        }]}})),
+    )
+    .await?;
+    let (_, text) = trace_until(
+        e,
+        &plugins,
+        "the trace delivering through the admitting rule",
+        &["trace", "-n", NS, &client, &dst],
+        |code, _| code == 0,
+    )
+    .await?;
+    if !text.contains(&format!("delivered to pod {NS}/{target}"))
+        || !text.contains("NetworkPolicy e2e/diag-isolate (rule ingress[0])")
+    {
+        bail!("delivered without the pod or the rule named:\n{text}");
+    }
+    let (code, _, err) = kubectl_zovn(
+        &e.kc,
+        &plugins,
+        &["trace", "-n", NS, &client, &format!("{target}:9090")],
+    );
+    if code != 1 {
+        bail!("port 9090 is not admitted, the trace says exit {code}: {err}");
+    }
+    pols.delete("diag-isolate", &DeleteParams::default())
+        .await?;
+    kubectl(&e.kc, &["label", "pod", "-n", NS, &target, "e2e-diag-"])?;
+
+    // a Service: the backend the load balancer chose
+    let j = json_trace(e, &plugins, &["trace", "-n", NS, &client, "svc/e2e/web"])?;
+    let chosen = j["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["kind"] == "load-balanced"))
+        .with_context(|| format!("no load-balanced finding: {j:#}"))?;
+    let web_ips: Vec<String> = n1.iter().chain(&n2).map(ip_of).collect();
+    let backend = chosen["backend"].as_str().unwrap_or("");
+    if j["verdict"] != "delivered" || !web_ips.iter().any(|ip| backend.starts_with(ip.as_str())) {
+        bail!("Service web: not delivered to a web pod ({web_ips:?}): {j:#}");
+    }
+    println!("  kubectl zovn trace {client} svc/e2e/web: delivered, backend {backend}");
+
+    // bad input
+    let (code, out, err) = kubectl_zovn(&e.kc, &plugins, &["trace", "-n", NS, "nosuch", &dst]);
+    if code != 2 || !out.is_empty() || err.lines().count() != 1 || !err.contains("not found") {
+        bail!("an unknown pod: exit {code}, stdout {out:?}, stderr {err:?}");
+    }
+    let _ = std::fs::remove_dir_all(&plugins);
+    Ok(())
+}
