@@ -98,6 +98,36 @@ impl ReleasePod {
             .find_map(|a| a.strip_prefix(&prefix).map(str::to_string))
     }
 
+    /// `value` with Kubernetes' `$(NAME)` references (args naming the container's
+    /// environment, e.g. a Service's `*_SERVICE_HOST`) replaced by their values in the
+    /// running container (`printenv` there: the spec does not hold service variables).
+    pub fn expand(
+        &self,
+        k: &Kubectl,
+        container: &str,
+        value: &str,
+    ) -> Result<String, KubectlError> {
+        let mut out = String::new();
+        let mut rest = value;
+        while let Some(i) = rest.find("$(") {
+            let Some(j) = rest[i..].find(')') else {
+                break;
+            };
+            let name = &rest[i + 2..i + j];
+            out.push_str(&rest[..i]);
+            let v = k.exec(
+                &self.namespace,
+                &self.name,
+                container,
+                &["printenv".into(), name.into()],
+            )?;
+            out.push_str(v.trim());
+            rest = &rest[i + j + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
     pub fn is_agent(&self) -> bool {
         self.component == "node" || self.component.starts_with("node-")
     }

@@ -60,8 +60,16 @@ impl ClusterBackend {
                     ),
                 })
         };
-        let nb = arg("--nb")?;
-        let sb = arg("--sb")?;
+        let expand = |v: String| {
+            controller
+                .expand(&k, CONTROLLER, &v)
+                .map_err(|e| TraceError::Tool {
+                    tool: "cluster".into(),
+                    detail: e.to_string(),
+                })
+        };
+        let nb = expand(arg("--nb")?)?;
+        let sb = expand(arg("--sb")?)?;
         let tls = [
             ("--nb-key", "--private-key"),
             ("--nb-cert", "--certificate"),

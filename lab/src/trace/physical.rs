@@ -72,35 +72,45 @@ pub fn tunnel_destination(actions: &str) -> Option<String> {
     Some(v[..end].to_string())
 }
 
-/// A Geneve encapsulation in datapath actions: the logical datapath (VNI) and OVN's
-/// option (ingress port key << 16 | egress port key), with the outer addresses.
+/// A tunnel encapsulation in datapath actions: Geneve (the VNI is the logical datapath,
+/// OVN's option holds the ingress port key << 16 | egress port key) or VXLAN (the VNI
+/// carries the datapath and the egress port), with the outer addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Geneve {
+pub struct Tunnel {
+    /// `geneve` or `vxlan`: the OVS Interface type.
+    pub kind: &'static str,
     pub src: String,
     pub dst: String,
     pub vni: String,
-    pub option: String,
+    /// Geneve's OVN option (`tun_metadata0`).
+    pub option: Option<String>,
 }
 
-/// The Geneve header of a `tnl_push` in `actions`.
-pub fn geneve(actions: &str) -> Option<Geneve> {
+/// The tunnel header of a `tnl_push` in `actions`.
+pub fn tunnel_header(actions: &str) -> Option<Tunnel> {
     let push = &actions[actions.find("tnl_push(")?..];
     let ip = &push[push.find("ipv4(").or_else(|| push.find("ipv6("))?..];
     let field = |text: &str, key: &str| {
         let v = &text[text.find(key)? + key.len()..];
         Some(v[..v.find([',', ')']).unwrap_or(v.len())].to_string())
     };
-    let g = &push[push.find("geneve(")?..];
-    let opts = &g[g.find("options(")?..];
-    // options({class=0x102,type=0x80,len=4,0x20003})
-    let value = opts
-        .split([',', '}'])
-        .find(|t| t.starts_with("0x") && !t.contains('='))?;
-    Some(Geneve {
+    let (kind, header, option) = if let Some(i) = push.find("geneve(") {
+        let g = &push[i..];
+        let opts = &g[g.find("options(")?..];
+        // options({class=0x102,type=0x80,len=4,0x20003})
+        let value = opts
+            .split([',', '}'])
+            .find(|t| t.starts_with("0x") && !t.contains('='))?;
+        ("geneve", g, Some(value.to_string()))
+    } else {
+        ("vxlan", &push[push.find("vxlan(")?..], None)
+    };
+    Some(Tunnel {
+        kind,
         src: field(ip, "src=")?,
         dst: field(ip, "dst=")?,
-        vni: field(g, "vni=")?,
-        option: value.to_string(),
+        vni: field(header, "vni=")?,
+        option,
     })
 }
 
@@ -183,24 +193,34 @@ pub fn packet_fields(text: &str, actions: &str) -> Option<String> {
     (out.len() > 1).then(|| out.join(","))
 }
 
-/// The OpenFlow port on `node` of the Geneve tunnel to `remote_ip`.
-pub fn tunnel_ofport(b: &mut dyn Backend, node: &str, remote_ip: &str) -> Result<i64, TraceError> {
+/// The OpenFlow port on `node` of its tunnel of type `kind` to `remote_ip`.
+pub fn tunnel_ofport(
+    b: &mut dyn Backend,
+    node: &str,
+    kind: &str,
+    remote_ip: &str,
+) -> Result<i64, TraceError> {
     find_ofport(
         b,
         node,
         &[
-            "type=geneve".into(),
+            format!("type={kind}"),
             format!("options:remote_ip={remote_ip}"),
         ],
-        &format!("the Geneve tunnel to {remote_ip}"),
+        &format!("the {kind} tunnel to {remote_ip}"),
     )
 }
 
 /// The flow to trace on the receiving node: the packet as the tunnel brings it.
-pub fn arriving_flow(ofport: i64, g: &Geneve, fields: &str) -> String {
+pub fn arriving_flow(ofport: i64, t: &Tunnel, fields: &str) -> String {
+    let option = t
+        .option
+        .as_ref()
+        .map(|o| format!("tun_metadata0={o},"))
+        .unwrap_or_default();
     format!(
-        "in_port={ofport},tun_id={},tun_src={},tun_dst={},tun_metadata0={},{fields}",
-        g.vni, g.src, g.dst, g.option
+        "in_port={ofport},tun_id={},tun_src={},tun_dst={},{option}{fields}",
+        t.vni, t.src, t.dst
     )
 }
 
@@ -250,16 +270,30 @@ mod tests {
     }
 
     #[test]
+    fn a_vxlan_header_is_read_without_an_option() {
+        let a = "tnl_push(tnl_port(3),header(size=50,type=4,eth(dst=4e:98:c1:8e:96:dd,src=4e:a6:7d:2b:34:24,dl_type=0x0800),ipv4(src=172.16.0.1,dst=172.16.0.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x3004)),out_port(2))";
+        let t = tunnel_header(a).expect("vxlan");
+        assert_eq!(t.kind, "vxlan");
+        assert_eq!(t.vni, "0x3004");
+        assert_eq!(t.option, None);
+        assert_eq!(
+            arriving_flow(5, &t, "icmp"),
+            "in_port=5,tun_id=0x3004,tun_src=172.16.0.1,tun_dst=172.16.0.2,icmp"
+        );
+    }
+
+    #[test]
     fn the_geneve_header_and_the_packet_leaving_are_read() {
         let a = "ct(commit,zone=11,mark=0/0x1),tnl_push(tnl_port(4),header(size=58,type=5,eth(dst=4e:98:c1:8e:96:dd,src=4e:a6:7d:2b:34:24,dl_type=0x0800),ipv4(src=172.16.0.1,dst=172.16.0.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=6081,csum=0xffff),geneve(crit,vni=0x4,options({class=0x102,type=0x80,len=4,0x20003}))),out_port(2)),1";
-        let g = geneve(a).expect("geneve");
+        let g = tunnel_header(a).expect("geneve");
         assert_eq!(
             g,
-            Geneve {
+            Tunnel {
+                kind: "geneve",
                 src: "172.16.0.1".into(),
                 dst: "172.16.0.2".into(),
                 vni: "0x4".into(),
-                option: "0x20003".into()
+                option: Some("0x20003".into())
             }
         );
         let text = "Final flow: recirc_id=0x11,eth,tcp,reg0=0x286,reg15=0x3,tun_id=0x4,metadata=0x4,in_port=4,vlan_tci=0x0000,dl_src=0a:58:0a:14:00:02,dl_dst=0a:58:0a:14:00:05,nw_src=10.20.0.2,nw_dst=10.20.0.5,nw_tos=0,nw_ecn=0,nw_ttl=64,nw_frag=no,tp_src=0,tp_dst=8080,tcp_flags=0\n";

@@ -1,7 +1,7 @@
 //! One trace, whatever the backend: the source pod's logical port and addresses, the
 //! destination (a pod, a Service's VIP with the backend the load balancer picks, an
 //! address), `ovn-trace` from the pod's switch, the explanation, and `ofproto/trace` on
-//! the source node and, through a Geneve tunnel, on the receiving node.
+//! the source node and, through a Geneve or VXLAN tunnel, on the receiving node.
 
 use std::net::IpAddr;
 
@@ -199,7 +199,7 @@ pub fn trace(b: &mut dyn Backend, spec: &TraceSpec) -> Result<TraceReport, Trace
         );
         let mut t = physical::run(b, &node.name, &pflow)?;
         // through a tunnel: the receiving node's tables, from its tunnel port
-        let arriving = physical::geneve(&t.datapath_actions)
+        let arriving = physical::tunnel_header(&t.datapath_actions)
             .zip(physical::packet_fields(&t.text, &t.datapath_actions));
         if let Some(to) = t.tunnel_to.clone()
             && let Some(n) = nodes.iter().find(|n| n.encap_ip == to)
@@ -207,7 +207,7 @@ pub fn trace(b: &mut dyn Backend, spec: &TraceSpec) -> Result<TraceReport, Trace
             t.tunnel_to = Some(format!("{} ({to})", n.name));
             phys.push(t);
             if let Some((g, fields)) = arriving {
-                let port = physical::tunnel_ofport(b, &n.name, &g.src)?;
+                let port = physical::tunnel_ofport(b, &n.name, g.kind, &g.src)?;
                 phys.push(physical::run(
                     b,
                     &n.name,
