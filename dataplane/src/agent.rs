@@ -15,9 +15,10 @@ use ipnet::IpNet;
 use crate::metrics::Metrics;
 use crate::mgmt::{self, MGMT_PORT, MgmtConfig};
 use crate::node::{NodeCtx, NodeParts};
-use crate::ovs::{OvnConfig, Ovs};
+use crate::ovs::{OvnConfig, Ovs, capture_mirror};
 use crate::plumbing::KernelPlumbing;
 use crate::pods::PodSource;
+use crate::report::EventType;
 use crate::state::StateStore;
 use crate::vhost_state::VhostPorts;
 
@@ -339,6 +340,34 @@ impl Agent {
             &self.uplink,
         )
         .await
+    }
+
+    /// Runs forever: every [`capture_mirror::GC_PERIOD`], removes the Mirrors and
+    /// temporary ports of `zovn capture`s whose process is gone (see
+    /// [`capture_mirror::gc`]), with a Normal event on the node for each capture removed.
+    pub async fn run_capture_gc(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(capture_mirror::GC_PERIOD);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if !self.ovs.is_synced() {
+                continue;
+            }
+            match capture_mirror::gc(&self.ovs).await {
+                Ok(removed) => {
+                    for r in removed.iter().filter(|r| r.table == "Port") {
+                        let msg = format!(
+                            "removed the leftover capture port {} (mirror of {}, pid {}): {}",
+                            r.name, r.iface_id, r.pid, r.reason
+                        );
+                        self.ctx
+                            .node_event(EventType::Normal, "CaptureLeftoverRemoved", msg)
+                            .await;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "leftover captures not collected"),
+            }
+        }
     }
 
     /// Re-adds what is missing in OVS (br-int, our ports) — after an ovsdb-server or

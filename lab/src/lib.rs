@@ -19,6 +19,8 @@
 //!   guard's test and benchmark.
 //! - [`vlan_host`]: a host on a VLAN of the underlay, outside every node (OVS tags in
 //!   userspace), for the VLAN underlay's tests.
+//! - [`capture`]: `zovn capture` — a pod port's packets through an OVS Mirror, as pcap or
+//!   summary lines (pcap writer/reader, packet summaries, the node side, the lab backend).
 //! - [`ctl`]: the OVS/OVN command-line tools used (to be swapped for the ovsdb client).
 //! - [`apiserver`]: the lab's object store daemon (Namespaces, Subnets, Pods, Nodes) with
 //!   the real controller on it, and the client behind `zovn lab apply/delete/get`.
@@ -68,6 +70,7 @@
 pub mod agent;
 pub mod apiserver;
 pub mod bare_ovs;
+pub mod capture;
 pub mod central;
 pub mod cluster;
 pub mod config;

@@ -373,6 +373,8 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(agent.clone().watch());
     // fast-start pod ports move to AF_XDP in the background
     tokio::spawn(agent.clone().run_promotions());
+    // the Mirrors and ports of `zovn capture`s that were killed
+    tokio::spawn(agent.clone().run_capture_gc());
     if let Some(ctl) = &args.vswitchd_ctl {
         // stale verdicts of the userspace revalidator (see dataplane::megaflow_guard)
         let ctl = dataplane::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(5));

@@ -56,9 +56,12 @@ impl std::fmt::Debug for PortBatch {
     }
 }
 
-type Insert<'a> = (&'a Interface, &'a [IC], &'a BTreeMap<String, String>, Uuid);
+/// A new Interface + Port on a bridge: the interface, its columns to set, the Port's
+/// `external_ids`, the bridge.
+pub(super) type Insert<'a> = (&'a Interface, &'a [IC], &'a BTreeMap<String, String>, Uuid);
 
-fn insert_ops(batch: &[Insert<'_>]) -> Vec<Operation> {
+/// The inserts of `batch`; the `i`-th Port is named `port{i}` in the transaction.
+pub(super) fn insert_ops(batch: &[Insert<'_>]) -> Vec<Operation> {
     let mut ops = Vec::with_capacity(batch.len() * 3);
     for (i, (iface, cols, port_ids, br)) in batch.iter().enumerate() {
         let (ni, np) = (format!("iface{i}"), format!("port{i}"));
@@ -203,6 +206,21 @@ impl Ovs {
             .transact(DB, ops)
             .await
             .map(|_| ())
+            .map_err(|source| OvsError::Op {
+                what: what.to_string(),
+                source,
+            })
+    }
+
+    /// A transaction whose results the caller reads (inserted uuids, selected rows).
+    pub(super) async fn transact_results(
+        &self,
+        what: &str,
+        ops: Vec<Operation>,
+    ) -> Result<Vec<ovsdb::OpResult>, OvsError> {
+        self.client
+            .transact(DB, ops)
+            .await
             .map_err(|source| OvsError::Op {
                 what: what.to_string(),
                 source,

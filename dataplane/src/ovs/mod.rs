@@ -11,11 +11,16 @@
 //! - `memory` (unit tests only): an in-memory [`NodeOvs`] for the attachment logic's
 //!   tests without root.
 //!
+//! - [`capture_mirror`]: `zovn capture`'s Mirror of a pod port onto a temporary port, its
+//!   marks (`zstack.io/owner=zovn-capture`, never the agent's), and the GC of captures
+//!   whose process is gone.
+//!
 //! Every row the agent creates carries `external_ids:zstack.io/owner=zstack-ovn-node`;
 //! rows without that mark are never modified or deleted.
 
 use std::time::Duration;
 
+pub mod capture_mirror;
 pub mod client;
 mod ct_zero_snat;
 #[cfg(test)]

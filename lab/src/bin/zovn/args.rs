@@ -37,6 +37,67 @@ pub enum Command {
     /// lag), each node's datapath decision and why, uplink, PMD load and stale-flow purges,
     /// and the pods with problems (no address, not Ready) and why.
     Status(StatusArgs),
+    /// A pod's packets, from its OVS port on any datapath (kernel, AF_XDP, vhost-user:
+    /// where the host's tcpdump sees nothing): one summary line per packet, or pcap with
+    /// -w (tcpdump/tshark read it). An OVS Mirror onto a temporary port, removed on exit,
+    /// Ctrl-C, or by the node agent if the capture is killed. Exit 2 on bad input.
+    Capture(CaptureArgs),
+    /// On-node helpers behind other commands.
+    #[command(hide = true)]
+    Debug {
+        #[command(subcommand)]
+        command: DebugCommand,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// The pod, namespace/name.
+    pub pod: String,
+    /// Stop after N packets.
+    #[arg(short = 'c', long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Write the packets as pcap to FILE (`-`: stdout, e.g. `| tshark -r -`) instead of
+    /// printing one line per packet.
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Stop after SECS seconds in any case.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub duration: u64,
+    #[command(flatten)]
+    pub dir: DirArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DebugCommand {
+    /// Runs on the node, in ovs-vswitchd's network namespace: mirrors the port with
+    /// iface-id LSP onto a temporary port and writes its packets as pcap to stdout, until
+    /// --count, --duration, SIGINT/SIGTERM/SIGHUP or a closed stdout; then removes the
+    /// Mirror and the port. Exit 2: no such port here; 1: system failure.
+    Capture(DebugCaptureArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DebugCaptureArgs {
+    /// The node's Open_vSwitch database.
+    #[arg(
+        long,
+        value_name = "REMOTE",
+        default_value = "unix:/var/run/openvswitch/db.sock"
+    )]
+    pub db: String,
+    /// The pod's logical switch port (the Interface's external_ids:iface-id).
+    #[arg(long, value_name = "LSP")]
+    pub iface_id: String,
+    /// The integration bridge.
+    #[arg(long, default_value = "br-int")]
+    pub bridge: String,
+    /// Stop after N packets.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Stop after SECS seconds in any case.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub duration: u64,
 }
 
 #[derive(Debug, Args)]

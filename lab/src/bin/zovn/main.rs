@@ -12,6 +12,7 @@
 //! zovn lab exec --external [--dir DIR] -- CMD [ARGS...]
 //! zovn lab probe NS/POD HOST:PORT [--udp] [--timeout 2s] [--dir DIR]
 //! zovn lab stats [--node N] [-o table|json] [--dir DIR]
+//! zovn capture NS/POD [-c N] [-w FILE|-] [--duration SECS] [--dir DIR]
 //! ```
 //! The lab dir defaults to `$ZOVN_LAB_DIR` or `/tmp/zovn-lab`.
 //!
@@ -42,6 +43,7 @@
 
 mod apply;
 mod args;
+mod capture;
 mod cluster;
 mod delete;
 mod down;
@@ -56,7 +58,7 @@ mod up;
 
 use clap::Parser;
 
-use args::{Cli, ClusterCommand, Command, LabCommand};
+use args::{Cli, ClusterCommand, Command, DebugCommand, LabCommand};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -99,5 +101,9 @@ fn main() -> anyhow::Result<()> {
         },
         Command::Trace(a) => trace::run(a),
         Command::Status(a) => trace::status(a),
+        Command::Capture(a) => capture::run(a),
+        Command::Debug { command } => match command {
+            DebugCommand::Capture(a) => capture::debug(a),
+        },
     }
 }

@@ -1,0 +1,61 @@
+//! The lab's capture backend: the pod's node from the lab's object store, and
+//! `zovn debug capture` (this same binary) run in that node's network namespace, on its
+//! Open_vSwitch database.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+use super::{CaptureError, CaptureOptions, parse_pod};
+use crate::Lab;
+use crate::apiserver::ApiClient;
+use crate::apiserver::protocol::ResourceKind;
+
+/// The command that captures pod `key`'s port on its lab node (not started). It dies with
+/// SIGTERM (and so cleans up) when the thread that starts it ends.
+pub fn command(dir: &Path, key: &str, opts: &CaptureOptions) -> Result<Command, CaptureError> {
+    let (ns, name) = parse_pod(key)?;
+    let tool = |what: &str, e: &dyn std::fmt::Display| CaptureError::Tool {
+        tool: what.into(),
+        detail: e.to_string(),
+    };
+    let lab = Lab::open(dir).map_err(|e| tool("lab", &e))?;
+    let pods = ApiClient::connect(dir)
+        .and_then(|mut c| c.get(ResourceKind::Pod))
+        .map_err(|e| tool("the lab's object store", &e))?;
+    let pod = pods
+        .iter()
+        .find(|p| p["metadata"]["namespace"] == ns && p["metadata"]["name"] == name)
+        .ok_or_else(|| CaptureError::UnknownPod(key.into()))?;
+    let node_name = pod["spec"]["nodeName"]
+        .as_str()
+        .ok_or_else(|| CaptureError::NotScheduled(key.into()))?;
+    let node = lab
+        .nodes()
+        .iter()
+        .find(|n| n.system_id == node_name)
+        .ok_or_else(|| {
+            CaptureError::BadInput(format!(
+                "pod {key} is on node {node_name}, which is not a node of this lab"
+            ))
+        })?;
+    let exe = std::env::current_exe().map_err(|e| tool("this program's path", &e))?;
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &node.netns])
+        .arg(exe)
+        .args(["debug", "capture", "--db", &node.db_remote, "--iface-id"])
+        .arg(api::names::pod_port(ns, name))
+        .args(["--bridge", dataplane::ovs::BR_INT, "--duration"])
+        .arg(opts.duration.as_secs().max(1).to_string());
+    if let Some(n) = opts.count {
+        c.arg("--count").arg(n.to_string());
+    }
+    // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        c.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                .map_err(std::io::Error::from)
+        });
+    }
+    Ok(c)
+}
