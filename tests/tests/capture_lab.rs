@@ -1,6 +1,3 @@
-//! KNOWN FAILING (see docs/diagnostics.md, Status): on the OVN-programmed br-int the
-//! Mirror is created and removed but no packet reaches its output port yet.
-//!
 //! `zovn capture` on a real 2-node lab (`--datapath dpdk,afxdp`: node1 OVS-DPDK with a
 //! vhost-user pod — the lab's testpmd "VM", its kernel's pings going through testpmd and
 //! the vhost-user ring — node2 AF_XDP pod ports), through the real CLI, the real agents
@@ -136,9 +133,12 @@ fn assert_nothing_left(db: &str, netns: &str) {
     );
 }
 
-/// `ping -c COUNT` from `pod` to `ip` in the background (our own child).
+/// `ping -c COUNT` from `pod` to `ip` in the background (our own child, in a process
+/// group of its own: [`stop`] ends the ping inside the pod too).
 fn ping_bg(z: &Zovn, pod: &str, ip: &str, count: u32) -> Child {
+    use std::os::unix::process::CommandExt;
     Command::new(&z.exe)
+        .process_group(0)
         .args(["lab", "exec", pod, "--dir"])
         .arg(&z.dir)
         .args([
@@ -159,8 +159,10 @@ fn ping_bg(z: &Zovn, pod: &str, ip: &str, count: u32) -> Child {
         .expect("ping")
 }
 
+/// Ends a [`ping_bg`]: its whole process group (`zovn lab exec` and the ping it runs).
 fn stop(mut c: Child) {
-    let _ = c.kill();
+    let pgid = nix::unistd::Pid::from_raw(-(c.id() as i32));
+    let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
     let _ = c.wait();
 }
 
@@ -387,7 +389,9 @@ fn capture_sees_afxdp_and_vhost_user_pods_and_leaves_nothing() {
     // bad input: one line, exit 2
     for (pod, want) in [
         ("default/nosuch", "pod default/nosuch not found"),
-        ("nosuch", "namespace/name"),
+        // a bare name is looked up in the namespace of -n (default: `default`)
+        ("nosuch", "pod default/nosuch not found"),
+        ("a/b/c", "namespace/name"),
     ] {
         let (code, out, err) = finish(start_capture(&z, pod, &[]), Duration::from_secs(10));
         assert_eq!(code, 2, "{pod}: {out}{err}");

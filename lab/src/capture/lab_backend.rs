@@ -45,7 +45,9 @@ pub fn command(dir: &Path, key: &str, opts: &CaptureOptions) -> Result<Command, 
         .arg(exe)
         .args(["debug", "capture", "--db", &node.db_remote, "--iface-id"])
         .arg(api::names::pod_port(ns, name))
-        .args(["--bridge", dataplane::ovs::BR_INT, "--duration"])
+        .args(["--bridge", dataplane::ovs::BR_INT, "--vswitchd-ctl"])
+        .arg(node.dir.join("run/ovs-vswitchd.ctl"))
+        .arg("--duration")
         .arg(opts.duration.as_secs().max(1).to_string());
     if let Some(n) = opts.count {
         c.arg("--count").arg(n.to_string());

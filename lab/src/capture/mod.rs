@@ -12,13 +12,14 @@
 //!
 //! The operator's side is split in two so that any backend feeds the same consumer:
 //! - a backend builds the [`std::process::Command`] that runs `zovn debug capture` on the
-//!   pod's node ([`lab_backend::command`]: `ip netns exec` into the lab node's netns; a
-//!   cluster's would be `kubectl exec` into the node's agent);
+//!   pod's node ([`lab_backend::command`]: `ip netns exec` into the lab node's netns;
+//!   [`cluster_backend::command`]: `kubectl exec -i` into the node's agent container);
 //! - [`run::run_capture`] runs it and consumes its pcap stream: to a file, to stdout, or
 //!   as summary lines ([`summary`]), forwarding Ctrl-C and waiting for the clean exit.
 //!
 //! [`pcap`]: the classic pcap writer and reader (the tests read captures with it).
 
+pub mod cluster_backend;
 pub mod lab_backend;
 pub mod node;
 pub mod pcap;

@@ -40,6 +40,34 @@ pub struct NodeCapture {
     pub count: Option<u64>,
     /// Stop after this long in any case.
     pub duration: Duration,
+    /// Stop when standard input ends: the operator's `kubectl exec -i` went away (its
+    /// stream closed) even if no packet comes to find the output closed.
+    pub until_stdin_closes: bool,
+    /// ovs-vswitchd's control socket, for [`flush_datapath_flows`].
+    pub vswitchd_ctl: String,
+}
+
+/// Flushes the node's datapath flows (`dpctl/del-flows`) so that every flow is translated
+/// again, with the Mirror (after its creation) or without it (after its removal). The
+/// revalidators would do it, but OVS 3.1's dpif-netdev can apply a revalidator's update
+/// to another overlapping flow and leave the old one as it was (docs/known-ovs-issues.md,
+/// "Stale datapath flows"): a cached flow of the pod would then never reach the mirror.
+/// The cost is one upcall per active flow of the node, once. A failure is reported, not
+/// fatal.
+pub fn flush_datapath_flows(ctl: &str) {
+    match std::process::Command::new("ovs-appctl")
+        .args(["-t", ctl, "dpctl/del-flows"])
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => eprintln!(
+            "zovn debug capture: flushing the datapath flows failed (cached flows may miss the mirror): {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => eprintln!(
+            "zovn debug capture: cannot run ovs-appctl to flush the datapath flows (cached flows may miss the mirror): {e}"
+        ),
+    }
 }
 
 /// Why the capture stopped.
@@ -50,6 +78,8 @@ pub enum Stop {
     Signal(&'static str),
     /// The output was closed (EPIPE).
     OutputClosed,
+    /// Standard input ended (`until_stdin_closes`).
+    InputClosed,
 }
 
 /// A capture that failed: its message and exit code.
@@ -108,6 +138,7 @@ async fn run_async(
     );
     let r = capture(&ovs, &cap, opts, deadline, &mut signals, out).await;
     let removed = ovs.remove_capture(&cap).await;
+    flush_datapath_flows(&opts.vswitchd_ctl);
     match (r, removed) {
         (r, Ok(())) => r,
         (Ok(_), Err(e)) | (Err(_), Err(e)) => Err(Failure::system(format!(
@@ -142,6 +173,21 @@ impl Signals {
     }
 }
 
+/// Completes when standard input ends (never, when `watch` is false).
+async fn stdin_closed(watch: bool) {
+    if !watch {
+        return std::future::pending().await;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        let mut stdin = io::stdin();
+        while matches!(std::io::Read::read(&mut stdin, &mut buf), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
+}
+
 async fn capture(
     ovs: &Ovs,
     cap: &CaptureMirror,
@@ -151,10 +197,13 @@ async fn capture(
     out: impl Write,
 ) -> Result<(u64, Stop), Failure> {
     let until = tokio::time::Instant::from_std(deadline);
+    let input = stdin_closed(opts.until_stdin_closes);
+    tokio::pin!(input);
     let ifindex = tokio::select! {
         r = wait_tap(ovs, &cap.port_name) => r?,
         s = signals.recv() => return Ok((0, Stop::Signal(s))),
         _ = tokio::time::sleep_until(until) => return Ok((0, Stop::Duration)),
+        _ = &mut input => return Ok((0, Stop::InputClosed)),
     };
     prepare_tap(&cap.port_name)
         .map_err(|e| Failure::system(format!("bring up {}: {e}", cap.port_name)))?;
@@ -166,6 +215,8 @@ async fn capture(
                 .map_err(|e| e.into_parts().1)
         })
         .map_err(|e| Failure::system(format!("AF_PACKET socket on {}: {e}", cap.port_name)))?;
+    // the socket reads the tap: from now on every flow translated again mirrors the pod
+    flush_datapath_flows(&opts.vswitchd_ctl);
     let mut w = match PcapWriter::new(out) {
         Ok(w) => w,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok((0, Stop::OutputClosed)),
@@ -180,6 +231,7 @@ async fn capture(
         let mut ready = tokio::select! {
             s = signals.recv() => return Ok((n, Stop::Signal(s))),
             _ = tokio::time::sleep_until(until) => return Ok((n, Stop::Duration)),
+            _ = &mut input => return Ok((n, Stop::InputClosed)),
             r = sock.readable() => r.map_err(|e| Failure::system(format!("poll: {e}")))?,
         };
         let (len, outgoing) = match ready.try_io(|s| s.get_ref().recv(&mut buf)) {

@@ -23,6 +23,10 @@ use super::summary::summarize;
 pub struct RunOptions {
     /// `Some(path)`: pcap into that file (`-`: stdout); `None`: summary lines on stdout.
     pub write: Option<PathBuf>,
+    /// Ask the capture to stop by closing its standard input instead of SIGINT (a
+    /// `kubectl exec -i` to a capture run with `--until-stdin-closes`: a signal would end
+    /// kubectl, not the capture).
+    pub close_stdin: bool,
 }
 
 /// How many of SIGINT, SIGTERM, SIGHUP this process got.
@@ -58,7 +62,9 @@ enum Sink {
 /// for a system failure, 2 for bad input), 1 when it was killed or its stream broke.
 /// Prints `N packets captured` on stderr once the capture started. Catches SIGINT,
 /// SIGTERM and SIGHUP for the rest of the process: the first is forwarded to the capture
-/// as SIGINT, a second as SIGTERM, a third as SIGKILL.
+/// as SIGINT (or, with [`RunOptions::close_stdin`], closes its standard input), a second
+/// as SIGTERM, a third as SIGKILL. The capture's standard input is a pipe held open until
+/// then (and closed if this process dies).
 pub fn run_capture(mut cmd: Command, opts: &RunOptions) -> i32 {
     let fail = |msg: String| {
         eprintln!("zovn capture: {msg}");
@@ -85,7 +91,7 @@ pub fn run_capture(mut cmd: Command, opts: &RunOptions) -> i32 {
     if let Err(e) = catch_signals() {
         return fail(format!("signal handlers: {e}"));
     }
-    let mut child = match cmd.stdin(Stdio::null()).stdout(Stdio::piped()).spawn() {
+    let mut child = match cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn() {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot start {:?}: {e}", cmd.get_program())),
     };
@@ -93,6 +99,9 @@ pub fn run_capture(mut cmd: Command, opts: &RunOptions) -> i32 {
         return fail("the capture has no output".into());
     };
     let pid = Pid::from_raw(child.id() as i32);
+    // held open while the capture runs: its end is the stop request with `close_stdin`
+    let mut stdin = child.stdin.take();
+    let close_stdin = opts.close_stdin;
     // the forwarder: our signals to the child, until its stream ended (it is not reaped
     // before the forwarder stops, so its pid cannot be another process's)
     let done = Arc::new(AtomicBool::new(false));
@@ -107,6 +116,11 @@ pub fn run_capture(mut cmd: Command, opts: &RunOptions) -> i32 {
                     .max(usize::from(stop_child.load(Ordering::SeqCst)));
                 while sent < want {
                     let s = match sent {
+                        0 if close_stdin => {
+                            stdin = None;
+                            sent += 1;
+                            continue;
+                        }
                         0 => Signal::SIGINT,
                         1 => Signal::SIGTERM,
                         _ => Signal::SIGKILL,
@@ -116,6 +130,7 @@ pub fn run_capture(mut cmd: Command, opts: &RunOptions) -> i32 {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+            drop(stdin);
         })
     };
     let mut n = 0u64;

@@ -11,6 +11,12 @@
 //!   delivered, the rule named, another port still dropped;
 //! - a Service (`svc/e2e/web`): delivered, the backend the load balancer chose named, and
 //!   it is one of the web pods;
+//! - `capture` of a web pod on node1 (the DPDK node: its port is polled by the PMD, no
+//!   kernel device carries its packets) while another pod pings it: `--count 4 -w FILE`
+//!   gives a pcap holding the echo requests and replies; then a capture without a count
+//!   stopped by SIGINT to the plugin (it closes `kubectl exec -i`'s input: the capture in
+//!   the agent's container stops itself): exit 0; after both, no Mirror or capture port
+//!   on node1's OVS;
 //! - bad input (an unknown pod): exit 2, one line.
 
 use std::path::{Path, PathBuf};
@@ -154,9 +160,147 @@ fn json_trace(e: &E2e, plugins: &Path, args: &[&str]) -> Result<Value> {
     serde_json::from_str(&out).with_context(|| format!("trace JSON: {out}{err}"))
 }
 
+/// The capture rows (Mirrors, Ports) marked on node `i`'s OVS.
+fn capture_rows(e: &E2e, i: usize) -> Result<String> {
+    let mut rows = String::new();
+    for table in ["Mirror", "Port"] {
+        rows += &tests::e2e::ovs_vsctl(
+            e.cluster(),
+            i,
+            &[
+                "--bare",
+                "--columns=name",
+                "find",
+                table,
+                "external_ids:zstack.io/owner=zovn-capture",
+            ],
+        )?;
+    }
+    Ok(rows.trim().to_string())
+}
+
+/// `kubectl zovn capture ARGS` started in the background: the child.
+fn start_capture(e: &E2e, plugins: &Path, args: &[&str]) -> Result<std::process::Child> {
+    let path = format!(
+        "{}:{}",
+        plugins.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Ok(Command::new("kubectl")
+        .args(["zovn", "capture"])
+        .args(args)
+        .env("KUBECONFIG", &e.kc)
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?)
+}
+
+/// Waits (bounded) for the capture child: (code, stderr).
+async fn finish_capture(mut c: std::process::Child, bound: Duration) -> Result<(i32, String)> {
+    let t = Instant::now();
+    while c.try_wait()?.is_none() {
+        if t.elapsed() > bound {
+            let _ = c.kill();
+            let out = c.wait_with_output()?;
+            bail!(
+                "kubectl zovn capture still running after {bound:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = c.wait_with_output()?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+async fn capture(e: &E2e, plugins: &Path) -> Result<()> {
+    let (n1, n2) = web_pods(e).await?;
+    let (target, from) = (&n1[0], name(&n2[0]));
+    let ip = ip_of(target);
+    let file = std::env::temp_dir().join(format!("zovn-e2e-{}.pcap", std::process::id()));
+    let t = Instant::now();
+    let cap = start_capture(
+        e,
+        plugins,
+        &[
+            "-n",
+            NS,
+            &name(target),
+            "--count",
+            "4",
+            "-w",
+            &file.to_string_lossy(),
+        ],
+    )?;
+    wait_until(
+        "the capture's Mirror on node1",
+        Duration::from_secs(30),
+        || async { Ok((!capture_rows(e, 1)?.is_empty()).then_some(())) },
+    )
+    .await?;
+    let mirror_secs = t.elapsed().as_secs_f64();
+    tests::e2e::exec(&e.kc, NS, &from, &["ping", "-c", "4", &ip])?;
+    let (code, err) = finish_capture(cap, Duration::from_secs(30)).await?;
+    if code != 0 || !err.contains("4 packets captured") {
+        bail!("kubectl zovn capture --count 4: exit {code}: {err}");
+    }
+    let pkts = lab::capture::pcap::read_all(&std::fs::read(&file)?)?;
+    let lines: Vec<String> = pkts
+        .iter()
+        .map(|p| lab::capture::summary::summarize(&p.data))
+        .collect();
+    let _ = std::fs::remove_file(&file);
+    let from_ip = ip_of(&n2[0]);
+    if !lines
+        .iter()
+        .any(|l| l.contains(&format!("{from_ip} > {ip}: ICMP echo request")))
+        || !lines
+            .iter()
+            .any(|l| l.contains(&format!("{ip} > {from_ip}: ICMP echo reply")))
+    {
+        bail!("the pcap lacks the echo requests or replies: {lines:#?}");
+    }
+    let left = capture_rows(e, 1)?;
+    if !left.is_empty() {
+        bail!("capture rows left after --count: {left}");
+    }
+    println!(
+        "  kubectl zovn capture (DPDK node1, mirror after {mirror_secs:.1} s): {} packets, {lines:?}",
+        pkts.len()
+    );
+
+    // Ctrl-C: SIGINT to the plugin (kubectl exec(2)s it: the child is the plugin)
+    let cap = start_capture(e, plugins, &["-n", NS, &name(target)])?;
+    wait_until(
+        "the second capture's Mirror",
+        Duration::from_secs(30),
+        || async { Ok((!capture_rows(e, 1)?.is_empty()).then_some(())) },
+    )
+    .await?;
+    let pid = nix::unistd::Pid::from_raw(cap.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)?;
+    let (code, err) = finish_capture(cap, Duration::from_secs(30)).await?;
+    if code != 0 || !err.contains("packets captured") {
+        bail!("kubectl zovn capture after SIGINT: exit {code}: {err}");
+    }
+    wait_until(
+        "no capture rows after SIGINT",
+        Duration::from_secs(15),
+        || async { Ok(capture_rows(e, 1)?.is_empty().then_some(())) },
+    )
+    .await?;
+    Ok(())
+}
+
 pub(crate) async fn diagnose(e: &E2e) -> Result<()> {
     let plugins = plugin_dir()?;
     status(e, &plugins)?;
+    capture(e, &plugins).await?;
 
     let (n1, n2) = web_pods(e).await?;
     let (client, target) = (name(&n1[0]), name(&n2[0]));

@@ -52,8 +52,12 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
-    /// The pod, namespace/name.
+    /// The pod, namespace/name (or name, in the namespace of -n).
     pub pod: String,
+    /// The namespace of a pod named without one (as kubectl's `-n`) [default: `default`
+    /// on a lab, the context's namespace on a cluster].
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
     /// Stop after N packets.
     #[arg(short = 'c', long, value_name = "N")]
     pub count: Option<u64>,
@@ -65,7 +69,7 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub duration: u64,
     #[command(flatten)]
-    pub dir: DirArgs,
+    pub target: TargetArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -98,6 +102,17 @@ pub struct DebugCaptureArgs {
     /// Stop after SECS seconds in any case.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub duration: u64,
+    /// Stop when standard input ends (the operator's `kubectl exec -i` went away).
+    #[arg(long)]
+    pub until_stdin_closes: bool,
+    /// The node's ovs-vswitchd control socket: its datapath flows are flushed once the
+    /// mirror is in place and once it is gone, so that flows cached before pick it up.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/run/openvswitch/ovs-vswitchd.ctl"
+    )]
+    pub vswitchd_ctl: String,
 }
 
 #[derive(Debug, Args)]

@@ -6,16 +6,36 @@ use std::os::fd::AsFd;
 use std::time::Duration;
 
 use lab::capture::node::{self, NodeCapture};
-use lab::capture::{CaptureOptions, EXIT_INPUT, RunOptions, lab_backend, run_capture};
+use lab::capture::{
+    CaptureOptions, EXIT_INPUT, RunOptions, cluster_backend, lab_backend, run_capture,
+};
 
 use crate::args::{CaptureArgs, DebugCaptureArgs};
+use crate::target::{Target, TargetArgs};
 
 pub fn run(a: CaptureArgs) -> anyhow::Result<()> {
+    let target = match a.target.choose() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("zovn capture: {e}");
+            std::process::exit(EXIT_INPUT)
+        }
+    };
+    let ns = TargetArgs::default_namespace(a.namespace.as_deref(), &target);
+    let pod = if a.pod.contains('/') {
+        a.pod.clone()
+    } else {
+        format!("{ns}/{}", a.pod)
+    };
     let opts = CaptureOptions {
         count: a.count,
         duration: Duration::from_secs(a.duration),
     };
-    let cmd = match lab_backend::command(&a.dir.dir, &a.pod, &opts) {
+    let (cmd, close_stdin) = match &target {
+        Target::Lab(dir) => (lab_backend::command(dir, &pod, &opts), false),
+        Target::Cluster(k) => (cluster_backend::command(k, &pod, &opts), true),
+    };
+    let cmd = match cmd {
         Ok(c) => c,
         Err(e) if e.is_input() => {
             eprintln!("zovn capture: {e}");
@@ -23,7 +43,13 @@ pub fn run(a: CaptureArgs) -> anyhow::Result<()> {
         }
         Err(e) => anyhow::bail!("capture failed: {e}"),
     };
-    std::process::exit(run_capture(cmd, &RunOptions { write: a.write }))
+    std::process::exit(run_capture(
+        cmd,
+        &RunOptions {
+            write: a.write,
+            close_stdin,
+        },
+    ))
 }
 
 pub fn debug(a: DebugCaptureArgs) -> anyhow::Result<()> {
@@ -35,6 +61,8 @@ pub fn debug(a: DebugCaptureArgs) -> anyhow::Result<()> {
         bridge: a.bridge,
         count: a.count,
         duration: Duration::from_secs(a.duration),
+        until_stdin_closes: a.until_stdin_closes,
+        vswitchd_ctl: a.vswitchd_ctl,
     };
     match node::run(&opts, out) {
         Ok(_) => Ok(()),
