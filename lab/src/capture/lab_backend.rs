@@ -7,9 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use super::{CaptureError, CaptureOptions, parse_pod};
-use crate::Lab;
-use crate::apiserver::ApiClient;
-use crate::apiserver::protocol::ResourceKind;
+use crate::trace::backend::Backend;
+use crate::trace::lab_backend::LabBackend;
 
 /// The command that captures pod `key`'s port on its lab node (not started). It dies with
 /// SIGTERM (and so cleans up) when the thread that starts it ends.
@@ -19,10 +18,9 @@ pub fn command(dir: &Path, key: &str, opts: &CaptureOptions) -> Result<Command, 
         tool: what.into(),
         detail: e.to_string(),
     };
-    let lab = Lab::open(dir).map_err(|e| tool("lab", &e))?;
-    let pods = ApiClient::connect(dir)
-        .and_then(|mut c| c.get(ResourceKind::Pod))
-        .map_err(|e| tool("the lab's object store", &e))?;
+    let mut b = LabBackend::open(dir).map_err(|e| tool("lab", &e))?;
+    let pods = b.pods().map_err(|e| tool("lab", &e))?;
+    let lab = b.lab();
     let pod = pods
         .iter()
         .find(|p| p["metadata"]["namespace"] == ns && p["metadata"]["name"] == name)

@@ -38,6 +38,11 @@ impl LabBackend {
         })
     }
 
+    /// The lab itself (its nodes).
+    pub fn lab(&self) -> &Lab {
+        &self.lab
+    }
+
     fn node(&self, name: &str) -> Result<&NodeState, TraceError> {
         self.lab
             .nodes()

@@ -164,3 +164,41 @@ impl NbView {
             .map(|r| r.mac.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_result_becomes_the_view() {
+        let txn: serde_json::Value =
+            serde_json::from_str(&NbView::query_transaction()).expect("JSON");
+        assert_eq!(txn[0], "OVN_Northbound");
+        assert_eq!(txn[5]["table"], "ACL");
+        let empty = serde_json::json!({"rows": []});
+        let mut results = vec![empty.clone(); TABLES.len()];
+        results[0] = serde_json::json!({"rows": [{
+            "_uuid": ["uuid", "6e5e1b5c-6a43-4c3a-9f39-0d8f2a2c1b01"],
+            "name": "subnet-web",
+            "ports": ["set", [["uuid", "0b0a3c3e-1a2b-4c5d-8e9f-a0b1c2d3e4f5"]]],
+            "external_ids": ["map", [["zstack.io/owner", "zstack-ovn"]]]
+        }]});
+        results[4] = serde_json::json!({"rows": [{
+            "_uuid": ["uuid", "1e5e1b5c-6a43-4c3a-9f39-0d8f2a2c1b02"],
+            "action": "drop", "direction": "to-lport", "priority": 1000,
+            "match": "outport == @pg", "external_ids": ["map", []]
+        }]});
+        let v = NbView::from_query_result(&serde_json::Value::Array(results).to_string())
+            .expect("view");
+        assert_eq!(v.switches.len(), 1);
+        assert_eq!(v.switches[0].name, "subnet-web");
+        assert_eq!(v.switches[0].ports.len(), 1);
+        assert_eq!(v.acls[0].action, "drop");
+        assert_eq!(v.acls[0].priority, 1000);
+        // not one result per table, or not JSON: named
+        let e = NbView::from_query_result("[]").expect_err("short");
+        assert!(e.to_string().contains("one result per table"), "{e}");
+        let e = NbView::from_query_result("ovsdb-client: error").expect_err("text");
+        assert!(e.to_string().contains("not JSON"), "{e}");
+    }
+}
