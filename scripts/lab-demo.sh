@@ -6,7 +6,7 @@
 # examples/lab/ (Namespaces, Subnets, Pods: each pod a network namespace wired through the
 # real CNI plugin), show what was decided (pod addresses, Subnet status), the reachability
 # matrix (same node and across the Geneve tunnel), every pod's egress to the lab's external
-# host (the address the outside saw), a `zovn trace` and `zovn status`, the OVN rows, tear
+# host (the address the outside saw), `zovn trace`, `zovn status` and `zovn capture`, the OVN rows, tear
 # everything down.
 set -euo pipefail
 DIR=${1:-/tmp/zovn-lab}; NODES=${2:-2}
@@ -51,6 +51,12 @@ step "zovn trace blue/client demo/db:5432   (why a packet is delivered or droppe
 $ZOVN trace blue/client demo/db:5432 --dir "$DIR" || true
 step "zovn status            (OVN central, each node's datapath decision, pods with problems)"
 $ZOVN status --dir "$DIR"
+step "zovn capture demo/web --count 4   (the pod's packets from OVS itself, any datapath)"
+# the pod's own pings to the external host, captured on its OVS port (a Mirror that is gone after)
+$ZOVN lab exec demo/web --dir "$DIR" -- ping -c 6 -i 0.3 198.51.100.10 >/dev/null 2>&1 &
+PING=$!
+$ZOVN capture demo/web --count 4 --duration 10 --dir "$DIR" || true
+wait "$PING" || true
 
 step "zovn lab stats         (PMD threads, rx queue usage, per-pod port counters)"
 $ZOVN lab stats --dir "$DIR" || true
@@ -72,5 +78,6 @@ Explore on your own:
   $ZOVN lab exec demo/web -- ip addr             # a shell command inside a pod
   $ZOVN lab probe blue/client 10.16.0.100:5432   # exit 0 when reachable
   $ZOVN trace blue/client demo/db:5432           # delivered or dropped, and why
+  $ZOVN capture demo/web -w web.pcap             # the pod's packets as pcap (Ctrl-C ends)
   $ZOVN lab down
 TXT
