@@ -12,6 +12,8 @@
 //!   the policy isolates the server and forwards it once admitted;
 //! - a destination with no route (nothing leaves the cluster here): dropped, "no route";
 //! - IPv6 across nodes (a dual-stack Subnet): delivered, both nodes' traces forwarding;
+//! - `zovn status` with Raft databases (a second lab, `--raft`): three members each, one
+//!   leader, terms and lag; the NB leader killed: shown DOWN, another member leading;
 //! - bad input (unknown pod, a pod without an address, a malformed port): one line,
 //!   exit 2;
 //! - the text stays within 80 columns; `-o json` carries the verdict and findings;
@@ -381,4 +383,92 @@ fn trace_names_the_policy_the_backend_and_the_path() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("zovn lab up"), "{err}");
+}
+
+/// `zovn status` on a lab whose OVN databases are 3-member Raft clusters: every member's
+/// role, term and lag; a killed member shows as down, and a new leader is elected if it
+/// led.
+#[test]
+fn status_shows_raft_roles_and_a_dead_member() {
+    if !tests::require_real("trace_lab_status_shows_raft_roles_and_a_dead_member", BINS) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("trr");
+    let (z, _down) = tests::zovn::cli_up(
+        &s,
+        &[
+            "--nodes",
+            "1",
+            "--raft",
+            "--datapath",
+            "kernel",
+            "--gateway-mode",
+            "off",
+        ],
+    );
+    let status = |args: &[&str]| z_status(&z, args);
+    let j: Value = serde_json::from_str(&status(&["-o", "json"])).expect("JSON");
+    let rows = |j: &Value, what: &str| -> Vec<Value> {
+        j["central"]
+            .as_array()
+            .expect("central")
+            .iter()
+            .filter(|r| r["what"] == what)
+            .cloned()
+            .collect()
+    };
+    for what in ["NB", "SB"] {
+        let r = rows(&j, what);
+        assert_eq!(r.len(), 3, "{what}: {j:#}");
+        assert_eq!(
+            r.iter().filter(|m| m["role"] == "leader").count(),
+            1,
+            "{what}: one leader: {j:#}"
+        );
+        assert_eq!(
+            r.iter().filter(|m| m["role"] == "follower").count(),
+            2,
+            "{what}: {j:#}"
+        );
+        for m in &r {
+            assert_eq!(m["alive"], true, "{m}");
+            assert!(m["term"].as_u64().is_some_and(|t| t >= 1), "{m}");
+            assert!(m["uncommitted"].as_u64().is_some(), "{m}");
+            assert!(m["unapplied"].as_u64().is_some(), "{m}");
+        }
+    }
+    let text = status(&[]);
+    within_80(&text);
+    assert!(text.contains("leader, term"), "{text}");
+
+    // kill the NB leader: it shows as down, and another member leads
+    let lab = lab::Lab::open(&z.dir).expect("lab");
+    let central = lab.central().expect("central");
+    let leader = rows(&j, "NB")
+        .iter()
+        .find(|m| m["role"] == "leader")
+        .and_then(|m| m["member"].as_u64())
+        .expect("leader") as usize;
+    let pid = central.members(lab::Db::Nb)[leader - 1].pid;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the NB leader");
+    let mut last = Value::Null;
+    wait_until(
+        "status: the killed NB member down, another one leading",
+        Duration::from_secs(30),
+        || {
+            last = serde_json::from_str(&status(&["-o", "json"])).expect("JSON");
+            let r = rows(&last, "NB");
+            r.iter()
+                .any(|m| m["member"] == leader as u64 && m["alive"] == false)
+                && r.iter()
+                    .any(|m| m["member"] != leader as u64 && m["role"] == "leader")
+        },
+    );
+    let text = status(&[]);
+    assert!(text.contains(&format!("NB     {leader}  DOWN")), "{text}");
 }
