@@ -5,8 +5,8 @@
 //! socket and writes pcap to its output, until the count, the duration, SIGINT, SIGTERM,
 //! SIGHUP or a closed output, then removes the Mirror and the port.
 //!
-//! The kernel never speaks on the tap: IPv6 is disabled on it before it is brought up,
-//! it has no IPv4 address and `NOARP`; the socket also skips anything the kernel sends
+//! The kernel never speaks on the tap: IPv6 is disabled on it before ovs-vswitchd brings
+//! it up, and it has no IPv4 address; the socket also skips anything the kernel sends
 //! (`PACKET_OUTGOING`). What the kernel might send anyway would reach OVS on a mirror
 //! output port, which discards received frames (ovs-vswitchd.conf.db(5), `Mirror`
 //! `output_port`), and OVN's table 0 has no flow for that port.
@@ -43,31 +43,9 @@ pub struct NodeCapture {
     /// Stop when standard input ends: the operator's `kubectl exec -i` went away (its
     /// stream closed) even if no packet comes to find the output closed.
     pub until_stdin_closes: bool,
-    /// ovs-vswitchd's control socket, for [`flush_datapath_flows`].
+    /// ovs-vswitchd's control socket: the bridges' OpenFlow management sockets are
+    /// beside it (`<bridge>.mgmt`), for [`prepare_tap`].
     pub vswitchd_ctl: String,
-}
-
-/// Flushes the node's datapath flows (`dpctl/del-flows`) so that every flow is translated
-/// again, with the Mirror (after its creation) or without it (after its removal). The
-/// revalidators would do it, but OVS 3.1's dpif-netdev can apply a revalidator's update
-/// to another overlapping flow and leave the old one as it was (docs/known-ovs-issues.md,
-/// "Stale datapath flows"): a cached flow of the pod would then never reach the mirror.
-/// The cost is one upcall per active flow of the node, once. A failure is reported, not
-/// fatal.
-pub fn flush_datapath_flows(ctl: &str) {
-    match std::process::Command::new("ovs-appctl")
-        .args(["-t", ctl, "dpctl/del-flows"])
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => eprintln!(
-            "zovn debug capture: flushing the datapath flows failed (cached flows may miss the mirror): {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        ),
-        Err(e) => eprintln!(
-            "zovn debug capture: cannot run ovs-appctl to flush the datapath flows (cached flows may miss the mirror): {e}"
-        ),
-    }
 }
 
 /// Why the capture stopped.
@@ -138,7 +116,6 @@ async fn run_async(
     );
     let r = capture(&ovs, &cap, opts, deadline, &mut signals, out).await;
     let removed = ovs.remove_capture(&cap).await;
-    flush_datapath_flows(&opts.vswitchd_ctl);
     match (r, removed) {
         (r, Ok(())) => r,
         (Ok(_), Err(e)) | (Err(_), Err(e)) => Err(Failure::system(format!(
@@ -205,7 +182,8 @@ async fn capture(
         _ = tokio::time::sleep_until(until) => return Ok((0, Stop::Duration)),
         _ = &mut input => return Ok((0, Stop::InputClosed)),
     };
-    prepare_tap(&cap.port_name)
+    prepare_tap(&cap.port_name, &opts.bridge, &opts.vswitchd_ctl)
+        .await
         .map_err(|e| Failure::system(format!("bring up {}: {e}", cap.port_name)))?;
     let sock = PacketSocket::open(ifindex)
         .and_then(|s| {
@@ -215,8 +193,6 @@ async fn capture(
                 .map_err(|e| e.into_parts().1)
         })
         .map_err(|e| Failure::system(format!("AF_PACKET socket on {}: {e}", cap.port_name)))?;
-    // the socket reads the tap: from now on every flow translated again mirrors the pod
-    flush_datapath_flows(&opts.vswitchd_ctl);
     let mut w = match PcapWriter::new(out) {
         Ok(w) => w,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok((0, Stop::OutputClosed)),
@@ -236,6 +212,8 @@ async fn capture(
         };
         let (len, outgoing) = match ready.try_io(|s| s.get_ref().recv(&mut buf)) {
             Ok(Ok(r)) => r,
+            // a flag change of the tap (OVS setting it) is reported once: read on
+            Ok(Err(e)) if e.raw_os_error() == Some(libc::ENETDOWN) => continue,
             Ok(Err(e)) => return Err(Failure::system(format!("recv on {}: {e}", cap.port_name))),
             Err(_would_block) => continue,
         };
@@ -286,11 +264,53 @@ async fn wait_tap(ovs: &Ovs, name: &str) -> Result<u32, Failure> {
     }
 }
 
-/// No IPv6 (no router or neighbour solicitations), `NOARP`, then up.
-fn prepare_tap(name: &str) -> io::Result<()> {
+/// Silences the kernel on the tap (no IPv6: no router or neighbour solicitations; it has
+/// no IPv4 address) and has ovs-vswitchd bring it up (`ovs-ofctl mod-port ... up`), then
+/// waits (3 s) until the kernel says it is up. ovs-vswitchd must do it itself: it keeps
+/// the tap's flags in a cache and drops what it would send to a tap it believes down; a
+/// tap set up behind its back was sometimes still "down" for it (`admin_state` down,
+/// `tx_dropped` counting the mirrored packets) for the whole capture. If `ovs-ofctl`
+/// fails, the tap is set up directly, with a warning.
+async fn prepare_tap(name: &str, bridge: &str, vswitchd_ctl: &str) -> io::Result<()> {
     // absent when the kernel has no IPv6: then there is nothing to silence
     let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
-    let flags = (libc::IFF_UP | libc::IFF_NOARP) as libc::c_short;
+    let mgmt = std::path::Path::new(vswitchd_ctl)
+        .parent()
+        .unwrap_or(std::path::Path::new("/var/run/openvswitch"))
+        .join(format!("{bridge}.mgmt"));
+    let out = tokio::process::Command::new("ovs-ofctl")
+        .arg("mod-port")
+        .arg(format!("unix:{}", mgmt.display()))
+        .args([name, "up"])
+        .output()
+        .await;
+    match out {
+        Ok(o) if o.status.success() => {}
+        other => {
+            let why = match other {
+                Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                Err(e) => e.to_string(),
+            };
+            eprintln!(
+                "zovn debug capture: ovs-ofctl mod-port {name} up failed ({why}); setting it up directly (ovs-vswitchd may drop what it mirrors)"
+            );
+            set_up(name)?;
+        }
+    }
+    let t0 = Instant::now();
+    while !is_up(name)? {
+        if t0.elapsed() > Duration::from_secs(3) {
+            return Err(io::Error::other(
+                "still down 3s after ovs-ofctl mod-port up",
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// An `ifreq` naming `name`, and an AF_INET socket for its ioctls.
+fn ifreq(name: &str) -> io::Result<(OwnedFd, libc::ifreq)> {
     // SAFETY: a plain socket(2); the fd is owned at once.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -306,12 +326,29 @@ fn prepare_tap(name: &str) -> io::Result<()> {
     for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
         *d = s as libc::c_char;
     }
+    Ok((fd, ifr))
+}
+
+/// Whether the kernel has `name` up.
+fn is_up(name: &str) -> io::Result<bool> {
+    let (fd, mut ifr) = ifreq(name)?;
+    // SAFETY: SIOCGIFFLAGS writes into the ifreq we own.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: SIOCGIFFLAGS filled the flags member.
+    Ok(unsafe { ifr.ifr_ifru.ifru_flags } & libc::IFF_UP as libc::c_short != 0)
+}
+
+/// Sets `name` up behind ovs-vswitchd's back (the fallback of [`prepare_tap`]).
+fn set_up(name: &str) -> io::Result<()> {
+    let (fd, mut ifr) = ifreq(name)?;
     // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we own.
     unsafe {
         if libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) < 0 {
             return Err(io::Error::last_os_error());
         }
-        ifr.ifr_ifru.ifru_flags |= flags;
+        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
         if libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) < 0 {
             return Err(io::Error::last_os_error());
         }

@@ -17,6 +17,8 @@
 //!   stopped by SIGINT to the plugin (it closes `kubectl exec -i`'s input: the capture in
 //!   the agent's container stops itself): exit 0; after both, no Mirror or capture port
 //!   on node1's OVS;
+//! - `status` naming a pod with a problem: a Subnet with room for one pod, two pods in its
+//!   namespace: the one without an address is listed with the controller's IPAM error;
 //! - bad input (an unknown pod): exit 2, one line.
 
 use std::path::{Path, PathBuf};
@@ -297,10 +299,72 @@ async fn capture(e: &E2e, plugins: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A full Subnet: `kubectl zovn status` lists the pod left without an address, and why.
+async fn pod_problems(e: &E2e, plugins: &Path) -> Result<()> {
+    const TINY: &str = "e2e-tiny";
+    let file = std::env::temp_dir().join(format!("zovn-e2e-tiny-{}.yaml", std::process::id()));
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {TINY}}}\n---\n\
+             apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {{name: {TINY}}}\n\
+             spec: {{cidr: 10.99.0.0/30, namespaces: [{TINY}]}}\n"
+        ),
+    )?;
+    kubectl(&e.kc, &["apply", "-f", &file.to_string_lossy()])?;
+    let pods = e.pods(TINY);
+    for n in ["first", "second"] {
+        create(
+            &pods,
+            tests::e2e::objects::sleeper(TINY, n, None, json!({})),
+        )
+        .await?;
+    }
+    let t = Instant::now();
+    let (problem, text) = wait_until(
+        "kubectl zovn status listing the pod the full Subnet left without an address",
+        Duration::from_secs(60),
+        || async {
+            let (code, out, err) = kubectl_zovn(&e.kc, plugins, &["status", "-o", "json"]);
+            if code != 0 {
+                bail!("kubectl zovn status: exit {code}: {err}");
+            }
+            let j: Value = serde_json::from_str(&out)?;
+            let found = j["pods"].as_array().and_then(|ps| {
+                ps.iter()
+                    .find(|p| {
+                        p["pod"].as_str().is_some_and(|k| k.starts_with(TINY))
+                            && p["problem"]
+                                .as_str()
+                                .is_some_and(|m| m.starts_with("no address"))
+                    })
+                    .cloned()
+            });
+            Ok(found.map(|f| (f, kubectl_zovn(&e.kc, plugins, &["status"]).1)))
+        },
+    )
+    .await?;
+    within_80(&text)?;
+    if !text.contains("PODS WITH PROBLEMS") {
+        bail!("status text without the pod:\n{text}");
+    }
+    println!(
+        "  kubectl zovn status after {:.1} s: {} {}",
+        t.elapsed().as_secs_f64(),
+        problem["pod"],
+        problem["problem"]
+    );
+    kubectl(&e.kc, &["delete", "namespace", TINY, "--wait=true"])?;
+    kubectl(&e.kc, &["delete", "subnet", TINY])?;
+    let _ = std::fs::remove_file(&file);
+    Ok(())
+}
+
 pub(crate) async fn diagnose(e: &E2e) -> Result<()> {
     let plugins = plugin_dir()?;
     status(e, &plugins)?;
     capture(e, &plugins).await?;
+    pod_problems(e, &plugins).await?;
 
     let (n1, n2) = web_pods(e).await?;
     let (client, target) = (name(&n1[0]), name(&n2[0]));

@@ -105,8 +105,8 @@ pub struct DebugCaptureArgs {
     /// Stop when standard input ends (the operator's `kubectl exec -i` went away).
     #[arg(long)]
     pub until_stdin_closes: bool,
-    /// The node's ovs-vswitchd control socket: its datapath flows are flushed once the
-    /// mirror is in place and once it is gone, so that flows cached before pick it up.
+    /// The node's ovs-vswitchd control socket; the bridges' OpenFlow management sockets
+    /// (`<bridge>.mgmt`) beside it are used to have ovs-vswitchd bring the tap up.
     #[arg(
         long,
         value_name = "PATH",
