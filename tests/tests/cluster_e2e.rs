@@ -64,6 +64,8 @@ use tests::e2e::{
     percentile, wait_until,
 };
 
+#[path = "cluster_e2e/day2.rs"]
+mod day2;
 #[path = "cluster_e2e/diagnose.rs"]
 mod diagnose;
 
@@ -80,8 +82,9 @@ const LEASE: &str = "zs-zstack-ovn-controller";
 const DPDK_LABEL: &str = "network.zstack.io/datapath";
 /// The agent's vhost-user socket root (chart `vhost.socketRoot`).
 const VHOST_ROOT: &str = "/var/run/zstack-ovn/vhost";
-/// Release pods: central, 2 controllers, the default node pod (node2), the pool's (node1).
-const RELEASE_PODS: usize = 5;
+/// Release pods: central, 2 controllers, the default pool's agent and OVS pods (node2), the
+/// DPDK pool's (node1).
+const RELEASE_PODS: usize = 7;
 /// Lab figures of docs/performance.md (CNI ADD through the real shim and agent).
 const LAB_FIGURE: &str = "lab (docs/performance.md): CNI ADD sequential p50 29 ms / p99 52 ms; \
                           20 concurrent p50 117-134 ms / p99 138-147 ms";
@@ -177,6 +180,9 @@ fn cluster_e2e() {
         "fault-agent",
         "fault-leader",
         "fault-kubelet",
+        "upgrade-agent",
+        "restart-ovs",
+        "restart-central",
         "latency",
         "uninstall",
     ];
@@ -194,6 +200,9 @@ fn cluster_e2e() {
         step!("fault-agent", fault_agent(&e));
         step!("fault-leader", fault_leader(&e));
         step!("fault-kubelet", fault_kubelet(&mut e));
+        step!("upgrade-agent", day2::upgrade_agent(&e));
+        step!("restart-ovs", day2::restart_ovs(&e));
+        step!("restart-central", day2::restart_central(&e));
         step!("latency", latency(&e));
         step!("uninstall", uninstall(&e));
     } else {
@@ -346,6 +355,8 @@ async fn install(e: &E2e) -> Result<()> {
         ("controller", 2),
         ("node", 1),
         ("node-dpdk", 1),
+        ("ovs", 1),
+        ("ovs-dpdk", 1),
     ] {
         let got = by_component.get(comp).map_or(0, Vec::len);
         if got != n {

@@ -119,26 +119,39 @@ fn standalone_single_runs_nb_sb_and_northd_in_one_pod() {
         env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"],
         "metadata.namespace"
     );
-    // the default node DaemonSet, full OVS, no pool: no affinity at all
+    // the default node pool, full OVS, no pool: no affinity at all; the agent and the OVS
+    // daemons in two DaemonSets, the datapath's never rolled by `helm upgrade`
     let ds = of_kind(&objs, "DaemonSet");
     assert_eq!(
         names(&ds),
-        BTreeSet::from(["zs-zstack-ovn-node".to_string()])
+        BTreeSet::from([
+            "zs-zstack-ovn-node".to_string(),
+            "zs-zstack-ovn-ovs".to_string()
+        ])
     );
-    let node = ds[0];
-    assert!(node["spec"]["template"]["spec"]["affinity"].is_null());
-    let cs: Vec<_> = containers(node).iter().map(|c| c["name"].clone()).collect();
+    let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("agent DaemonSet");
+    let ovs = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS DaemonSet");
+    for d in [node, ovs] {
+        assert!(d["spec"]["template"]["spec"]["affinity"].is_null());
+    }
+    let names_of =
+        |d: &Value| -> Vec<Value> { containers(d).iter().map(|c| c["name"].clone()).collect() };
+    assert_eq!(names_of(node), vec![json!("install-cni"), json!("agent")]);
     assert_eq!(
-        cs,
+        names_of(ovs),
         vec![
-            json!("install-cni"),
             json!("ovsdb-server"),
             json!("ovs-vswitchd"),
-            json!("ovn-controller"),
-            json!("agent")
+            json!("ovn-controller")
         ]
     );
-    let vs = container(node, "ovs-vswitchd");
+    assert_eq!(node["spec"]["updateStrategy"]["type"], "RollingUpdate");
+    assert_eq!(ovs["spec"]["updateStrategy"]["type"], "OnDelete");
+    assert_eq!(
+        ovs["spec"]["template"]["spec"]["automountServiceAccountToken"],
+        false
+    );
+    let vs = container(ovs, "ovs-vswitchd");
     let vswitchd = vs["env"]
         .as_array()
         .expect("env")
@@ -167,6 +180,7 @@ fn host_managed_ovs_leaves_only_the_agent() {
     let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
     let cs: Vec<_> = containers(node).iter().map(|c| c["name"].clone()).collect();
     assert_eq!(cs, vec![json!("install-cni"), json!("agent")]);
+    assert!(named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").is_none());
     assert!(
         !args(container(node, "agent"))
             .iter()
@@ -187,12 +201,18 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
         &["--set", "tunnel.interface=eth1"],
     )
     .expect("render");
+    let is_ovs = |d: &Value| {
+        d["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("zs-zstack-ovn-ovs"))
+    };
     let daemonsets: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "DaemonSet").collect();
-    assert!(
-        daemonsets.len() >= 2,
-        "the default and the pools' DaemonSets"
+    assert_eq!(
+        daemonsets.len(),
+        6,
+        "the default and the pools' DaemonSets, agent and OVS each"
     );
-    for ds in daemonsets {
+    for ds in daemonsets.iter().filter(|d| is_ovs(d)) {
         let name = &ds["metadata"]["name"];
         let uplink = container(ds, "uplink");
         assert_eq!(
@@ -201,7 +221,17 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
                 {"name": "TUNNEL_INTERFACE", "value": "eth1"},
                 // the network name the controller gives VLAN Subnets' localnet ports
                 {"name": "BRIDGE_MAPPINGS", "value": "physnet:br-phy"},
+                // the agent's mark of an uninstall (its hostPath, read-only here)
+                {"name": "UNINSTALL_FLAG", "value": "/var/lib/zstack-ovn/uninstall-requested"},
             ]),
+            "{name}"
+        );
+        assert!(
+            uplink["volumeMounts"]
+                .as_array()
+                .expect("mounts")
+                .iter()
+                .any(|m| m["mountPath"] == "/var/lib/zstack-ovn" && m["readOnly"] == true),
             "{name}"
         );
         assert_eq!(
@@ -209,6 +239,9 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
             json!(["NET_ADMIN"]),
             "{name}"
         );
+    }
+    for ds in daemonsets.iter().filter(|d| !is_ovs(d)) {
+        let name = &ds["metadata"]["name"];
         let a = args(container(ds, "agent"));
         assert!(
             a.contains(&"--encap-ip-interface=br-phy".to_string()),
@@ -236,7 +269,10 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
         ],
     )
     .expect("render shared");
-    for ds in objs.iter().filter(|o| o["kind"] == "DaemonSet") {
+    for ds in objs
+        .iter()
+        .filter(|o| o["kind"] == "DaemonSet" && !is_ovs(o))
+    {
         let a = args(container(ds, "agent"));
         for want in [
             "--gateway-mode=shared",
@@ -280,9 +316,9 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
             &["--set", "tunnel.interface=eth1", "--set-json", set],
         )
         .expect("render");
-        let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
+        let ovs = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS");
         assert_eq!(
-            container(node, "uplink")["env"][1],
+            container(ovs, "uplink")["env"][1],
             json!({"name": "BRIDGE_MAPPINGS", "value": want}),
             "{set}"
         );
@@ -290,7 +326,8 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
     // without it: no keeper, the node IP as the endpoint
     let objs = helm::render_with(&helm, "single", "zs", NS, &[]).expect("render");
     let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
-    assert!(!containers(node).iter().any(|c| c["name"] == "uplink"));
+    let ovs = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS");
+    assert!(!containers(ovs).iter().any(|c| c["name"] == "uplink"));
     assert!(args(container(node, "agent")).contains(&"--encap-ip=$(HOST_IP)".to_string()));
 }
 
@@ -465,8 +502,9 @@ fn external_tls_has_no_central_and_passes_the_tls_files() {
             "--log-json",
         ],
     );
-    for c in ["ovn-controller", "agent"] {
-        let mounts = container(node, c)["volumeMounts"]
+    let ovs = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS");
+    for (d, c) in [(ovs, "ovn-controller"), (node, "agent")] {
+        let mounts = container(d, c)["volumeMounts"]
             .as_array()
             .expect("mounts")
             .clone();
@@ -538,9 +576,17 @@ fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
             "zs-zstack-ovn-node".to_string(),
             "zs-zstack-ovn-node-dpdk-1g".to_string(),
             "zs-zstack-ovn-node-dpdk-2m".to_string(),
+            "zs-zstack-ovn-ovs".to_string(),
+            "zs-zstack-ovn-ovs-dpdk-1g".to_string(),
+            "zs-zstack-ovn-ovs-dpdk-2m".to_string(),
         ])
     );
-    // every node runs exactly one node DaemonSet
+    // every node runs exactly one agent DaemonSet and one OVS DaemonSet, of the same pool
+    let (agents, ovs): (Vec<&Value>, Vec<&Value>) = ds.iter().partition(|d| {
+        d["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("zs-zstack-ovn-node"))
+    });
     let nodes: Vec<BTreeMap<&str, &str>> = vec![
         BTreeMap::new(),
         BTreeMap::from([("network.zstack.io/datapath", "dpdk"), ("hugepages", "1g")]),
@@ -554,18 +600,27 @@ fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
         BTreeMap::from([("network.zstack.io/datapath", "kernel"), ("zone", "a")]),
     ];
     for labels in &nodes {
-        let running: Vec<_> = ds
-            .iter()
-            .filter(|d| {
-                let spec = &d["spec"]["template"]["spec"];
-                selects(&spec["nodeSelector"], labels) && admits(&spec["affinity"], labels)
-            })
-            .map(|d| d["metadata"]["name"].as_str().unwrap_or_default())
-            .collect();
-        assert_eq!(running.len(), 1, "node {labels:?} runs {running:?}");
+        let running = |sets: &[&Value]| -> Vec<String> {
+            sets.iter()
+                .filter(|d| {
+                    let spec = &d["spec"]["template"]["spec"];
+                    selects(&spec["nodeSelector"], labels) && admits(&spec["affinity"], labels)
+                })
+                .map(|d| {
+                    d["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect()
+        };
+        let (a, o) = (running(&agents), running(&ovs));
+        assert_eq!(a.len(), 1, "node {labels:?} runs agents {a:?}");
+        assert_eq!(o.len(), 1, "node {labels:?} runs OVS {o:?}");
+        assert_eq!(a[0].replace("-node", "-ovs"), o[0], "node {labels:?}");
     }
     for (pool, size, amount) in [("dpdk-1g", "1Gi", "4Gi"), ("dpdk-2m", "2Mi", "2Gi")] {
-        let d = named(&objs, "DaemonSet", &format!("zs-zstack-ovn-node-{pool}")).expect("pool");
+        let d = named(&objs, "DaemonSet", &format!("zs-zstack-ovn-ovs-{pool}")).expect("pool");
         let vs = container(d, "ovs-vswitchd");
         let bin = vs["env"]
             .as_array()
@@ -610,7 +665,8 @@ fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
         true,
         "vhost pool"
     );
-    let two_m = named(&objs, "DaemonSet", "zs-zstack-ovn-node-dpdk-2m").expect("pool");
+    // the pool's vhost-user socket root: ovs-vswitchd-dpdk connects to the sockets there
+    let two_m = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs-dpdk-2m").expect("pool");
     let vols = two_m["spec"]["template"]["spec"]["volumes"]
         .as_array()
         .expect("volumes");
@@ -618,7 +674,7 @@ fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
         vols.iter()
             .any(|v| v["hostPath"]["path"] == "/run/zstack-ovn/vhost")
     );
-    let default = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("default");
+    let default = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("default");
     assert_eq!(
         container(default, "ovs-vswitchd")["env"]
             .as_array()
@@ -652,6 +708,11 @@ fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>
                 ("network.zstack.io", "subnets", &["list", "watch", "create"]),
                 ("network.zstack.io", "subnets/status", &["patch"]),
                 (
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions[subnets.network.zstack.io]",
+                    &["get", "patch"],
+                ),
+                (
                     "k8s.cni.cncf.io",
                     "network-attachment-definitions",
                     &["list", "watch"],
@@ -682,6 +743,28 @@ fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>
                 &["get", "create", "update"],
             )]),
         ),
+        // templates/uninstall-hook.yaml: the agents watch and acknowledge the marker only
+        (
+            "zs-zstack-ovn-node-uninstall",
+            r(&[(
+                "",
+                "configmaps[zs-zstack-ovn-uninstalling]",
+                &["list", "watch", "patch"],
+            )]),
+        ),
+        // the pre-delete hook: creates, reads and deletes the marker, lists the agent pods
+        (
+            "zs-zstack-ovn-uninstall-hook",
+            r(&[
+                ("", "configmaps", &["create"]),
+                (
+                    "",
+                    "configmaps[zs-zstack-ovn-uninstalling]",
+                    &["get", "delete"],
+                ),
+                ("", "pods", &["list"]),
+            ]),
+        ),
     ])
 }
 
@@ -706,11 +789,17 @@ fn every_role_grants_exactly_the_designed_verbs() {
                         .iter()
                         .map(|v| &*v.as_str().expect("verb").to_string().leak())
                         .collect();
-                    let k = format!(
+                    let mut k = format!(
                         "{}/{}",
                         g.as_str().expect("group"),
                         res.as_str().expect("resource")
                     );
+                    // a rule limited to named objects: resource[name,name]
+                    if let Some(names) = rule["resourceNames"].as_array() {
+                        let names: Vec<&str> =
+                            names.iter().map(|n| n.as_str().expect("name")).collect();
+                        k.push_str(&format!("[{}]", names.join(",")));
+                    }
                     assert!(m.insert(k.clone(), verbs).is_none(), "{k} twice");
                 }
             }
@@ -728,7 +817,8 @@ fn every_role_grants_exactly_the_designed_verbs() {
     // no wildcard anywhere; OVN central has an account without token and no role
     let central = named(&objs, "ServiceAccount", "zs-zstack-ovn-central").expect("central SA");
     assert_eq!(central["automountServiceAccountToken"], false);
-    assert_eq!(of_kind(&objs, "ServiceAccount").len(), 3);
+    // controller, node, central, and the uninstall hook's (only while the hook runs)
+    assert_eq!(of_kind(&objs, "ServiceAccount").len(), 4);
 }
 
 #[test]
@@ -1008,4 +1098,23 @@ async fn every_rendered_profile_is_accepted_by_the_real_apiserver() {
     }
     eprintln!("objects accepted (dry run, then create) per profile: {counts:?}");
     assert_eq!(counts.len(), PROFILES.len());
+}
+
+/// The controller is hostNetwork with a fixed metrics port: an upgrade must stop an old
+/// replica before it starts a new one, or with no more nodes than replicas the new pod
+/// stays Pending ("didn't have free ports") and the rollout never completes (issue 29).
+#[test]
+fn the_controller_rolls_without_a_surge() {
+    let Some(helm) = helm::require_helm("helm_chart::the_controller_rolls_without_a_surge") else {
+        return;
+    };
+    for p in PROFILES {
+        let objs = render(&helm, p);
+        let ctl = named(&objs, "Deployment", "zs-zstack-ovn-controller").expect("controller");
+        assert_eq!(
+            ctl["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
+            "{p}"
+        );
+    }
 }

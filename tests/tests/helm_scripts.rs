@@ -93,6 +93,7 @@ async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
             .env("PEER0", "127.0.0.1")
             .env("OVN_SSL", "false")
             .env("TLS_DIR", "/nonexistent")
+            .env("UNINSTALL_FLAG", "/run/uninstall-requested")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .stdin(Stdio::null())
@@ -199,7 +200,7 @@ async fn the_node_start_scripts_bring_up_ovs_and_ovn_controller() {
     let group = ProcessGroup::spawn(&mut cmd).expect("start the node scripts");
     let inside = |args: &[&str]| group.inside(args);
     // each container's readiness probe, as kubelet runs it
-    let node_ds = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node DaemonSet");
+    let node_ds = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS DaemonSet");
     for c in ["ovsdb-server", "ovs-vswitchd", "ovn-controller"] {
         let probe: Vec<String> = container(node_ds, c)["readinessProbe"]["exec"]["command"]
             .as_array()
@@ -371,15 +372,20 @@ struct UplinkCase {
     by_hand: Option<&'static str>,
     running: &'static str,
     after: Option<&'static str>,
+    /// The agent wrote the uninstall flag before SIGTERM (`helm uninstall`); without it
+    /// SIGTERM is a pod restart.
+    uninstall: bool,
 }
 
 /// The uplink keeper, for real: `node-ovsdb.sh`, `node-vswitchd.sh` and `node-uplink.sh`
 /// from the chart rendered with `tunnel.interface=eth1` (the container's env as rendered),
 /// in a private mount and network namespace (its own sysfs: the script looks the NIC up
 /// there) whose `eth1` (a veth) holds 192.0.2.5/24.
-/// br-phy takes the NIC and its address; `ovn-bridge-mappings` is the chart's value (the
-/// default, or the operator's list) and comes back when removed by hand; SIGTERM removes
-/// it with br-phy and puts the addresses back. With `tunnel.bridgeMappings=""` a mapping the
+/// br-phy takes the NIC, its addresses and its routes (default route included);
+/// `ovn-bridge-mappings` is the chart's value (the default, or the operator's list) and
+/// comes back when removed by hand. SIGTERM without the agent's uninstall flag (a pod
+/// restart) leaves all of it in place; with the flag it removes the mapping with br-phy and
+/// puts the addresses and routes back. With `tunnel.bridgeMappings=""` a mapping the
 /// operator set stays, through SIGTERM too.
 #[test]
 fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
@@ -403,6 +409,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             by_hand: None,
             running: "physnet:br-phy",
             after: None,
+            uninstall: false,
         },
         UplinkCase {
             set: &[
@@ -412,12 +419,14 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             by_hand: None,
             running: "physnet:br-phy,storage:br-st",
             after: None,
+            uninstall: true,
         },
         UplinkCase {
             set: &["--set-json", r#"tunnel.bridgeMappings="""#],
             by_hand: Some("physnet:br-mine"),
             running: "physnet:br-mine",
             after: Some("physnet:br-mine"),
+            uninstall: true,
         },
     ];
     for case in cases {
@@ -427,7 +436,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
         set.extend(case.set);
         let objs = helm::render_with(&helm, "single", "zs", "kube-system", &set).expect("render");
         let scripts = helm::write_scripts(&objs, scratch.dir.path());
-        let node_ds = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node DaemonSet");
+        let node_ds = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS DaemonSet");
         let env: Vec<(String, String)> = container(node_ds, "uplink")["env"]
             .as_array()
             .expect("uplink env")
@@ -446,7 +455,9 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 "mount -t sysfs sysfs /sys && ip link set lo up && mkdir -p /run/zstack-ovn && ",
                 "ip link add eth1 type veth peer name eth1p && ip link set eth1p up && ",
                 "ip addr add 192.0.2.5/24 dev eth1 && ip -6 addr add 2001:db8:5::5/64 dev eth1 nodad && ",
-                "ip link set eth1 up && ",
+                "ip link set eth1 up && ip route add default via 192.0.2.1 dev eth1 && ",
+                "ip route add 198.51.100.0/24 via 192.0.2.254 dev eth1 && ",
+                "ip -6 route add default via 2001:db8:5::1 dev eth1 && ",
                 "(bash \"$SCRIPTS/node-ovsdb.sh\" & bash \"$SCRIPTS/node-vswitchd.sh\" & ",
                 "until [ -S /var/run/openvswitch/db.sock ]; do sleep 0.1; done; ",
                 "if [ -n \"$BY_HAND\" ]; then ovs-vsctl --no-wait --timeout=10 init && ",
@@ -462,6 +473,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             .env("VSWITCHD", "/usr/lib/openvswitch-switch/ovs-vswitchd")
             .env("OVN_SSL", "false")
             .env("TLS_DIR", "/nonexistent")
+            .env("UNINSTALL_FLAG", "/run/uninstall-requested")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .stdin(Stdio::null());
@@ -508,6 +520,15 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             !addr6_on("eth1"),
             "{what}: the IPv6 address is still on eth1"
         );
+        // the NIC's routes (the default route: a node whose only NIC this is) moved along
+        let routes_on = |dev: &str| {
+            let v4 = inside(&["ip", "-4", "route", "show", "dev", dev]).unwrap_or_default();
+            let v6 = inside(&["ip", "-6", "route", "show", "dev", dev]).unwrap_or_default();
+            v4.contains("default via 192.0.2.1")
+                && v4.contains("198.51.100.0/24 via 192.0.2.254")
+                && v6.contains("default via 2001:db8:5::1")
+        };
+        assert!(routes_on("br-phy"), "{what}: the routes are not on br-phy");
         let log_path = scratch.dir.path().join("node.log");
         let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
         assert_eq!(
@@ -532,6 +553,10 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 || mappings().as_deref() == Some(case.running),
             );
         }
+        if case.uninstall {
+            // what the agent writes when `helm uninstall`'s pre-delete hook asks it
+            inside(&["touch", "/run/uninstall-requested"]).expect("the uninstall flag");
+        }
         // the pod goes: SIGTERM to the script
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .expect("the uplink pidfile")
@@ -548,15 +573,191 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             Duration::from_secs(15),
             || !alive(i64::from(pid)),
         );
+        if !case.uninstall {
+            // a pod restart: everything stays for the next pod, the node keeps its routes
+            assert!(
+                vsctl(&["br-exists", "br-phy"]).is_some(),
+                "{what}: br-phy removed by a restart"
+            );
+            assert!(addr_on("br-phy"), "{what}: a restart moved the address");
+            assert!(routes_on("br-phy"), "{what}: a restart moved the routes");
+            assert_eq!(mappings().as_deref(), Some(case.running), "{what}: restart");
+            continue;
+        }
         assert_eq!(mappings().as_deref(), case.after, "{what}: after SIGTERM");
         assert!(
             vsctl(&["br-exists", "br-phy"]).is_none(),
             "{what}: br-phy left"
         );
+        assert!(routes_on("eth1"), "{what}: the routes are not back on eth1");
         assert!(addr_on("eth1"), "{what}: the address is not back on eth1");
         assert!(
             addr6_on("eth1"),
             "{what}: the IPv6 address is not back on eth1"
         );
     }
+}
+
+/// The OpenFlow tables of every bridge in `group`'s OVS, as `ovs-ofctl -O OpenFlow15` dumps
+/// them without statistics (flows, groups, meters, TLV map), for comparing two moments.
+fn openflow_tables(group: &ProcessGroup, br: &str) -> String {
+    let mut out = String::new();
+    for what in ["dump-flows", "dump-groups", "dump-meters", "dump-tlv-map"] {
+        let mut args = vec!["ovs-ofctl", "-O", "OpenFlow15", what, br];
+        if what == "dump-flows" {
+            args.extend(["--no-stats", "--no-names"]);
+        }
+        let mut lines: Vec<String> = group
+            .inside(&args)
+            .unwrap_or_else(|| panic!("{what} {br}"))
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.contains("reply (OF1.5)"))
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        out.push_str(&format!("{what}:\n{}\n", lines.join("\n")));
+    }
+    out
+}
+
+/// ovs-vswitchd restarted by its own start script, the way kubelet restarts the container
+/// (issue 29): `node-vswitchd.sh` in a loop beside `node-ovsdb.sh`, in a private mount and
+/// network namespace. br-int is `fail_mode=secure` with no controller, as under
+/// ovn-controller: only the OpenFlow tables forward, so traffic comes back after a restart
+/// only if they are restored. Two namespaces ping each other through a select group, a
+/// meter and flows (and a Geneve TLV mapping) at 10 packets/s while the script gets
+/// SIGTERM: the tables after the restart are the ones before, flow-restore-wait is cleared,
+/// and the longest gap between two replies is printed and bounded (2 s on this machine).
+#[test]
+fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    use tests::zovn::{alive, wait_until};
+    let test = "helm_scripts::the_vswitchd_script_restores_its_openflow_tables_across_a_restart";
+    let Some(helm) = helm::require_helm(test) else {
+        return;
+    };
+    if !tests::require_real(
+        test,
+        &["ovsdb-server", "ovs-vswitchd", "ovs-ofctl", "nsenter", "unshare", "ip", "ping"],
+    ) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let scratch = tests::scratch("helmflow");
+    let objs = render(&helm, "single");
+    let scripts = helm::write_scripts(&objs, scratch.dir.path());
+    let log_path = scratch.dir.path().join("node.log");
+    let log = std::fs::File::create(&log_path).expect("log");
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "-n", "--propagation", "private", "bash", "-c"])
+        .arg(concat!(
+            "mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /etc/openvswitch && ip link set lo up && ",
+            "(bash \"$SCRIPTS/node-ovsdb.sh\" & ",
+            // kubelet's part: the container's process started again whenever it exits
+            "(while :; do bash \"$SCRIPTS/node-vswitchd.sh\" & echo $! > /run/vswitchd-script.pid; ",
+            "wait $!; echo \"vswitchd script exited: $?\"; done) & wait)"
+        ))
+        .env("SCRIPTS", &scripts)
+        .env("NODE_NAME", format!("{}node", scratch.prefix))
+        .env("VSWITCHD", "/usr/lib/openvswitch-switch/ovs-vswitchd")
+        .env("OVN_SSL", "false")
+        .env("TLS_DIR", "/nonexistent")
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .stdin(Stdio::null());
+    let group = ProcessGroup::spawn(&mut cmd).expect("start the node scripts");
+    let logs = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let sh = |script: &str| {
+        group
+            .inside(&["bash", "-c", script])
+            .unwrap_or_else(|| panic!("{script}\n{}", logs()))
+    };
+    let vswitchd_up = || {
+        group
+            .inside(&["ovs-appctl", "-t", "/var/run/openvswitch/ovs-vswitchd.ctl", "version"])
+            .is_some()
+    };
+    wait_until("ovs-vswitchd up", Duration::from_secs(60), vswitchd_up);
+    sh(concat!(
+        "set -e; ovs-vsctl --timeout=10 add-br br-int -- set bridge br-int datapath_type=netdev ",
+        "fail_mode=secure protocols=OpenFlow13,OpenFlow15; ",
+        "for x in a b; do ip netns add p$x; ip link add ${x}1 type veth peer name ${x}0 netns p$x; ",
+        "ip -n p$x link set lo up; ip -n p$x link set ${x}0 up; ip link set ${x}1 up; ",
+        "ovs-vsctl --timeout=10 add-port br-int ${x}1; done; ",
+        "ip -n pa addr add 10.9.0.1/24 dev a0; ip -n pb addr add 10.9.0.2/24 dev b0; ",
+        "OF='ovs-ofctl -O OpenFlow15'; ",
+        "$OF add-tlv-map br-int '{class=0x102,type=0x80,len=4}->tun_metadata0'; ",
+        "$OF add-meter br-int 'meter=1 pktps bands=type=drop rate=100000'; ",
+        "$OF add-group br-int 'group_id=7,type=select,bucket=output:b1'; ",
+        "$OF add-flow br-int 'in_port=a1,actions=group:7'; ",
+        "$OF add-flow br-int 'in_port=b1,actions=meter:1,output:a1'"
+    ));
+    let before = openflow_tables(&group, "br-int");
+    assert!(before.contains("group:7") && before.contains("meter:1"), "{before}");
+    // 10 packets/s, timestamped, in the background of the namespace
+    sh("ip netns exec pa ping -D -i 0.1 -w 40 10.9.0.2 > /run/ping.log 2>&1 &");
+    let replies = || {
+        group
+            .inside(&["cat", "/run/ping.log"])
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" bytes from "))
+            .filter_map(|l| l.strip_prefix('[')?.split(']').next()?.parse::<f64>().ok())
+            .collect::<Vec<f64>>()
+    };
+    wait_until("pings answered through br-int", Duration::from_secs(20), || {
+        replies().len() >= 5
+    });
+    let pid_of_script = || -> i64 {
+        group
+            .inside(&["cat", "/run/vswitchd-script.pid"])
+            .and_then(|p| p.parse().ok())
+            .expect("the script's pid")
+    };
+    let old = pid_of_script();
+    let t = Instant::now();
+    sh(&format!("kill -TERM {old}"));
+    wait_until("the old script gone", Duration::from_secs(30), || !alive(old));
+    wait_until("ovs-vswitchd back", Duration::from_secs(60), || {
+        pid_of_script() != old && vswitchd_up()
+    });
+    wait_until(
+        "flow-restore-wait cleared",
+        Duration::from_secs(30),
+        || {
+            group
+                .inside(&["ovs-vsctl", "--timeout=5", "get", "Open_vSwitch", ".", "other_config"])
+                .is_some_and(|c| !c.contains("flow-restore-wait"))
+        },
+    );
+    let restart_secs = t.elapsed().as_secs_f64();
+    let n = replies().len();
+    let t = Instant::now();
+    while replies().len() < n + 10 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no pings answered after the restart; tables now:\n{}\nbefore:\n{before}\n{}",
+            openflow_tables(&group, "br-int"),
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = openflow_tables(&group, "br-int");
+    assert_eq!(after, before, "the tables changed over the restart\n{}", logs());
+    assert!(
+        logs().contains("saved flows restored"),
+        "the script did not say it restored the tables:\n{}",
+        logs()
+    );
+    let r = replies();
+    let gap = r.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    println!(
+        "ovs-vswitchd restarted by SIGTERM to its script: back and forwarding after {restart_secs:.2} s; \
+         longest gap between ping replies {:.0} ms ({} replies)",
+        gap * 1e3,
+        r.len()
+    );
+    assert!(gap < 2.0, "traffic stopped for {gap:.2} s over the restart\n{}", logs());
 }

@@ -97,6 +97,10 @@ struct Args {
     /// Kubeconfig file (default: $KUBECONFIG or in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// As the leader, at start: apply this controller's Subnet CRD to the cluster with
+    /// server-side apply (Helm never upgrades CRDs), so the schema matches the binary.
+    #[arg(long)]
+    apply_crd: bool,
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
@@ -387,6 +391,14 @@ async fn run_controller(
     kube: kube::Client,
     metrics: Arc<ControllerMetrics>,
 ) -> Result<()> {
+    if args.apply_crd {
+        match control::crd::apply::apply_subnet_crd(kube.clone()).await {
+            Ok(a) if a.changed() => tracing::info!(crd = %a.name, before = ?a.generation_before, after = ?a.generation_after, "Subnet CRD updated to this controller's schema"),
+            Ok(a) => tracing::info!(crd = %a.name, generation = ?a.generation_after, "Subnet CRD already current"),
+            // the chart's copy stays: Subnets work with the schema it has
+            Err(e) => tracing::warn!(error = %e, "--apply-crd: the Subnet CRD could not be applied (RBAC: customresourcedefinitions get/patch)"),
+        }
+    }
     let client = connect(args, &args.nb).await?;
     let rec = Reconciler::start(client, &cfg.cluster_id)
         .await

@@ -1,6 +1,9 @@
 //! The Subnet custom resource (`network.zstack.io/v1`): its types live in the contract
 //! crate ([`api::subnet`], re-exported here); this module writes its CRD YAML
-//! (`deploy/helm/zstack-ovn/crds/subnet.yaml`, by the `crdgen` binary).
+//! (`deploy/helm/zstack-ovn/crds/subnet.yaml`, by the `crdgen` binary) and applies the CRD
+//! to the cluster at the controller's start ([`apply`]).
+
+pub mod apply;
 
 pub use api::subnet::{
     CONDITION_READY, REASON_ACTIVE, REASON_INVALID_SPEC, Subnet, SubnetPhase, SubnetSpec,

@@ -21,6 +21,7 @@ use anyhow::{Context, Result, bail};
 use lab::kubecluster::KubeCluster;
 
 pub mod objects;
+pub mod ping_probe;
 
 /// The outcome of every step so far.
 #[derive(Default)]

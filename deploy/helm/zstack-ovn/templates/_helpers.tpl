@@ -134,3 +134,52 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ $port | quote }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The nodes OVN central is pinned to when its databases live on hostPath and
+ovn.standalone.nodeSelector is empty, comma-separated (dict "ctx" . "object" <kind/name of
+the central workload> "count" <members>): an upgrade keeps the nodes the install chose (the
+annotation network.zstack.io/central-nodes on that object, read with lookup); the install
+chooses control-plane nodes first, then the others, by name. Empty where the chart is only
+rendered (helm template: no cluster to look at).
+*/}}
+{{- define "zovn.centralNodes" -}}
+{{- $ns := .ctx.Release.Namespace -}}
+{{- $kind := index (splitList "/" .object) 0 -}}
+{{- $name := index (splitList "/" .object) 1 -}}
+{{- $prev := lookup "apps/v1" $kind $ns $name -}}
+{{- $kept := "" -}}
+{{- if $prev -}}
+{{- $kept = index ($prev.metadata.annotations | default dict) "network.zstack.io/central-nodes" | default "" -}}
+{{- end -}}
+{{- if $kept -}}
+{{- $kept -}}
+{{- else -}}
+{{- $cp := list -}}
+{{- $other := list -}}
+{{- range $n := (lookup "v1" "Node" "" "").items | default list -}}
+{{- $labels := $n.metadata.labels | default dict -}}
+{{- $host := index $labels "kubernetes.io/hostname" | default $n.metadata.name -}}
+{{- if or (hasKey $labels "node-role.kubernetes.io/control-plane") (hasKey $labels "node-role.kubernetes.io/master") -}}
+{{- $cp = append $cp $host -}}
+{{- else -}}
+{{- $other = append $other $host -}}
+{{- end -}}
+{{- end -}}
+{{- $all := concat (sortAlpha $cp) (sortAlpha $other) -}}
+{{- if ge (len $all) (int .count) -}}
+{{- join "," (slice $all 0 (int .count)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+
+{{/* nodeAffinity pinning pods to the hostnames in . (comma-separated), under `affinity:` */}}
+{{- define "zovn.pinnedNodes" -}}
+nodeAffinity:
+  # the nodes holding the databases' files (network.zstack.io/central-nodes)
+  requiredDuringSchedulingIgnoredDuringExecution:
+    nodeSelectorTerms:
+      - matchExpressions:
+          - {key: kubernetes.io/hostname, operator: In, values: {{ splitList "," . | toJson }}}
+{{- end -}}

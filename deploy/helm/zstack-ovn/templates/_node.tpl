@@ -1,16 +1,21 @@
 {{/*
-One node DaemonSet and its datapath ConfigMap.
-(dict "ctx" $ "suffix" "node" | "node-<pool>" "pool" <pool or empty dict> "exclude" <terms or nil>)
-Containers (one image, one daemon per container so kubelet restarts each on its own and its
-logs stay separate): ovsdb-server, ovs-vswitchd, ovn-controller and the agent; with
-ovs.hostManaged only the agent, on the host's OVS.
+The node side: two DaemonSets per node pool (docs/install.md, "Upgrading").
+- "zovn.ovsDaemonSet", <fullname>-ovs[-<pool>]: ovsdb-server, ovs-vswitchd, ovn-controller
+  and the uplink keeper. updateStrategy OnDelete: `helm upgrade` never restarts the
+  datapath; the operator applies a new spec node by node by deleting that node's pod. Not
+  rendered with ovs.hostManaged (the host runs OVS).
+- "zovn.nodeDaemonSet", <fullname>-node[-<pool>]: the agent (and the CNI shim's init
+  container) with its datapath ConfigMap, RollingUpdate: an upgrade of the agent restarts
+  only the agent, which reconciles without touching running pods' ports.
+Arguments of both: (dict "ctx" $ "suffix" "node" | "node-<pool>" "pool" <pool or empty
+dict> "exclude" <terms or nil>). One image; one daemon per container, so kubelet restarts
+each on its own and its logs stay separate.
 */}}
-{{- define "zovn.nodeDaemonSet" -}}
+{{- define "zovn.ovsDaemonSet" -}}
 {{- $ := .ctx -}}
 {{- $v := $.Values -}}
 {{- $p := .pool -}}
 {{- $fn := include "zovn.fullname" $ -}}
-{{- $name := printf "%s-%s" $fn .suffix -}}
 {{- $img := include "zovn.image" (dict "ctx" $ "override" $v.node.image) -}}
 {{- $dp := $p.datapathConfig | default $v.node.datapathConfig | default dict -}}
 {{- $dpdk := false -}}
@@ -18,42 +23,35 @@ ovs.hostManaged only the agent, on the host's OVS.
 {{- $hp := $p.hugepages | default dict -}}
 {{- $vhostRoot := $p.vhostSocketRoot | default $v.vhost.socketRoot -}}
 {{- $tunnelIf := $p.tunnelInterface | default $v.tunnel.interface -}}
-{{- $sel := dict "ctx" $ "component" .suffix -}}
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ $name }}-datapath
-  labels: {{- include "zovn.labels" $ | nindent 4 }}
-data:
-  # the agent's --datapath-config (docs/datapath.md); a Node annotation overrides keys per node
-  datapath.yaml: |
-    {{- toYaml $dp | nindent 4 }}
----
+{{- $comp := replace "node" "ovs" .suffix -}}
+{{- $name := printf "%s-%s" $fn $comp -}}
+{{- $sel := dict "ctx" $ "component" $comp -}}
 apiVersion: apps/v1
 kind: DaemonSet
 metadata:
   name: {{ $name }}
   labels: {{- include "zovn.labels" $ | nindent 4 }}
-    app.kubernetes.io/component: {{ .suffix }}
+    app.kubernetes.io/component: {{ $comp }}
     {{- with $p.name }}
     network.zstack.io/node-pool: {{ . }}
     {{- end }}
 spec:
   selector:
     matchLabels: {{- include "zovn.selector" $sel | nindent 6 }}
-  updateStrategy:
-    type: RollingUpdate
-    rollingUpdate: {maxUnavailable: 1}
+  # never rolled by `helm upgrade` (that would cut every pod's traffic on every node): a
+  # node's pod deleted by the operator comes back with the new spec (docs/install.md)
+  updateStrategy: {type: OnDelete}
   template:
     metadata:
       labels: {{- include "zovn.selector" $sel | nindent 8 }}
       annotations:
-        checksum/datapath: {{ toYaml $dp | sha256sum }}
-        # a change of the start scripts rolls the node pods (they read them only at start)
+        # the start scripts this pod ran (OnDelete: a change applies when the pod is deleted)
         checksum/scripts: {{ include (print $.Template.BasePath "/scripts-configmap.yaml") $ | sha256sum }}
     spec:
       serviceAccountName: {{ $fn }}-node
-      # the node pod builds the host's network (br-int, tunnels, pod veths): host namespace
+      # no Kubernetes API: no token
+      automountServiceAccountToken: false
+      # the node pods build the host's network (br-int, tunnels, pod veths): host namespace
       hostNetwork: true
       dnsPolicy: ClusterFirstWithHostNet
       priorityClassName: system-node-critical
@@ -73,17 +71,9 @@ spec:
       {{- with $v.node.tolerations }}
       tolerations: {{- toYaml . | nindent 8 }}
       {{- end }}
-      initContainers:
-        # the CNI shim into the host's cni.binDir before the agent writes the conflist
-        - name: install-cni
-          image: {{ $img }}
-          imagePullPolicy: {{ $v.image.pullPolicy }}
-          command: [/bin/sh, -c, "cp -f /usr/local/bin/zstack-ovn-cni /host/cni-bin/.zstack-ovn-cni.tmp && mv -f /host/cni-bin/.zstack-ovn-cni.tmp /host/cni-bin/zstack-ovn-cni"]
-          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
-          volumeMounts:
-            - {name: cni-bin, mountPath: /host/cni-bin}
+      # ovs-vswitchd saves its OpenFlow tables at SIGTERM for the next start (node-vswitchd.sh)
+      terminationGracePeriodSeconds: 30
       containers:
-        {{- if not $v.ovs.hostManaged }}
         - name: ovsdb-server
           image: {{ $img }}
           imagePullPolicy: {{ $v.image.pullPolicy }}
@@ -169,9 +159,9 @@ spec:
             - {name: ovs-run, mountPath: /var/run/openvswitch}
             - {name: ovn-run, mountPath: /var/run/ovn}
         {{- if $tunnelIf }}
-        # keeps br-phy holding the tunnel NIC and its address (re-adds it when ovs-vswitchd
-        # restarts and recreates the bridge's port) and the node's ovn-bridge-mappings; on
-        # exit puts the address back on the NIC and removes the mapping it set
+        # keeps br-phy holding the tunnel NIC, its addresses and routes (re-adds them when
+        # ovs-vswitchd restarts and recreates the bridge's port) and the node's
+        # ovn-bridge-mappings; on uninstall only, puts them back on the NIC (node-uplink.sh)
         - name: uplink
           image: {{ $img }}
           imagePullPolicy: {{ $v.image.pullPolicy }}
@@ -180,6 +170,9 @@ spec:
             - {name: TUNNEL_INTERFACE, value: {{ $tunnelIf | quote }}}
             # the node's ovn-bridge-mappings (VLAN Subnets); empty: left to the operator
             - {name: BRIDGE_MAPPINGS, value: {{ $v.tunnel.bridgeMappings | default "" | quote }}}
+            # written by the agent only when `helm uninstall` asked it (its pre-delete hook):
+            # then, and only then, SIGTERM gives the NIC its address and routes back
+            - {name: UNINSTALL_FLAG, value: /var/lib/zstack-ovn/uninstall-requested}
           readinessProbe:
             exec: {command: [test, -e, /var/run/zstack-ovn/uplink-ready]}
             periodSeconds: 5
@@ -192,8 +185,110 @@ spec:
             {{- include "zovn.scriptsMount" $ | nindent 12 }}
             - {name: ovs-run, mountPath: /var/run/openvswitch}
             - {name: zovn-run, mountPath: /var/run/zstack-ovn}
+            - {name: zovn-state, mountPath: /var/lib/zstack-ovn, readOnly: true}
         {{- end }}
+      volumes:
+        {{- include "zovn.scriptsVolume" $ | nindent 8 }}
+        {{- include "zovn.tlsVolume" $ | nindent 8 }}
+        - {name: ovs-run, hostPath: {path: /var/run/openvswitch, type: DirectoryOrCreate}}
+        - {name: ovs-etc, hostPath: {path: /etc/openvswitch, type: DirectoryOrCreate}}
+        - {name: ovn-run, hostPath: {path: /var/run/ovn, type: DirectoryOrCreate}}
+        - {name: zovn-run, hostPath: {path: /var/run/zstack-ovn, type: DirectoryOrCreate}}
+        - {name: zovn-state, hostPath: {path: /var/lib/zstack-ovn/node, type: DirectoryOrCreate}}
+        {{- if not $dpdk }}
+        - {name: dev-tun, hostPath: {path: /dev/net/tun, type: CharDevice}}
         {{- end }}
+        {{- if $dpdk }}
+        - {name: vhost-root, hostPath: {path: {{ $vhostRoot }}, type: DirectoryOrCreate}}
+        {{- end }}
+        {{- if and $dpdk $hp.size }}
+        - name: hugepages
+          emptyDir: {medium: HugePages-{{ $hp.size }}}
+        {{- else if $dpdk }}
+        - {name: hugepages, hostPath: {path: /dev/hugepages, type: Directory}}
+        {{- end }}
+{{- end -}}
+
+{{- define "zovn.nodeDaemonSet" -}}
+{{- $ := .ctx -}}
+{{- $v := $.Values -}}
+{{- $p := .pool -}}
+{{- $fn := include "zovn.fullname" $ -}}
+{{- $img := include "zovn.image" (dict "ctx" $ "override" $v.node.image) -}}
+{{- $dp := $p.datapathConfig | default $v.node.datapathConfig | default dict -}}
+{{- $dpdk := false -}}
+{{- if and $p.name (has ($dp.datapath | default "auto") (list "dpdk" "auto")) -}}{{- $dpdk = true -}}{{- end -}}
+{{- $hp := $p.hugepages | default dict -}}
+{{- $vhostRoot := $p.vhostSocketRoot | default $v.vhost.socketRoot -}}
+{{- $tunnelIf := $p.tunnelInterface | default $v.tunnel.interface -}}
+{{- $comp := .suffix -}}
+{{- $name := printf "%s-%s" $fn $comp -}}
+{{- $sel := dict "ctx" $ "component" $comp -}}
+{{- /* OVN central's files on hostPath (standalone, no PVC): removed by the agent on uninstall */ -}}
+{{- $st := $v.ovn.standalone -}}
+{{- $centralData := and (eq $v.ovn.mode "standalone") (not (and $st.nbdb.storage.enabled (or (eq $st.haMode "single") $st.sbdb.storage.enabled))) -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ $name }}-datapath
+  labels: {{- include "zovn.labels" $ | nindent 4 }}
+data:
+  # the agent's --datapath-config (docs/datapath.md); a Node annotation overrides keys per node
+  datapath.yaml: |
+    {{- toYaml $dp | nindent 4 }}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ $name }}
+  labels: {{- include "zovn.labels" $ | nindent 4 }}
+    app.kubernetes.io/component: {{ $comp }}
+    {{- with $p.name }}
+    network.zstack.io/node-pool: {{ . }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels: {{- include "zovn.selector" $sel | nindent 6 }}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate: {maxUnavailable: 1}
+  template:
+    metadata:
+      labels: {{- include "zovn.selector" $sel | nindent 8 }}
+      annotations:
+        checksum/datapath: {{ toYaml $dp | sha256sum }}
+    spec:
+      serviceAccountName: {{ $fn }}-node
+      # the node pods build the host's network (br-int, tunnels, pod veths): host namespace
+      hostNetwork: true
+      dnsPolicy: ClusterFirstWithHostNet
+      priorityClassName: system-node-critical
+      {{- with $v.imagePullSecrets }}
+      imagePullSecrets: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $p.nodeSelector }}
+      nodeSelector: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .exclude }}
+      affinity:
+        nodeAffinity:
+          # nodes of no node pool (each pool runs its own DaemonSet): see docs/install.md
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms: {{- toYaml . | nindent 14 }}
+      {{- end }}
+      {{- with $v.node.tolerations }}
+      tolerations: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      initContainers:
+        # the CNI shim into the host's cni.binDir before the agent writes the conflist
+        - name: install-cni
+          image: {{ $img }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: [/bin/sh, -c, "cp -f /usr/local/bin/zstack-ovn-cni /host/cni-bin/.zstack-ovn-cni.tmp && mv -f /host/cni-bin/.zstack-ovn-cni.tmp /host/cni-bin/zstack-ovn-cni"]
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+          volumeMounts:
+            - {name: cni-bin, mountPath: /host/cni-bin}
+      containers:
         - name: agent
           image: {{ $img }}
           imagePullPolicy: {{ $v.image.pullPolicy }}
@@ -242,6 +337,10 @@ spec:
             - --uninstall-daemonset={{ $name }}
             - --uninstall-empty-dir=/var/run/zstack-ovn
             - --uninstall-empty-dir=/var/lib/zstack-ovn
+            {{- if $centralData }}
+            # OVN central's database files, on the node(s) that held them
+            - --uninstall-empty-dir=/var/lib/zstack-ovn-central
+            {{- end }}
             {{- if not $v.ovs.hostManaged }}
             - --uninstall-ovs-in-pod
             - --uninstall-empty-dir=/etc/openvswitch
@@ -293,6 +392,10 @@ spec:
             - {name: zovn-run, mountPath: /var/run/zstack-ovn}
             # per-sandbox state that survives agent restarts
             - {name: zovn-state, mountPath: /var/lib/zstack-ovn}
+            {{- if $centralData }}
+            # emptied on uninstall only
+            - {name: central-data, mountPath: /var/lib/zstack-ovn-central}
+            {{- end }}
             # pod network namespaces created by the runtime (mounted after the pod starts)
             - {name: netns, mountPath: /var/run/netns, mountPropagation: HostToContainer}
             - {name: cni-conf, mountPath: /host/cni-conf}
@@ -302,31 +405,24 @@ spec:
             - {name: kubelet-pods, mountPath: /var/lib/kubelet/pods, mountPropagation: Bidirectional}
             {{- end }}
       volumes:
-        {{- include "zovn.scriptsVolume" $ | nindent 8 }}
         {{- include "zovn.tlsVolume" $ | nindent 8 }}
         - name: datapath
           configMap: {name: {{ $name }}-datapath}
         - {name: ovs-run, hostPath: {path: /var/run/openvswitch, type: DirectoryOrCreate}}
+        {{- if not $v.ovs.hostManaged }}
         - {name: ovs-etc, hostPath: {path: /etc/openvswitch, type: DirectoryOrCreate}}
         - {name: ovn-run, hostPath: {path: /var/run/ovn, type: DirectoryOrCreate}}
+        {{- end }}
         - {name: zovn-run, hostPath: {path: /var/run/zstack-ovn, type: DirectoryOrCreate}}
         - {name: zovn-state, hostPath: {path: /var/lib/zstack-ovn/node, type: DirectoryOrCreate}}
         - {name: netns, hostPath: {path: /var/run/netns, type: DirectoryOrCreate}}
         - {name: cni-conf, hostPath: {path: {{ $v.cni.confDir }}, type: DirectoryOrCreate}}
         - {name: cni-bin, hostPath: {path: {{ $v.cni.binDir }}, type: DirectoryOrCreate}}
-        {{- if not $dpdk }}
-        - {name: dev-tun, hostPath: {path: /dev/net/tun, type: CharDevice}}
-        {{- end }}
-        {{- if or $dpdk $p.vhost }}
-        - {name: vhost-root, hostPath: {path: {{ $vhostRoot }}, type: DirectoryOrCreate}}
+        {{- if $centralData }}
+        - {name: central-data, hostPath: {path: {{ $v.ovn.standalone.hostPath }}, type: DirectoryOrCreate}}
         {{- end }}
         {{- if $p.vhost }}
+        - {name: vhost-root, hostPath: {path: {{ $vhostRoot }}, type: DirectoryOrCreate}}
         - {name: kubelet-pods, hostPath: {path: /var/lib/kubelet/pods, type: Directory}}
-        {{- end }}
-        {{- if and $dpdk $hp.size }}
-        - name: hugepages
-          emptyDir: {medium: HugePages-{{ $hp.size }}}
-        {{- else if $dpdk }}
-        - {name: hugepages, hostPath: {path: /dev/hugepages, type: Directory}}
         {{- end }}
 {{- end -}}
