@@ -18,6 +18,7 @@
 //! | [`KUBEVIRT_DOMAIN`], [`KUBEVIRT_VM_LABEL`] | virt-launcher Pod | KubeVirt | controller, vhost |
 //! | [`IP_ADDRESS`], [`MAC_ADDRESS`], [`IP_POOL`] | Pod | user (kube-ovn's names) | controller |
 //! | [`MANAGED_BY`] (label) | Subnet | controller | controller (the default Subnet it keeps) |
+//! | [`UNINSTALL_ACK_PREFIX`] + node ([`uninstall_ack_key`]) | the uninstall marker ConfigMap | agent | the chart's pre-delete hook |
 
 /// The ovn-kubernetes pod network annotation (one entry per network).
 pub const POD_NETWORKS: &str = "k8s.ovn.org/pod-networks";
@@ -79,6 +80,37 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 pub const MANAGED_BY: &str = "network.zstack.io/managed-by";
 /// The value of [`MANAGED_BY`] on the Subnets the controller keeps.
 pub const MANAGED_BY_CONTROLLER: &str = "zstack-ovn-controller";
+
+/// The prefix of the annotation a node agent puts on the uninstall marker ConfigMap (the
+/// chart's `pre-delete` hook creates it on `helm uninstall`) to say it saw the marker and
+/// will clean its node at SIGTERM; the value is the time (RFC 3339). The full key is
+/// [`uninstall_ack_key`].
+pub const UNINSTALL_ACK_PREFIX: &str = "network.zstack.io/ack.";
+
+/// Longest name part (after the `/`) of an annotation key.
+const KEY_NAME_MAX: usize = 63;
+
+/// The acknowledgement key of node `node` on the uninstall marker:
+/// `network.zstack.io/ack.<node>`, or, when that name part would pass the 63 characters
+/// Kubernetes allows, `ack.<the node name's first 42 characters>-<16 hex digits of its
+/// hash>`. The agent writes it and the hook looks for it: both sides call this function.
+pub fn uninstall_ack_key(node: &str) -> String {
+    // the name part of the prefix: `ack.`
+    let name_prefix = UNINSTALL_ACK_PREFIX
+        .split_once('/')
+        .map_or(UNINSTALL_ACK_PREFIX, |(_, n)| n);
+    if name_prefix.len() + node.len() <= KEY_NAME_MAX {
+        return format!("{UNINSTALL_ACK_PREFIX}{node}");
+    }
+    let hash = crate::hash::hex(node.as_bytes());
+    let room = KEY_NAME_MAX - name_prefix.len() - 1 - hash.len();
+    // node names are DNS subdomains (ASCII), but never split a character whatever comes
+    let mut cut = room.min(node.len());
+    while !node.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{UNINSTALL_ACK_PREFIX}{}-{hash}", &node[..cut])
+}
 
 /// Event reason: a Service the controller cannot fully use.
 pub const REASON_SERVICE_PROBLEM: &str = "ServiceProblem";

@@ -128,3 +128,29 @@ fn annotation_keys() {
         assert_eq!(key, want);
     }
 }
+
+#[test]
+fn uninstall_ack_keys() {
+    use api::keys::{UNINSTALL_ACK_PREFIX, uninstall_ack_key};
+    // the agent of one release version writes it, the hook of another may read it
+    assert_eq!(UNINSTALL_ACK_PREFIX, "network.zstack.io/ack.");
+    assert_eq!(uninstall_ack_key("node1"), "network.zstack.io/ack.node1");
+    let long = "gke-production-cluster-01-default-pool-1a2b3c4d-abcd.europe-west1";
+    let key = uninstall_ack_key(long);
+    assert_eq!(
+        key.strip_prefix(UNINSTALL_ACK_PREFIX),
+        Some("gke-production-cluster-01-default-pool-1a2-3e0d2544ce227509")
+    );
+    let name = key.split_once('/').map(|(_, n)| n).unwrap_or_default();
+    assert_eq!(name.len(), 63, "{name}");
+    // the longest name that still fits is kept whole
+    let fits = "n".repeat(59);
+    assert_eq!(
+        uninstall_ack_key(&fits),
+        format!("{UNINSTALL_ACK_PREFIX}{fits}")
+    );
+    assert_ne!(
+        uninstall_ack_key(&"n".repeat(60)),
+        uninstall_ack_key(&"n".repeat(61))
+    );
+}

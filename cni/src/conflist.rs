@@ -114,8 +114,9 @@ pub fn install_binary(src: &Path, cni_bin_dir: &Path) -> io::Result<PathBuf> {
 
 /// Writes through `fill` into a temporary file next to `path`, sets `mode`, syncs and
 /// renames it over `path`. The temporary name has no `.conf*` suffix, so a runtime
-/// scanning the directory ignores it; it is removed on failure.
-fn atomic_write(
+/// scanning the directory ignores it; it is removed on failure. A reader sees the old
+/// file or the new one, never a part (the node agent's uninstall flag uses it too).
+pub fn atomic_write(
     path: &Path,
     mode: u32,
     fill: impl FnOnce(&mut fs::File) -> io::Result<()>,

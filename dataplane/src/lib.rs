@@ -49,7 +49,7 @@
 //! | [`state`] | per-sandbox (veth) records in `--state-dir` |
 //! | [`vhost_state`] | vhost-user records under the socket root |
 //! | [`metrics`] | Prometheus metrics and `/metrics` |
-//! | [`uninstall`] | on SIGTERM, whether the plugin is being uninstalled (its DaemonSet gone) and the node cleanup then |
+//! | [`uninstall`] | uninstall only when asked: the pre-delete hook's marker, the agent's watch and acknowledgement, the SIGTERM decision, the node cleanup |
 //! | [`unixctl`] | async client of the OVS unixctl socket (what `ovs-appctl` speaks) |
 //! | [`pmd_stats`] | parsers of `dpif-netdev/pmd-stats-show` and `pmd-rxq-show` |
 //! | [`datapath_metrics`] | PMD and per-port OVS counters collected on each scrape |

@@ -1,4 +1,6 @@
 //! `zstack-ovnkube-node`: the node agent (OVS setup, management port, CNI server).
+//! `zstack-ovnkube-node uninstall-hook`: the chart's `pre-delete` hook (see
+//! [`dataplane::uninstall::hook`]); the agent itself is started with flags only.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,7 +17,13 @@ use dataplane::ovs::{OvnConfig, Ovs};
 use dataplane::state::StateStore;
 
 #[derive(Debug, Parser)]
-#[command(name = "zstack-ovnkube-node", version, about = "zstack-ovn node agent")]
+#[command(
+    name = "zstack-ovnkube-node",
+    version,
+    about = "zstack-ovn node agent",
+    after_help = "Subcommand: `zstack-ovnkube-node uninstall-hook` is the chart's pre-delete \
+                  hook (see `zstack-ovnkube-node uninstall-hook --help`)."
+)]
 struct Args {
     /// This node's name (the Node object, the OVN chassis name).
     #[arg(long, env = "NODE_NAME")]
@@ -97,12 +105,23 @@ struct Args {
     /// Without it such changes are reported as restartRequired.
     #[arg(long)]
     vswitchd_restart_cmd: Option<String>,
-    /// The DaemonSet running this agent: on SIGTERM, when it is gone, being deleted or no
-    /// longer readable (the plugin is being uninstalled), the agent removes what the plugin
-    /// put on the node (docs/install.md, "Uninstalling"). Unset: never clean up.
+    /// The uninstall marker ConfigMap (in --uninstall-namespace) that the chart's
+    /// pre-delete hook creates on `helm uninstall`. The agent watches it; one created while
+    /// the agent runs (not one already there at start) is the only thing that makes the
+    /// agent remove what the plugin put on the node at SIGTERM (docs/install.md,
+    /// "Uninstalling"). Unset: never clean up.
+    #[arg(long)]
+    uninstall_marker: Option<String>,
+    /// Where to write the `uninstall-requested` flag file when the marker is seen (removed
+    /// at start: a starting agent is not uninstalling). Unset: memory only.
+    #[arg(long)]
+    uninstall_flag_dir: Option<PathBuf>,
+    /// The DaemonSet running this agent: with the marker seen, the node is still kept
+    /// when this DaemonSet exists and is not being deleted at SIGTERM (a restart before the
+    /// uninstall went through). Alone it never triggers a cleanup.
     #[arg(long)]
     uninstall_daemonset: Option<String>,
-    /// The namespace of --uninstall-daemonset.
+    /// The namespace of --uninstall-marker and --uninstall-daemonset.
     #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
     uninstall_namespace: String,
     /// On uninstall, remove the contents of this directory (repeatable).
@@ -120,6 +139,102 @@ enum GatewayModeArg {
     Local,
     Shared,
     Off,
+}
+
+/// `zstack-ovnkube-node uninstall-hook`: the chart's pre-delete hook. Creates the uninstall
+/// marker, waits until every node agent of the release acknowledged it (at most --timeout),
+/// deletes it. Exits 0 even when some did not (they are named in the log, with what to
+/// remove by hand) or the API failed: an uninstall is never blocked.
+#[derive(Debug, Parser)]
+#[command(
+    name = "uninstall-hook",
+    bin_name = "zstack-ovnkube-node uninstall-hook",
+    version
+)]
+struct HookArgs {
+    /// The marker ConfigMap's name (the agents' --uninstall-marker).
+    #[arg(long)]
+    marker: String,
+    /// The release namespace (the marker's and the agent pods').
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    namespace: String,
+    /// Labels put on the marker: `key=value,key=value`.
+    #[arg(long, default_value = "")]
+    marker_labels: String,
+    /// Label selector of the release's pods, e.g.
+    /// `app.kubernetes.io/name=zstack-ovn,app.kubernetes.io/instance=zs`.
+    #[arg(long)]
+    agents_selector: String,
+    /// The agent pods' `app.kubernetes.io/component`: this value or it followed by `-`
+    /// and anything (the chart's `node` and `node-<pool>`).
+    #[arg(long, default_value = "node")]
+    agents_component: String,
+    /// Seconds to wait for the acknowledgements.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// kubeconfig (default: in-cluster / $KUBECONFIG).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Log as JSON lines.
+    #[arg(long)]
+    log_json: bool,
+}
+
+async fn uninstall_hook(args: HookArgs) -> anyhow::Result<()> {
+    use dataplane::uninstall::{self, hook};
+    // even a bad label must not block the uninstall: the marker goes without labels
+    let marker_labels = hook::parse_labels(&args.marker_labels).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "--marker-labels: the marker gets no labels");
+        Default::default()
+    });
+    let cfg = hook::HookConfig {
+        namespace: args.namespace,
+        marker: args.marker,
+        marker_labels,
+        agents_selector: args.agents_selector,
+        agents_component: args.agents_component,
+        timeout: Duration::from_secs(args.timeout),
+        poll: Duration::from_secs(1),
+    };
+    let result = match uninstall::client(args.kubeconfig.as_deref()).await {
+        Ok(client) => hook::run(client, &cfg).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        // missing nodes were logged by `run`, with what to remove by hand
+        Ok(report) => tracing::info!(
+            acknowledged = report.acknowledged.len(),
+            missing = report.missing.len(),
+            marker_deleted = report.marker_deleted,
+            "uninstall hook done"
+        ),
+        Err(e) => tracing::error!(
+            error = %e,
+            "uninstall hook failed: the node agents were not told, so every node keeps the \
+             plugin's state; the uninstall goes on. Remove it by hand (docs/install.md, \
+             \"Uninstalling\")"
+        ),
+    }
+    Ok(())
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            // colours only on a terminal: a log file or collector gets plain text
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
 }
 
 /// Fallback when the tunnel endpoint is not known yet: right for Geneve on 1500 bytes.
@@ -179,23 +294,17 @@ async fn wait_interface_ipv4(iface: &str) -> std::net::Ipv4Addr {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    if args.log_json {
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init();
-    } else {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            // colours only on a terminal: a log file or collector gets plain text
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init();
+    // the agent is started with flags only; the hook is the one subcommand
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "uninstall-hook")
+    {
+        let hook = HookArgs::parse_from(std::env::args_os().skip(1));
+        init_logging(hook.log_json);
+        return uninstall_hook(hook).await;
     }
+    let mut args = Args::parse();
+    init_logging(args.log_json);
     if let Some(mtu) = args.mtu
         && !(68..=65535).contains(&mtu)
     {
@@ -284,33 +393,7 @@ async fn main() -> anyhow::Result<()> {
         metrics.clone(),
     ));
 
-    // A wrong --uninstall-daemonset (name, namespace, RBAC) would look like an uninstall at
-    // every restart and wipe the node: the DaemonSet must be readable now, or the cleanup
-    // is disabled for this run.
-    let uninstall_daemonset = match &args.uninstall_daemonset {
-        None => None,
-        Some(ds) => {
-            use dataplane::uninstall::{self, Verdict};
-            match uninstall::is_uninstalling(
-                args.kubeconfig.as_deref(),
-                &args.uninstall_namespace,
-                ds,
-            )
-            .await
-            {
-                Verdict::Staying(_) => Some(ds.clone()),
-                Verdict::Uninstalling(why) => {
-                    tracing::error!(
-                        daemonset = %ds,
-                        namespace = %args.uninstall_namespace,
-                        %why,
-                        "--uninstall-daemonset: not readable at start; cleanup on uninstall disabled"
-                    );
-                    None
-                }
-            }
-        }
-    };
+    let uninstall = start_uninstall_watch(&args).await;
     agent.setup_node().await.context("node setup")?;
     let dp = agent.datapath_pass().await;
     tracing::info!(datapath = %dp.status.datapath, reason = %dp.status.reason, "node datapath");
@@ -390,29 +473,131 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!("shutting down");
     let _ = std::fs::remove_file(&args.cni_socket);
-    if let Some(ds) = &uninstall_daemonset {
-        use dataplane::uninstall::{self, Verdict};
-        match uninstall::is_uninstalling(args.kubeconfig.as_deref(), &args.uninstall_namespace, ds)
-            .await
-        {
-            Verdict::Staying(why) => {
-                tracing::info!(daemonset = %ds, %why, "not an uninstall: the node keeps its state")
-            }
-            Verdict::Uninstalling(why) => {
-                tracing::info!(daemonset = %ds, %why, "the plugin is being uninstalled: cleaning the node");
-                let plan = uninstall::CleanupPlan {
-                    cni_conf_dir: args.cni_conf_dir.clone(),
-                    cni_bin_dir: args.cni_bin_dir.clone(),
-                    pod_vswitchd_ctl: args
-                        .vswitchd_ctl
-                        .clone()
-                        .filter(|_| args.uninstall_ovs_in_pod),
-                    empty_dirs: args.uninstall_empty_dir.clone(),
-                };
-                let removed = uninstall::cleanup(&plan).await;
-                tracing::info!(?removed, "node cleaned");
-            }
-        }
+    if let Some(u) = &uninstall {
+        on_sigterm(&args, u).await;
+    } else {
+        tracing::info!("no --uninstall-marker: the node keeps its state");
     }
     Ok(())
+}
+
+/// The uninstall watch of this run: the marker's watch task and what SIGTERM asks.
+struct UninstallWatch {
+    signal: Arc<dataplane::uninstall::UninstallSignal>,
+    client: kube::Client,
+    /// --uninstall-daemonset, when it was readable at start (the restart guard).
+    daemonset: Option<String>,
+    /// Why the DaemonSet is not asked at SIGTERM, when it is not.
+    daemonset_off: String,
+}
+
+/// Removes a leftover flag, starts the marker watch. `None` without --uninstall-marker or
+/// without an API client (then the node is never cleaned in this run: logged).
+async fn start_uninstall_watch(args: &Args) -> Option<UninstallWatch> {
+    use dataplane::uninstall::{self, DaemonSetState};
+    if let Some(dir) = &args.uninstall_flag_dir {
+        match uninstall::marker::clear_flag(dir) {
+            Ok(true) => tracing::info!(
+                dir = %dir.display(),
+                "leftover uninstall flag removed: a starting agent is not uninstalling"
+            ),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "leftover uninstall flag not removed"),
+        }
+    }
+    let Some(marker) = &args.uninstall_marker else {
+        if args.uninstall_daemonset.is_some() {
+            tracing::warn!(
+                "--uninstall-daemonset without --uninstall-marker: the node is never cleaned \
+                 (the DaemonSet alone is no uninstall signal)"
+            );
+        }
+        return None;
+    };
+    let client = match uninstall::client(args.kubeconfig.as_deref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "no Kubernetes client: the uninstall marker is not watched; the node is never cleaned in this run");
+            return None;
+        }
+    };
+    // the restart guard needs the DaemonSet readable now: a wrong name would read as gone
+    let (daemonset, daemonset_off) = match &args.uninstall_daemonset {
+        None => (None, "no --uninstall-daemonset".to_string()),
+        Some(ds) => {
+            match uninstall::read_daemonset(client.clone(), &args.uninstall_namespace, ds).await {
+                DaemonSetState::Present => (Some(ds.clone()), String::new()),
+                state => {
+                    tracing::warn!(
+                        daemonset = %ds,
+                        namespace = %args.uninstall_namespace,
+                        %state,
+                        "--uninstall-daemonset not readable at start: not asked at SIGTERM"
+                    );
+                    (None, format!("{ds} was not readable at start: {state}"))
+                }
+            }
+        }
+    };
+    let signal = Arc::new(uninstall::UninstallSignal::default());
+    tokio::spawn(uninstall::watch_marker(
+        client.clone(),
+        uninstall::MarkerWatch {
+            namespace: args.uninstall_namespace.clone(),
+            name: marker.clone(),
+            node: args.node_name.clone(),
+            flag_dir: args.uninstall_flag_dir.clone(),
+        },
+        signal.clone(),
+    ));
+    Some(UninstallWatch {
+        signal,
+        client,
+        daemonset,
+        daemonset_off,
+    })
+}
+
+/// The SIGTERM decision (logged with its reason), and the cleanup when it says so.
+async fn on_sigterm(args: &Args, u: &UninstallWatch) {
+    use dataplane::uninstall::{self, DaemonSetState, Decision};
+    let seen = u.signal.get().or_else(|| {
+        args.uninstall_flag_dir
+            .as_deref()
+            .and_then(uninstall::marker::read_flag)
+    });
+    let ds_state = match (&seen, &u.daemonset) {
+        (None, _) => DaemonSetState::NotChecked("no marker seen".into()),
+        (Some(_), None) => DaemonSetState::NotChecked(u.daemonset_off.clone()),
+        (Some(_), Some(ds)) => {
+            uninstall::read_daemonset(u.client.clone(), &args.uninstall_namespace, ds).await
+        }
+    };
+    match uninstall::decide(seen.as_ref().map(|r| r.uid.as_str()), &ds_state) {
+        Decision::Keep(why) => {
+            tracing::info!(%why, "not an uninstall: the node keeps its state");
+            if let Some(dir) = &args.uninstall_flag_dir
+                && seen.is_some()
+            {
+                // the uplink container must not take br-phy down either
+                if let Err(e) = uninstall::marker::clear_flag(dir) {
+                    tracing::warn!(error = %e, "uninstall flag not removed");
+                }
+            }
+        }
+        Decision::Clean(why) => {
+            tracing::info!(%why, "the plugin is being uninstalled: cleaning the node");
+            let plan = uninstall::CleanupPlan {
+                cni_conf_dir: args.cni_conf_dir.clone(),
+                cni_bin_dir: args.cni_bin_dir.clone(),
+                pod_vswitchd_ctl: args
+                    .vswitchd_ctl
+                    .clone()
+                    .filter(|_| args.uninstall_ovs_in_pod),
+                empty_dirs: args.uninstall_empty_dir.clone(),
+            };
+            let removed = uninstall::cleanup(&plan).await;
+            tracing::info!(?removed, "node cleaned");
+        }
+    }
 }

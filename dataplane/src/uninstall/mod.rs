@@ -1,11 +1,17 @@
-//! Leaving a node clean when the plugin is uninstalled (`helm uninstall`).
+//! Leaving a node clean when the plugin is uninstalled (`helm uninstall`), and only then.
 //!
-//! The agent cannot tell a pod restart (rolling update, eviction, `kubectl delete pod`)
-//! from an uninstall by the SIGTERM alone. It asks the API server for its own DaemonSet
-//! ([`is_uninstalling`]): gone, being deleted, or no longer readable by the agent's
-//! ServiceAccount (Helm deletes the RBAC objects right after the DaemonSet) means the plugin
-//! is leaving; anything else — the DaemonSet is there, or the API cannot be reached — keeps
-//! everything in place, as a restart must.
+//! The agent cannot tell a pod restart (rolling update, eviction, `kubectl delete pod`,
+//! even `--force`) from an uninstall by the SIGTERM, nor by what the API server says about
+//! its DaemonSet at that moment: a force-deleted pod's token is invalid (401), a node pool
+//! renamed in the values replaces its DaemonSet (404), an operator may delete and recreate
+//! one. The signal is explicit instead, and only `helm uninstall` produces it:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`hook`] | the chart's `pre-delete` hook: creates the marker ConfigMap, waits (bounded) until every agent pod's node acknowledged it, deletes it |
+//! | [`marker`] | the agent: watches the marker (one that was there at start is stale), writes the flag file, acknowledges |
+//! | [`decide`] | at SIGTERM, pure: clean only with a marker seen during this run, and not while the DaemonSet is still there |
+//! | [`client`] | the Kubernetes client, the errors, the DaemonSet question |
 //!
 //! [`cleanup`] then removes what the plugin put on the node: the conflist first (kubelet
 //! stops calling the shim), the shim, the nf_tables table `inet zstack-ovn`, and — when OVS
@@ -13,6 +19,15 @@
 //! userspace datapath leaves behind (br-int, br-phy, ovs-netdev, ovn-k8s-mp0), then empties
 //! the given directories (OVS database, run dirs, vhost-user socket root, agent state).
 //! Each step is logged with what it removed; a failing step is logged and the next runs.
+
+pub mod client;
+pub mod decide;
+pub mod hook;
+pub mod marker;
+
+pub use client::{UninstallError, client, read_daemonset};
+pub use decide::{DaemonSetState, Decision, daemonset_state, decide};
+pub use marker::{FLAG_FILE, MarkerWatch, UninstallRequest, UninstallSignal, watch_marker};
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -31,61 +46,6 @@ pub struct CleanupPlan {
     pub pod_vswitchd_ctl: Option<PathBuf>,
     /// Directories whose contents are removed (the directories stay: they are mounts).
     pub empty_dirs: Vec<PathBuf>,
-}
-
-/// The outcome of the API question.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// The DaemonSet is gone, being deleted, or hidden from us: clean up. The reason says which.
-    Uninstalling(String),
-    /// Keep everything (a restart); the reason says why.
-    Staying(String),
-}
-
-/// Classifies the answer to `GET daemonsets/<name>`.
-pub fn verdict(answer: Result<bool, kube::Error>) -> Verdict {
-    match answer {
-        Ok(true) => Verdict::Uninstalling("the DaemonSet is being deleted".into()),
-        Ok(false) => Verdict::Staying("the DaemonSet exists".into()),
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            Verdict::Uninstalling("the DaemonSet is gone".into())
-        }
-        Err(kube::Error::Api(s)) if s.code == 401 || s.code == 403 => {
-            Verdict::Uninstalling(format!(
-                "the agent may no longer read its DaemonSet (HTTP {}): its RBAC was removed with it",
-                s.code
-            ))
-        }
-        Err(e) => Verdict::Staying(format!("the API server did not answer ({e})")),
-    }
-}
-
-/// Asks whether the DaemonSet `namespace/name` is gone or going (5 s at most).
-pub async fn is_uninstalling(kubeconfig: Option<&Path>, namespace: &str, name: &str) -> Verdict {
-    let client = match client(kubeconfig).await {
-        Ok(c) => c,
-        Err(e) => return Verdict::Staying(format!("no API client ({e})")),
-    };
-    let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
-        kube::Api::namespaced(client, namespace);
-    let answer = tokio::time::timeout(Duration::from_secs(5), api.get(name)).await;
-    match answer {
-        Ok(r) => verdict(r.map(|ds| ds.metadata.deletion_timestamp.is_some())),
-        Err(_) => Verdict::Staying("the API server did not answer within 5 s".into()),
-    }
-}
-
-async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, String> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .map_err(|e| e.to_string())?
-        }
-        None => kube::Config::infer().await.map_err(|e| e.to_string())?,
-    };
-    kube::Client::try_from(config).map_err(|e| e.to_string())
 }
 
 /// Removes what `plan` names; returns what was removed (for the log and the tests).
@@ -180,32 +140,6 @@ fn delete_tap(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn api_error(code: u16) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure("x", "y")
-                .with_code(code)
-                .boxed(),
-        )
-    }
-
-    #[test]
-    fn only_a_missing_or_hidden_daemonset_means_uninstall() {
-        assert!(matches!(verdict(Ok(true)), Verdict::Uninstalling(_)));
-        assert!(matches!(verdict(Ok(false)), Verdict::Staying(_)));
-        for code in [404, 401, 403] {
-            assert!(
-                matches!(verdict(Err(api_error(code))), Verdict::Uninstalling(_)),
-                "{code}"
-            );
-        }
-        for code in [500, 503, 429] {
-            assert!(
-                matches!(verdict(Err(api_error(code))), Verdict::Staying(_)),
-                "{code}"
-            );
-        }
-    }
 
     #[test]
     fn empties_a_directory_but_keeps_it() {
