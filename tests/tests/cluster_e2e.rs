@@ -68,6 +68,8 @@ use tests::e2e::{
 mod day2;
 #[path = "cluster_e2e/diagnose.rs"]
 mod diagnose;
+#[path = "cluster_e2e/uninstall_safety.rs"]
+mod uninstall_safety;
 
 const TEST: &str = "cluster_e2e::cluster_e2e";
 /// The test workloads' namespace.
@@ -183,6 +185,7 @@ fn cluster_e2e() {
         "upgrade-agent",
         "restart-ovs",
         "restart-central",
+        "uninstall-safety",
         "latency",
         "uninstall",
     ];
@@ -203,6 +206,7 @@ fn cluster_e2e() {
         step!("upgrade-agent", day2::upgrade_agent(&e));
         step!("restart-ovs", day2::restart_ovs(&e));
         step!("restart-central", day2::restart_central(&e));
+        step!("uninstall-safety", uninstall_safety::uninstall_safety(&e));
         step!("latency", latency(&e));
         step!("uninstall", uninstall(&e));
     } else {
@@ -299,10 +303,7 @@ fn values(api_server: &str) -> String {
          nodePools:\n  - name: dpdk\n    nodeSelector: {{{DPDK_LABEL}: dpdk}}\n    \
          datapathConfig: {{datapath: dpdk, socketMem: [256], socketLimit: [512], pmdMaxSleep: 50}}\n    \
          hugepages: {{size: 2Mi, amount: 512Mi}}\n    memory: 1Gi\n    vhost: true\n\
-         kubernetes:\n  apiServer: {api_server}\n\
-         tunnel:\n  interface: {}\n",
-        // the data NIC carries the tunnel endpoints
-        lab::kubecluster::config::DATA_IFACE
+         kubernetes:\n  apiServer: {api_server}\n"
     )
 }
 
@@ -1119,6 +1120,20 @@ fn leftovers(c: &KubeCluster, i: usize) -> Vec<String> {
             left.push(format!("the OVS database cannot be read: {err}"))
         }
         Err(_) => {}
+    }
+    // tunnel.interface=auto moved eth0's address and routes onto br-phy: back on eth0
+    let ip = lab::kubecluster::node_mgmt_ip(i);
+    if !c
+        .node_exec(i, &["ip", "-4", "-o", "addr", "show", "dev", "eth0"])
+        .is_ok_and(|a| a.contains(&format!("{ip}/")))
+    {
+        left.push(format!("eth0 without its address {ip}"));
+    }
+    if !c
+        .node_exec(i, &["ip", "-4", "route", "show", "dev", "eth0"])
+        .is_ok_and(|r| r.contains(lab::kubecluster::config::SERVICE_CIDR))
+    {
+        left.push("eth0 without its Service CIDR route".into());
     }
     if let Ok(links) = c.node_exec(i, &["ip", "-o", "link", "show"]) {
         for l in links.lines() {

@@ -142,7 +142,9 @@ fn standalone_single_runs_nb_sb_and_northd_in_one_pod() {
         vec![
             json!("ovsdb-server"),
             json!("ovs-vswitchd"),
-            json!("ovn-controller")
+            json!("ovn-controller"),
+            // tunnel.interface=auto: the node's NIC on br-phy
+            json!("uplink")
         ]
     );
     assert_eq!(node["spec"]["updateStrategy"]["type"], "RollingUpdate");
@@ -219,6 +221,7 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
             uplink["env"],
             json!([
                 {"name": "TUNNEL_INTERFACE", "value": "eth1"},
+                {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
                 // the network name the controller gives VLAN Subnets' localnet ports
                 {"name": "BRIDGE_MAPPINGS", "value": "physnet:br-phy"},
                 // the agent's mark of an uninstall (its hostPath, read-only here)
@@ -318,13 +321,20 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
         .expect("render");
         let ovs = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS");
         assert_eq!(
-            container(ovs, "uplink")["env"][1],
+            container(ovs, "uplink")["env"][2],
             json!({"name": "BRIDGE_MAPPINGS", "value": want}),
             "{set}"
         );
     }
-    // without it: no keeper, the node IP as the endpoint
+    // the default, auto: the keeper finds the NIC holding the node's address
     let objs = helm::render_with(&helm, "single", "zs", NS, &[]).expect("render");
+    let ovs = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS");
+    assert_eq!(container(ovs, "uplink")["env"][0]["value"], "auto");
+    let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
+    assert!(args(container(node, "agent")).contains(&"--encap-ip-interface=br-phy".to_string()));
+    // set empty: no keeper, the node IP as the endpoint
+    let objs = helm::render_with(&helm, "single", "zs", NS, &["--set", "tunnel.interface="])
+        .expect("render");
     let node = named(&objs, "DaemonSet", "zs-zstack-ovn-node").expect("node");
     let ovs = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS");
     assert!(!containers(ovs).iter().any(|c| c["name"] == "uplink"));
@@ -859,9 +869,9 @@ fn schema_refuses_bad_values_naming_the_key() {
             &["--set", "gateway.mode=gw"],
             &["gateway.mode", "must be one of the following"],
         ),
-        // shared needs br-phy, which only tunnel.interface builds
+        // shared needs br-phy, which only tunnel.interface builds (auto by default)
         (
-            &["--set", "gateway.mode=shared"],
+            &["--set", "gateway.mode=shared,tunnel.interface="],
             &["gateway.mode=shared needs tunnel.interface"],
         ),
         (

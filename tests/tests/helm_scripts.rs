@@ -93,7 +93,6 @@ async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
             .env("PEER0", "127.0.0.1")
             .env("OVN_SSL", "false")
             .env("TLS_DIR", "/nonexistent")
-            .env("UNINSTALL_FLAG", "/run/uninstall-requested")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .stdin(Stdio::null())
@@ -404,8 +403,9 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
     }
     let _heavy = tests::heavy_lock();
     let cases = [
+        // the default: the NIC holding the node's address (HOST_IP)
         UplinkCase {
-            set: &[],
+            set: &["--set", "tunnel.interface=auto"],
             by_hand: None,
             running: "physnet:br-phy",
             after: None,
@@ -441,6 +441,8 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             .as_array()
             .expect("uplink env")
             .iter()
+            // HOST_IP comes from the downward API: set below
+            .filter(|e| e.get("value").is_some())
             .map(|e| {
                 let s = |k: &str| e[k].as_str().expect("env name/value").to_string();
                 (s("name"), s("value"))
@@ -474,6 +476,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             .env("OVN_SSL", "false")
             .env("TLS_DIR", "/nonexistent")
             .env("UNINSTALL_FLAG", "/run/uninstall-requested")
+            .env("HOST_IP", "192.0.2.5")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .stdin(Stdio::null());
@@ -505,11 +508,16 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 .is_some_and(|a| a.contains("2001:db8:5::5/64"))
         };
         // the container's readiness probe, as kubelet runs it
-        wait_until(
-            &format!("{what}: the uplink ready"),
-            Duration::from_secs(60),
-            || inside(&["test", "-e", "/var/run/zstack-ovn/uplink-ready"]).is_some(),
-        );
+        let t = std::time::Instant::now();
+        while inside(&["test", "-e", "/var/run/zstack-ovn/uplink-ready"]).is_none() {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "{what}: the uplink not ready: {:?}\n{}",
+                inside(&["ip", "-o", "addr"]),
+                std::fs::read_to_string(scratch.dir.path().join("node.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         assert!(addr_on("br-phy"), "{what}: the address is not on br-phy");
         assert!(!addr_on("eth1"), "{what}: the address is still on eth1");
         assert!(
@@ -518,7 +526,14 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
         );
         assert!(
             !addr6_on("eth1"),
-            "{what}: the IPv6 address is still on eth1"
+            "{what}: the IPv6 address is still on eth1: {:?}\n{}",
+            inside(&["ip", "-6", "-o", "addr"]),
+            std::fs::read_to_string(scratch.dir.path().join("node.log"))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.starts_with("uplink"))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         // the NIC's routes (the default route: a node whose only NIC this is) moved along
         let routes_on = |dev: &str| {
@@ -589,7 +604,13 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             vsctl(&["br-exists", "br-phy"]).is_none(),
             "{what}: br-phy left"
         );
-        assert!(routes_on("eth1"), "{what}: the routes are not back on eth1");
+        assert!(
+            routes_on("eth1"),
+            "{what}: the routes are not back on eth1: {:?} {:?}\n{}",
+            inside(&["ip", "-4", "route"]),
+            inside(&["ip", "-6", "route"]),
+            log()
+        );
         assert!(addr_on("eth1"), "{what}: the address is not back on eth1");
         assert!(
             addr6_on("eth1"),
@@ -640,7 +661,15 @@ fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
     };
     if !tests::require_real(
         test,
-        &["ovsdb-server", "ovs-vswitchd", "ovs-ofctl", "nsenter", "unshare", "ip", "ping"],
+        &[
+            "ovsdb-server",
+            "ovs-vswitchd",
+            "ovs-ofctl",
+            "nsenter",
+            "unshare",
+            "ip",
+            "ping",
+        ],
     ) {
         return;
     }
@@ -676,7 +705,12 @@ fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
     };
     let vswitchd_up = || {
         group
-            .inside(&["ovs-appctl", "-t", "/var/run/openvswitch/ovs-vswitchd.ctl", "version"])
+            .inside(&[
+                "ovs-appctl",
+                "-t",
+                "/var/run/openvswitch/ovs-vswitchd.ctl",
+                "version",
+            ])
             .is_some()
     };
     wait_until("ovs-vswitchd up", Duration::from_secs(60), vswitchd_up);
@@ -695,7 +729,10 @@ fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
         "$OF add-flow br-int 'in_port=b1,actions=meter:1,output:a1'"
     ));
     let before = openflow_tables(&group, "br-int");
-    assert!(before.contains("group:7") && before.contains("meter:1"), "{before}");
+    assert!(
+        before.contains("group:7") && before.contains("meter:1"),
+        "{before}"
+    );
     // 10 packets/s, timestamped, in the background of the namespace
     sh("ip netns exec pa ping -D -i 0.1 -w 40 10.9.0.2 > /run/ping.log 2>&1 &");
     let replies = || {
@@ -707,9 +744,11 @@ fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
             .filter_map(|l| l.strip_prefix('[')?.split(']').next()?.parse::<f64>().ok())
             .collect::<Vec<f64>>()
     };
-    wait_until("pings answered through br-int", Duration::from_secs(20), || {
-        replies().len() >= 5
-    });
+    wait_until(
+        "pings answered through br-int",
+        Duration::from_secs(20),
+        || replies().len() >= 5,
+    );
     let pid_of_script = || -> i64 {
         group
             .inside(&["cat", "/run/vswitchd-script.pid"])
@@ -719,19 +758,24 @@ fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
     let old = pid_of_script();
     let t = Instant::now();
     sh(&format!("kill -TERM {old}"));
-    wait_until("the old script gone", Duration::from_secs(30), || !alive(old));
+    wait_until("the old script gone", Duration::from_secs(30), || {
+        !alive(old)
+    });
     wait_until("ovs-vswitchd back", Duration::from_secs(60), || {
         pid_of_script() != old && vswitchd_up()
     });
-    wait_until(
-        "flow-restore-wait cleared",
-        Duration::from_secs(30),
-        || {
-            group
-                .inside(&["ovs-vsctl", "--timeout=5", "get", "Open_vSwitch", ".", "other_config"])
-                .is_some_and(|c| !c.contains("flow-restore-wait"))
-        },
-    );
+    wait_until("flow-restore-wait cleared", Duration::from_secs(30), || {
+        group
+            .inside(&[
+                "ovs-vsctl",
+                "--timeout=5",
+                "get",
+                "Open_vSwitch",
+                ".",
+                "other_config",
+            ])
+            .is_some_and(|c| !c.contains("flow-restore-wait"))
+    });
     let restart_secs = t.elapsed().as_secs_f64();
     let n = replies().len();
     let t = Instant::now();
@@ -745,7 +789,12 @@ fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let after = openflow_tables(&group, "br-int");
-    assert_eq!(after, before, "the tables changed over the restart\n{}", logs());
+    assert_eq!(
+        after,
+        before,
+        "the tables changed over the restart\n{}",
+        logs()
+    );
     assert!(
         logs().contains("saved flows restored"),
         "the script did not say it restored the tables:\n{}",
@@ -759,5 +808,9 @@ fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
         gap * 1e3,
         r.len()
     );
-    assert!(gap < 2.0, "traffic stopped for {gap:.2} s over the restart\n{}", logs());
+    assert!(
+        gap < 2.0,
+        "traffic stopped for {gap:.2} s over the restart\n{}",
+        logs()
+    );
 }

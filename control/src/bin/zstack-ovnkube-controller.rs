@@ -393,10 +393,16 @@ async fn run_controller(
 ) -> Result<()> {
     if args.apply_crd {
         match control::crd::apply::apply_subnet_crd(kube.clone()).await {
-            Ok(a) if a.changed() => tracing::info!(crd = %a.name, before = ?a.generation_before, after = ?a.generation_after, "Subnet CRD updated to this controller's schema"),
-            Ok(a) => tracing::info!(crd = %a.name, generation = ?a.generation_after, "Subnet CRD already current"),
+            Ok(a) if a.changed() => {
+                tracing::info!(crd = %a.name, before = ?a.generation_before, after = ?a.generation_after, "Subnet CRD updated to this controller's schema")
+            }
+            Ok(a) => {
+                tracing::info!(crd = %a.name, generation = ?a.generation_after, "Subnet CRD already current")
+            }
             // the chart's copy stays: Subnets work with the schema it has
-            Err(e) => tracing::warn!(error = %e, "--apply-crd: the Subnet CRD could not be applied (RBAC: customresourcedefinitions get/patch)"),
+            Err(e) => {
+                tracing::warn!(error = %e, "--apply-crd: the Subnet CRD could not be applied (RBAC: customresourcedefinitions get/patch)")
+            }
         }
     }
     let client = connect(args, &args.nb).await?;

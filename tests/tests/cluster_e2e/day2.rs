@@ -30,8 +30,8 @@ use tests::e2e::{exec, kubectl, wait_until};
 use super::{E2e, INSTANCE, NS, RELEASE, SYS, pods_ready, web_pods};
 
 /// The longest gap allowed while a node's ovs-vswitchd restarts (issue 29's targets).
-const GAP_KERNEL_AFXDP: Duration = Duration::from_secs(1);
-const GAP_DPDK: Duration = Duration::from_secs(2);
+pub(crate) const GAP_KERNEL_AFXDP: Duration = Duration::from_secs(1);
+pub(crate) const GAP_DPDK: Duration = Duration::from_secs(2);
 
 /// The probe clients on node2, created once.
 async fn probe_clients(e: &E2e) -> Result<()> {
@@ -51,7 +51,7 @@ async fn probe_clients(e: &E2e) -> Result<()> {
 }
 
 /// Starts every probe (see the module docs).
-async fn start_probes(e: &E2e) -> Result<Vec<Probe>> {
+pub(crate) async fn start_probes(e: &E2e) -> Result<Vec<Probe>> {
     probe_clients(e).await?;
     let (n1, _) = web_pods(e).await?;
     let target = ip_of(&n1[0]);
@@ -85,7 +85,7 @@ async fn start_probes(e: &E2e) -> Result<Vec<Probe>> {
 
 /// Waits until every probe's client answers a single ping again (traffic is back), then
 /// stops the probes and reads them.
-async fn stop_probes(e: &E2e, probes: Vec<Probe>) -> Result<Vec<(String, PingRun)>> {
+pub(crate) async fn stop_probes(e: &E2e, probes: Vec<Probe>) -> Result<Vec<(String, PingRun)>> {
     wait_until(
         "every probe's path answering again",
         Duration::from_secs(60),
@@ -142,7 +142,7 @@ async fn release_pods(e: &E2e, prefix: &str) -> Result<BTreeMap<String, Pod>> {
         .collect())
 }
 
-fn print_runs(runs: &[(String, PingRun)]) {
+pub(crate) fn print_runs(runs: &[(String, PingRun)]) {
     for (what, r) in runs {
         println!("    {what}: {r}");
     }

@@ -168,6 +168,9 @@ spec:
           command: [/bin/bash, /zovn/scripts/node-uplink.sh]
           env:
             - {name: TUNNEL_INTERFACE, value: {{ $tunnelIf | quote }}}
+            # tunnel.interface=auto: the NIC holding this address
+            - name: HOST_IP
+              valueFrom: {fieldRef: {fieldPath: status.hostIP}}
             # the node's ovn-bridge-mappings (VLAN Subnets); empty: left to the operator
             - {name: BRIDGE_MAPPINGS, value: {{ $v.tunnel.bridgeMappings | default "" | quote }}}
             # written by the agent only when `helm uninstall` asked it (its pre-delete hook):
@@ -332,8 +335,13 @@ spec:
             # the container exits; kubelet starts it again with the new start-time settings
             - --vswitchd-restart-cmd=ovs-appctl -t /var/run/openvswitch/ovs-vswitchd.ctl exit
             {{- end }}
-            # helm uninstall: when this DaemonSet is gone at SIGTERM, remove the conflist, the
-            # shim, the nft table, the datapath's taps and these directories' contents
+            # helm uninstall only: its pre-delete hook creates this marker (uninstall-hook.yaml);
+            # the agent acknowledges it and writes uninstall-requested here (the uplink keeper
+            # reads it too); at SIGTERM, with the marker seen and this DaemonSet gone or going,
+            # it removes the conflist, the shim, the nft table, the datapath's taps and these
+            # directories' contents. Nothing else (404, 401, 403, no API) ever cleans the node.
+            - --uninstall-marker={{ $fn }}-uninstalling
+            - --uninstall-flag-dir=/var/lib/zstack-ovn
             - --uninstall-daemonset={{ $name }}
             - --uninstall-empty-dir=/var/run/zstack-ovn
             - --uninstall-empty-dir=/var/lib/zstack-ovn
