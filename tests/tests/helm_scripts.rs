@@ -47,6 +47,10 @@ fn every_start_script_is_valid_bash() {
 /// `ovsdb-central.sh` exactly as the ha StatefulSet runs it (member 0 creates the cluster,
 /// 1 and 2 join through member 0's address), each in its own mount namespace (its own
 /// `/var/lib/ovn` and `/run`) inside one private network namespace, on 127.0.0.1-3.
+/// Then a member loses its disk (member 0, which created the cluster, then member 2) and
+/// starts again: it joins the cluster the others serve (the same cluster id: never a second
+/// cluster), kicks its former self so the cluster counts 3 servers again, serves what the
+/// cluster held, and a write still commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
     use std::process::{Command, Stdio};
@@ -75,22 +79,29 @@ async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
     }
     let _ns = DelNs(ns.clone());
     tests::sh(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-    let mut members = Vec::new();
-    for i in 0..3 {
+    // each member's /run in the scratch dir: its control socket reachable from here
+    let start = |i: usize| {
         let data = scratch.dir.path().join(format!("data-{i}"));
         std::fs::create_dir_all(&data).expect("mkdir");
-        let log =
-            std::fs::File::create(scratch.dir.path().join(format!("member-{i}.log"))).expect("log");
+        let run = scratch.dir.path().join(format!("run-{i}"));
+        std::fs::create_dir_all(&run).expect("mkdir");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(scratch.dir.path().join(format!("member-{i}.log")))
+            .expect("log");
         let child = Command::new("ip")
             .args(["netns", "exec", &ns, "bash", "-c"])
-            .arg(r#"mount -t tmpfs tmpfs /run && mount --bind "$DATA" /var/lib/ovn && exec bash "$SCRIPTS/ovsdb-central.sh""#)
+            .arg(r#"mount --bind "$RUNDIR" /run && mount --bind "$DATA" /var/lib/ovn && exec bash "$SCRIPTS/ovsdb-central.sh""#)
             .env("DATA", &data)
+            .env("RUNDIR", &run)
             .env("SCRIPTS", &scripts)
             .env("DB", "nb")
             .env("MODE", "ha")
             .env("POD_NAME", format!("zs-zstack-ovn-nbdb-{i}"))
             .env("POD_IP", format!("127.0.0.{}", i + 1))
             .env("PEER0", "127.0.0.1")
+            .env("PEERS", "127.0.0.1,127.0.0.2,127.0.0.3")
             .env("OVN_SSL", "false")
             .env("TLS_DIR", "/nonexistent")
             .stdout(log.try_clone().expect("log"))
@@ -98,8 +109,9 @@ async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
             .stdin(Stdio::null())
             .spawn()
             .expect("start member");
-        members.push(tests::kube_objects::KillOnDrop(child));
-    }
+        Some(tests::kube_objects::KillOnDrop(child))
+    };
+    let mut members: Vec<_> = (0..3).map(start).collect();
     let all = "tcp:127.0.0.1:6641,tcp:127.0.0.2:6641,tcp:127.0.0.3:6641";
     let nbctl = |db: &str, args: &[&str]| {
         let out = Command::new("ip")
@@ -136,6 +148,68 @@ async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
             },
         )
         .await;
+    }
+    // the cluster's id and servers, as member `i` (0-based) sees them
+    let status = |i: usize| {
+        let out = Command::new("ovs-appctl")
+            .arg("-t")
+            .arg(scratch.dir.path().join(format!("run-{i}/ovn/ovnnb_db.ctl")))
+            .args(["cluster/status", "OVN_Northbound"])
+            .output()
+            .expect("ovs-appctl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let cid_of = |db: &std::path::Path| {
+        tests::sh(&["ovsdb-tool", "db-cid", &db.to_string_lossy()])
+            .trim()
+            .to_string()
+    };
+    let file = |i: usize| scratch.dir.path().join(format!("data-{i}/ovnnb_db.db"));
+    let cid = cid_of(&file(1));
+    // A member loses its disk (member 0, the one that created the cluster, then member 2):
+    // it joins the cluster the others serve (never a new one) and kicks its former self,
+    // so the cluster has 3 servers again, and it serves what the cluster holds.
+    for lost in [0usize, 2] {
+        members[lost] = None; // killed and reaped
+        std::fs::remove_file(file(lost)).expect("wipe the member's file");
+        members[lost] = start(lost);
+        let db = format!("tcp:127.0.0.{}:6641", lost + 1);
+        tests::kube_objects::eventually(
+            &format!("member {lost} back with the switch after losing its disk"),
+            Duration::from_secs(60),
+            || async {
+                nbctl(&db, &["--no-leader-only", "ls-list"]).filter(|o| o.contains("chart-raft"))
+            },
+        )
+        .await;
+        assert_eq!(
+            cid_of(&file(lost)),
+            cid,
+            "member {lost} is in another cluster"
+        );
+        let other = (lost + 1) % 3;
+        let t = std::time::Instant::now();
+        loop {
+            let st = status(other);
+            if st.matches(" at tcp:").count() == 3 && st.contains("Role: ") {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "not 3 servers again after member {lost} rejoined:\n{st}\nits own:\n{}\n{}",
+                status(lost),
+                std::fs::read_to_string(scratch.dir.path().join(format!("member-{lost}.log")))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| !l.contains("misrouted"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        // a write still commits (a quorum of the 3)
+        nbctl(all, &["ls-add", &format!("after-loss-{lost}")])
+            .unwrap_or_else(|| panic!("a write after member {lost} rejoined"));
     }
     for i in 0..3 {
         let db = scratch.dir.path().join(format!("data-{i}/ovnnb_db.db"));

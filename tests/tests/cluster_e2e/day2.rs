@@ -7,7 +7,9 @@
 //! - `upgrade-agent`: `helm upgrade --reuse-values --set logging.level=debug --wait`: the
 //!   agent DaemonSets and the controller Deployment roll out completely (2 controller
 //!   replicas on 2 nodes), the OVS DaemonSets' pods are the same pods, no test pod was
-//!   re-created or changed address, and no probe lost a packet.
+//!   re-created or changed address, and no probe lost a packet. Before it, the Subnet CRD
+//!   in the cluster loses its `vlanID` field (an older chart's schema; Helm never upgrades
+//!   CRDs): the upgraded controller puts it back (`--apply-crd`).
 //! - `restart-ovs`: node2's then node1's OVS pod deleted (what an upgrade of the OVS
 //!   DaemonSet does on that node, `OnDelete`): the longest gap of every probe ≤ 1 s for
 //!   node2 (AF_XDP and kernel ports) and ≤ 2 s for node1 (DPDK, vhost-user: OVS reconnects
@@ -163,6 +165,33 @@ pub(crate) async fn upgrade_agent(e: &E2e) -> Result<()> {
             agents_before.keys()
         );
     }
+    // an older chart's CRD: no vlanID
+    let crd_has_vlan = || -> Result<bool> {
+        let v: serde_json::Value = serde_json::from_str(&kubectl(
+            &e.kc,
+            &["get", "crd", "subnets.network.zstack.io", "-o", "json"],
+        )?)?;
+        Ok(!v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["vlanID"]
+            .is_null())
+    };
+    let mut crd: serde_json::Value = serde_json::from_str(&kubectl(
+        &e.kc,
+        &["get", "crd", "subnets.network.zstack.io", "-o", "json"],
+    )?)?;
+    let props =
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            .as_object_mut()
+            .context("the CRD's spec properties")?;
+    props
+        .remove("vlanID")
+        .context("the CRD has no vlanID to remove")?;
+    let old_crd = e.cluster().dir().join("e2e-old-crd.json");
+    std::fs::write(&old_crd, serde_json::to_vec(&crd)?)?;
+    kubectl(&e.kc, &["replace", "-f", &old_crd.to_string_lossy()])?;
+    if crd_has_vlan()? {
+        bail!("the CRD still has vlanID after replacing it with an older schema");
+    }
     let t = Instant::now();
     let chart = tests::helm::chart_dir();
     let r = tests::helm::run(
@@ -202,6 +231,12 @@ pub(crate) async fn upgrade_agent(e: &E2e) -> Result<()> {
         .with_context(|| format!("rollout of {obj}"))?;
     }
     let rolled_secs = t.elapsed().as_secs_f64();
+    wait_until(
+        "the upgraded controller's Subnet CRD (vlanID back)",
+        Duration::from_secs(120),
+        || async { Ok(crd_has_vlan()?.then_some(())) },
+    )
+    .await?;
     let agents_after = release_pods(e, "node").await?;
     for (node, p) in &agents_after {
         let old = agents_before.get(node).and_then(|p| p.metadata.uid.clone());
@@ -232,7 +267,7 @@ pub(crate) async fn upgrade_agent(e: &E2e) -> Result<()> {
     let pods_after = identities(e, NS, "").await?;
     println!(
         "  helm upgrade (log level) returned in {helm_secs:.1} s, every rollout complete after {rolled_secs:.1} s; \
-         OVS pods unchanged: {}; test pods unchanged: {}",
+         the CRD's vlanID back; OVS pods unchanged: {}; test pods unchanged: {}",
         ovs_after == ovs_before,
         pods_after == pods_before
     );
