@@ -69,6 +69,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod backup;
 pub mod bare_ovs;
 pub mod capture;
 pub mod central;

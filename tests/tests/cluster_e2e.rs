@@ -185,6 +185,7 @@ fn cluster_e2e() {
         "upgrade-agent",
         "restart-ovs",
         "restart-central",
+        "backup-restore",
         "uninstall-safety",
         "latency",
         "uninstall",
@@ -206,6 +207,7 @@ fn cluster_e2e() {
         step!("upgrade-agent", day2::upgrade_agent(&e));
         step!("restart-ovs", day2::restart_ovs(&e));
         step!("restart-central", day2::restart_central(&e));
+        step!("backup-restore", day2::backup_restore(&e));
         step!("uninstall-safety", uninstall_safety::uninstall_safety(&e));
         step!("latency", latency(&e));
         step!("uninstall", uninstall(&e));

@@ -663,14 +663,54 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             || !alive(i64::from(pid)),
         );
         if !case.uninstall {
-            // a pod restart: everything stays for the next pod, the node keeps its routes
+            // a pod restart: the NIC has its addresses and routes while OVS is down (the
+            // node's own traffic), br-phy and the mapping stay for the next pod
             assert!(
                 vsctl(&["br-exists", "br-phy"]).is_some(),
                 "{what}: br-phy removed by a restart"
             );
-            assert!(addr_on("br-phy"), "{what}: a restart moved the address");
-            assert!(routes_on("br-phy"), "{what}: a restart moved the routes");
+            assert!(
+                addr_on("eth1") && addr6_on("eth1"),
+                "{what}: addresses not back on eth1"
+            );
+            assert!(routes_on("eth1"), "{what}: routes not back on eth1");
             assert_eq!(mappings().as_deref(), Some(case.running), "{what}: restart");
+            // the next pod's keeper moves them onto br-phy again, and off the NIC
+            let log2 = std::fs::File::create(scratch.dir.path().join("uplink2.log")).expect("log");
+            let mut next = Command::new("nsenter")
+                .args(["-t", &group.id().to_string(), "-m", "-n", "--", "bash"])
+                .arg(scripts.join("node-uplink.sh"))
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env("UNINSTALL_FLAG", "/run/uninstall-requested")
+                .env("HOST_IP", "192.0.2.5")
+                .env("OVN_SSL", "false")
+                .env("TLS_DIR", "/nonexistent")
+                .stdout(log2.try_clone().expect("log"))
+                .stderr(log2)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("the next uplink keeper");
+            wait_until(
+                &format!("{what}: the next keeper ready"),
+                Duration::from_secs(60),
+                || inside(&["test", "-e", "/var/run/zstack-ovn/uplink-ready"]).is_some(),
+            );
+            assert!(
+                addr_on("br-phy") && !addr_on("eth1"),
+                "{what}: address after restart"
+            );
+            assert!(
+                routes_on("br-phy"),
+                "{what}: routes not on br-phy after restart"
+            );
+            assert!(
+                !inside(&["ip", "-4", "route", "show", "dev", "eth1"])
+                    .unwrap_or_default()
+                    .contains("default"),
+                "{what}: the default route left on eth1 too"
+            );
+            let _ = next.kill();
+            let _ = next.wait();
             continue;
         }
         assert_eq!(mappings().as_deref(), case.after, "{what}: after SIGTERM");

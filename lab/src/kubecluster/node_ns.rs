@@ -62,6 +62,14 @@ pub fn add_bridges(prefix: &str, host_cidr: &str) -> Result<()> {
         run_args("ip", ["link", "set", br, "up"])?;
     }
     run_args("ip", ["addr", "add", host_cidr, "dev", &mgmt])?;
+    // What the host sends into a bridge (the API server's replies to kubelet) reaches a
+    // node's veth with its TCP/UDP checksum left to offload (CHECKSUM_PARTIAL). A real NIC
+    // receives complete checksums from the wire; a node whose NIC the chart puts on its
+    // userspace br-phy (AF_XDP or AF_PACKET port) hands such a packet to its kernel as it
+    // is, and the kernel drops it as corrupt. So the host completes its checksums itself.
+    for br in [&mgmt, &data] {
+        run_args("ethtool", ["-K", br, "tx", "off"])?;
+    }
     Ok(())
 }
 

@@ -168,21 +168,32 @@ impl Probe {
 
     /// Stops the probe (SIGINT to ping in the pod: busybox prints its summary) and reads it.
     pub fn stop(mut self) -> Result<PingRun> {
-        let _ = Command::new("kubectl")
-            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
-            .args(["exec", "-n", &self.ns, &self.pod, "--"])
-            .args(["busybox", "pkill", "-INT", "ping"])
-            .output();
+        // asked again every second: the node may be out of reach for a moment
         let t = Instant::now();
-        let status = loop {
-            if let Some(st) = self.child.try_wait()? {
-                break st;
+        let mut last_err = String::new();
+        let status = 'stopped: loop {
+            let out = Command::new("kubectl")
+                .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+                .arg("--request-timeout=5s")
+                .args(["exec", "-n", &self.ns, &self.pod, "--"])
+                .args(["busybox", "pkill", "-INT", "ping"])
+                .output()?;
+            if !out.status.success() {
+                last_err = String::from_utf8_lossy(&out.stderr).trim().to_string();
             }
-            if t.elapsed() > Duration::from_secs(20) {
+            for _ in 0..10 {
+                if let Some(st) = self.child.try_wait()? {
+                    break 'stopped st;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if t.elapsed() > Duration::from_secs(30) {
                 let _ = self.child.kill();
-                bail!("{}: ping did not stop within 20 s", self.what);
+                bail!(
+                    "{}: ping did not stop within 30 s (pkill: {last_err})",
+                    self.what
+                );
             }
-            std::thread::sleep(Duration::from_millis(100));
         };
         let mut text = std::mem::take(&mut self.seen);
         while let Ok(chunk) = self.output.recv_timeout(Duration::from_millis(500)) {

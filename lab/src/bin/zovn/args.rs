@@ -42,6 +42,13 @@ pub enum Command {
     /// -w (tcpdump/tshark read it). An OVS Mirror onto a temporary port, removed on exit,
     /// Ctrl-C, or by the node agent if the capture is killed. Exit 2 on bad input.
     Capture(CaptureArgs),
+    /// A consistent snapshot of OVN central's NB and SB databases (standalone mode) into
+    /// DIR: `ovsdb-client backup` in the central pod through kubectl exec. Also as
+    /// `kubectl zovn backup`.
+    Backup(BackupArgs),
+    /// Replaces OVN central's NB and SB with the snapshots in DIR (as `zovn backup` wrote
+    /// them), e.g. into a fresh central after its disk was lost.
+    Restore(BackupArgs),
     /// On-node helpers behind other commands.
     #[command(hide = true)]
     Debug {
@@ -68,6 +75,15 @@ pub struct CaptureArgs {
     /// Stop after SECS seconds in any case.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub duration: u64,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The directory holding `ovnnb_db.db` and `ovnsb_db.db`.
+    #[arg(value_name = "DIR")]
+    pub backup_dir: PathBuf,
     #[command(flatten)]
     pub target: TargetArgs,
 }

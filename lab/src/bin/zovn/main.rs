@@ -13,6 +13,7 @@
 //! zovn lab probe NS/POD HOST:PORT [--udp] [--timeout 2s] [--dir DIR]
 //! zovn lab stats [--node N] [-o table|json] [--dir DIR]
 //! zovn capture NS/POD [-c N] [-w FILE|-] [--duration SECS] [--dir DIR]
+//! zovn backup DIR | zovn restore DIR     (a cluster's OVN central, through kubectl)
 //! ```
 //! The lab dir defaults to `$ZOVN_LAB_DIR` or `/tmp/zovn-lab`.
 //!
@@ -43,6 +44,7 @@
 
 mod apply;
 mod args;
+mod backup;
 mod capture;
 mod cluster;
 mod delete;
@@ -102,6 +104,8 @@ fn main() -> anyhow::Result<()> {
         Command::Trace(a) => trace::run(a),
         Command::Status(a) => trace::status(a),
         Command::Capture(a) => capture::run(a),
+        Command::Backup(a) => backup::backup(a),
+        Command::Restore(a) => backup::restore(a),
         Command::Debug { command } => match command {
             DebugCommand::Capture(a) => capture::debug(a),
         },
