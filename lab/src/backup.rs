@@ -5,8 +5,9 @@
 //! central container (`nbdb` / `sbdb` of the `central` pod, or of a Raft member) runs
 //! `ovsdb-client backup` on the server's own unix socket — one transaction, so the
 //! snapshot is consistent, in the standalone file format `ovsdb-tool` reads — and the
-//! bytes come back on kubectl's stdout. `restore` streams a snapshot into `ovsdb-client
-//! restore` on the same socket (`kubectl exec -i`): the server replaces the database's
+//! bytes come back on kubectl's stdout. `restore` streams a snapshot into a file in the
+//! container (`kubectl exec -i`; `ovsdb-client restore` seeks in its input) and runs
+//! `ovsdb-client restore` on the same socket: the server replaces the database's
 //! contents in one transaction (through the Raft leader in `ha`), and every client
 //! (northd, the controller, ovn-controllers) follows as with any change.
 
@@ -189,13 +190,20 @@ pub fn restore(k: &Kubectl, dir: &Path) -> Result<Vec<Saved>, BackupError> {
     let mut done = Vec::new();
     for (db, path, bytes) in snaps {
         let pod = server_of(&release, db)?;
+        // ovsdb-client restore seeks in its input: the snapshot goes to a file in the
+        // container first (its run directory, an emptyDir), removed afterwards
+        let script = format!(
+            "f=/var/run/ovn/zovn-restore-$$.db; cat > \"$f\" && ovsdb-client restore {} < \"$f\"; \
+             rc=$?; rm -f \"$f\"; exit $rc",
+            db.socket()
+        );
         let mut args = vec!["exec".to_string(), "-i".into()];
         args.extend(
             Kubectl::exec_args(
                 &pod.namespace,
                 &pod.name,
                 db.container(),
-                &["ovsdb-client".into(), "restore".into(), db.socket().into()],
+                &["sh".into(), "-c".into(), script],
             )
             .into_iter()
             .skip(1),

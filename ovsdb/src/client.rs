@@ -41,7 +41,7 @@ pub struct ClientConfig {
     pub leader_only: bool,
     /// First delay after a failed round over all remotes (default 100 ms).
     pub backoff_initial: Duration,
-    /// Largest delay between rounds (default 8 s).
+    /// Largest delay between rounds (default 2 s).
     pub backoff_max: Duration,
     /// Time allowed to open a connection and check the server (default 10 s).
     pub connect_timeout: Duration,
@@ -61,7 +61,9 @@ impl ClientConfig {
             tls: None,
             leader_only: true,
             backoff_initial: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(8),
+            // a server back after a restart (OVN central's pod re-created) is found within
+            // 2 s; a connection attempt every 2 s during a long outage costs nothing
+            backoff_max: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             inactivity_probe: Some(Duration::from_secs(5)),

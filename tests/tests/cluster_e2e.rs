@@ -305,7 +305,13 @@ fn values(api_server: &str) -> String {
          nodePools:\n  - name: dpdk\n    nodeSelector: {{{DPDK_LABEL}: dpdk}}\n    \
          datapathConfig: {{datapath: dpdk, socketMem: [256], socketLimit: [512], pmdMaxSleep: 50}}\n    \
          hugepages: {{size: 2Mi, amount: 512Mi}}\n    memory: 1Gi\n    vhost: true\n\
-         kubernetes:\n  apiServer: {api_server}\n"
+         kubernetes:\n  apiServer: {api_server}\n\
+         tunnel:\n  interface: {}\n",
+        // the data NIC carries the tunnel endpoints. With the default (auto: eth0, the NIC
+        // kubelet reaches the API server through) node1 went NotReady during the 50-pod
+        // burst: its own traffic rode the DPDK node's userspace path through the AF_XDP
+        // port churn (docs/install.md, "The tunnel NIC")
+        lab::kubecluster::config::DATA_IFACE
     )
 }
 
@@ -1123,13 +1129,18 @@ fn leftovers(c: &KubeCluster, i: usize) -> Vec<String> {
         }
         Err(_) => {}
     }
-    // tunnel.interface=auto moved eth0's address and routes onto br-phy: back on eth0
-    let ip = lab::kubecluster::node_mgmt_ip(i);
-    if !c
-        .node_exec(i, &["ip", "-4", "-o", "addr", "show", "dev", "eth0"])
-        .is_ok_and(|a| a.contains(&format!("{ip}/")))
-    {
-        left.push(format!("eth0 without its address {ip}"));
+    // the NICs hold their addresses (and eth0 its route) again: the tunnel NIC's moved
+    // onto br-phy and back
+    for (nic, ip) in [
+        ("eth0", lab::kubecluster::node_mgmt_ip(i)),
+        ("eth1", lab::kubecluster::node_data_ip(i)),
+    ] {
+        if !c
+            .node_exec(i, &["ip", "-4", "-o", "addr", "show", "dev", nic])
+            .is_ok_and(|a| a.contains(&format!("{ip}/")))
+        {
+            left.push(format!("{nic} without its address {ip}"));
+        }
     }
     if !c
         .node_exec(i, &["ip", "-4", "route", "show", "dev", "eth0"])

@@ -1,6 +1,6 @@
 //! A traffic probe between two pods of a real cluster for day-2 operations (issue 29):
 //! `busybox ping -i 0.1` (10 packets/s) inside the client pod through `kubectl exec`,
-//! running while an upgrade or a restart happens, stopped with SIGINT (busybox prints its
+//! running while an upgrade or a restart happens, stopped with SIGINT (`killall -INT`: busybox prints its
 //! summary) and read as: packets sent and answered, and the longest time without an answer.
 //!
 //! busybox's ping has no timestamps; it sends on a fixed schedule whatever comes back, so
@@ -176,7 +176,7 @@ impl Probe {
                 .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
                 .arg("--request-timeout=5s")
                 .args(["exec", "-n", &self.ns, &self.pod, "--"])
-                .args(["busybox", "pkill", "-INT", "ping"])
+                .args(["busybox", "killall", "-INT", "ping"])
                 .output()?;
             if !out.status.success() {
                 last_err = String::from_utf8_lossy(&out.stderr).trim().to_string();
@@ -190,7 +190,7 @@ impl Probe {
             if t.elapsed() > Duration::from_secs(30) {
                 let _ = self.child.kill();
                 bail!(
-                    "{}: ping did not stop within 30 s (pkill: {last_err})",
+                    "{}: ping did not stop within 30 s (killall: {last_err})",
                     self.what
                 );
             }

@@ -312,6 +312,28 @@ async fn pod_problems(e: &E2e, plugins: &Path) -> Result<()> {
         ),
     )?;
     kubectl(&e.kc, &["apply", "-f", &file.to_string_lossy()])?;
+    // a new namespace's pods are refused until the token controller gave its default
+    // ServiceAccount a token (kube-controller-manager, asynchronous)
+    wait_until(
+        &format!("the default ServiceAccount of {TINY} with its token"),
+        Duration::from_secs(30),
+        || async {
+            let sa = kubectl(
+                &e.kc,
+                &[
+                    "get",
+                    "sa",
+                    "default",
+                    "-n",
+                    TINY,
+                    "-o",
+                    "jsonpath={.secrets}",
+                ],
+            )?;
+            Ok((!sa.trim().is_empty()).then_some(()))
+        },
+    )
+    .await?;
     let pods = e.pods(TINY);
     for n in ["first", "second"] {
         create(

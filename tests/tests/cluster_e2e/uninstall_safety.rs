@@ -12,7 +12,8 @@
 //! - the agent DaemonSet deleted and recreated by an operator (its pods get SIGTERM and
 //!   their DaemonSet answers 404);
 //! - the DPDK node pool renamed in the values and upgraded (both of its DaemonSets are
-//!   replaced: the node's ovs-vswitchd restarts, within the bound of `restart-ovs`).
+//!   replaced: the node's OVS pod is re-created, the traffic gap bounded as in
+//!   `restart-ovs`'s pod re-creation).
 //!
 //! `helm uninstall` still leaves nothing: step `uninstall`.
 
@@ -300,7 +301,7 @@ pub(crate) async fn uninstall_safety(e: &E2e) -> Result<()> {
     super::day2::print_runs(&runs);
     let over: Vec<_> = runs
         .iter()
-        .filter(|(_, r)| r.longest_gap > super::day2::GAP_DPDK)
+        .filter(|(_, r)| r.longest_gap > super::day2::GAP_POD_RECREATED)
         .collect();
     if !over.is_empty() {
         bail!("renaming the pool cut traffic beyond an OVS restart: {over:?}");
