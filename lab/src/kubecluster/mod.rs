@@ -120,6 +120,15 @@ impl KubeCluster {
             warn!(dir = %cfg.dir.display(), "a cluster is recorded here: tearing it down first");
             KubeCluster::open(&cfg.dir)?.down()?;
         }
+        // the state of a cluster taken down with its files kept (for reading its logs):
+        // a new cluster never starts on its etcd data or its nodes' kubelet and containerd
+        // state (a Helm release of the old cluster would still be "in use")
+        for d in ["etcd", "nodes", "run", "pki"] {
+            let p = cfg.dir.join(d);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(|e| LabError::io("remove stale", &p, e))?;
+            }
+        }
         let host = host_mgmt_ip();
         let taken = crate::process::run_args(
             "ip",
