@@ -15,7 +15,9 @@
 #      default command `zovn --help`: the chart gives every container its command), then
 #      index.json names the image docker.io/zstack-ovn/zstack-ovn:<version> in both
 #      org.opencontainers.image.ref.name and io.containerd.image.name, so that
-#      `ctr -n k8s.io images import` names it without --base-name.
+#      `ctr -n k8s.io images import` names it without --base-name; and a second time
+#      as :<version>-<short commit>[-dirty] (the build's tag, also written to
+#      zstack-ovn-<version>.tag; the version alone at a clean checkout of tag v<version>).
 #
 # Timestamps come from SOURCE_DATE_EPOCH (default: the commit time of HEAD).
 # Runs as root (mmdebstrap root mode). Env: CARGO, OUT (output dir), ZOVN_IMAGE_CACHE,
@@ -82,6 +84,15 @@ scripts/install-deps.sh
 VERSION=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
 [ -n "$VERSION" ] || die "no workspace version in Cargo.toml"
 NAME="$REPO:$VERSION"
+# the build's own tag: the version alone at a clean checkout of its release tag v<version>,
+# else <version>-<short commit>[-dirty], so a node that cached an earlier build of the same
+# version gets this one when the chart names it (image.tag)
+if [ "$(git describe --tags --exact-match --dirty 2>/dev/null)" = "v$VERSION" ]; then
+  BUILD_TAG=$VERSION
+else
+  BUILD_TAG="$VERSION-$(git describe --always --dirty --abbrev=7 --exclude '*' 2>/dev/null || echo unknown)"
+fi
+BUILD_NAME="$REPO:$BUILD_TAG"
 SOURCE_URL=$(sed -nE 's/^repository = "([^"]+)"/\1/p' Cargo.toml | head -1)
 REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 # not exported: cargo would see a new value after every commit and rebuild the release
@@ -169,22 +180,30 @@ umoci config --image "$L:$VERSION" --created "$CREATED" --history.created "$CREA
 umoci gc --layout "$L"
 # umoci tags cannot hold '/' or ':': name the image in index.json itself (no blob digest
 # covers index.json, so this edit keeps the layout valid)
-python3 - "$L/index.json" "$NAME" <<'PY'
-import json, sys
-path, name = sys.argv[1], sys.argv[2]
+# under both names, <version> (the chart's default tag) and the build's tag: one manifest
+# entry per name, the same digest
+python3 - "$L/index.json" "$NAME" "$BUILD_NAME" <<'PY'
+import copy, json, sys
+path, names = sys.argv[1], list(dict.fromkeys(sys.argv[2:]))
 with open(path) as f:
     index = json.load(f)
 assert len(index["manifests"]) == 1, index
-index["manifests"][0]["annotations"] = {
-    "org.opencontainers.image.ref.name": name,
-    "io.containerd.image.name": name,
-}
+manifest = index["manifests"][0]
+index["manifests"] = []
+for name in names:
+    m = copy.deepcopy(manifest)
+    m["annotations"] = {
+        "org.opencontainers.image.ref.name": name,
+        "io.containerd.image.name": name,
+    }
+    index["manifests"].append(m)
 with open(path, "w") as f:
     json.dump(index, f, sort_keys=True, separators=(",", ":"))
 PY
+echo "$BUILD_TAG" > "$OUT/zstack-ovn-$VERSION.tag"
 
 archive="$OUT/zstack-ovn-$VERSION.oci.tar"
 tar --sort=name --mtime="@$SDE" --owner=0 --group=0 --numeric-owner \
   -C "$L" -cf "$archive.tmp" oci-layout index.json blobs
 mv "$archive.tmp" "$archive"
-log "$archive: $NAME, $(du -m "$archive" | cut -f1) MiB (layers gzip: Debian $(du -m "$base" | cut -f1) MiB uncompressed, binaries $(du -m "$WORK/bins.tar" | cut -f1) MiB uncompressed), $(( $(date +%s) - start )) s"
+log "$archive: $NAME and $BUILD_NAME, $(du -m "$archive" | cut -f1) MiB (layers gzip: Debian $(du -m "$base" | cut -f1) MiB uncompressed, binaries $(du -m "$WORK/bins.tar" | cut -f1) MiB uncompressed), $(( $(date +%s) - start )) s"

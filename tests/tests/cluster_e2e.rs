@@ -166,11 +166,17 @@ fn cluster_e2e() {
     };
 
     let mut steps = Steps::default();
+    // ZOVN_E2E_STEPS=install,pods,dpdk,restart-ovs: a developer's partial run (a step
+    // not selected counts as passed for the ones after it)
     macro_rules! step {
         ($name:expr, $f:expr) => {{
-            let t0 = Instant::now();
-            let r = rt.block_on($f);
-            steps.record($name, t0, r)
+            if steps.selected($name) {
+                let t0 = Instant::now();
+                let r = rt.block_on($f);
+                steps.record($name, t0, r)
+            } else {
+                true
+            }
         }};
     }
     let later = [

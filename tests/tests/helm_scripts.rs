@@ -764,6 +764,9 @@ fn openflow_tables(group: &ProcessGroup, br: &str) -> String {
 /// meter and flows (and a Geneve TLV mapping) at 10 packets/s while the script gets
 /// SIGTERM: the tables after the restart are the ones before, flow-restore-wait is cleared,
 /// and the longest gap between two replies is printed and bounded (2 s on this machine).
+/// Then the agent's restart command (`vswitchd-restart.sh`): the script starts ovs-vswitchd
+/// again in place with the tables saved, the same bounds; and a crash (SIGKILL): started
+/// again in place, cold.
 #[test]
 fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
     use std::process::{Command, Stdio};
@@ -927,4 +930,84 @@ fn the_vswitchd_script_restores_its_openflow_tables_across_a_restart() {
         "traffic stopped for {gap:.2} s over the restart\n{}",
         logs()
     );
+
+    // the agent's restart command (start-time settings changed): the tables saved, then
+    // ovs-vswitchd exits and its script, still running, starts it again in place with them
+    let vswitchd_pid = || {
+        group
+            .inside(&["cat", "/var/run/openvswitch/ovs-vswitchd.pid"])
+            .and_then(|p| p.parse::<i64>().ok())
+    };
+    let script = pid_of_script();
+    let old_vs = vswitchd_pid().expect("ovs-vswitchd's pid");
+    let n = replies().len();
+    sh(&format!(
+        "bash {}/vswitchd-restart.sh",
+        scripts.to_str().expect("utf-8 path")
+    ));
+    wait_until(
+        "ovs-vswitchd started again by its script",
+        Duration::from_secs(60),
+        || {
+            vswitchd_pid().is_some_and(|p| p != old_vs)
+                && vswitchd_up()
+                && logs().matches("flow-restore-wait cleared").count() >= 2
+        },
+    );
+    assert_eq!(
+        pid_of_script(),
+        script,
+        "the script itself ended\n{}",
+        logs()
+    );
+    assert!(
+        logs().contains("starting it again with its saved tables"),
+        "{}",
+        logs()
+    );
+    let t = Instant::now();
+    while replies().len() < n + 10 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no pings answered after the in-place restart\n{}",
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        openflow_tables(&group, "br-int"),
+        before,
+        "the tables changed over the in-place restart\n{}",
+        logs()
+    );
+    let r = replies();
+    let gap = r[n.saturating_sub(1)..]
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .fold(0.0, f64::max);
+    println!(
+        "ovs-vswitchd restarted in place (vswitchd-restart.sh): longest gap {:.0} ms",
+        gap * 1e3
+    );
+    assert!(
+        gap < 2.0,
+        "traffic stopped for {gap:.2} s over the in-place restart\n{}",
+        logs()
+    );
+
+    // a crash (SIGKILL): nothing saved; started again in place, cold
+    let old_vs = vswitchd_pid().expect("ovs-vswitchd's pid");
+    sh(&format!("kill -KILL {old_vs}"));
+    wait_until(
+        "ovs-vswitchd started again after a crash",
+        Duration::from_secs(60),
+        || vswitchd_pid().is_some_and(|p| p != old_vs) && vswitchd_up(),
+    );
+    assert_eq!(
+        pid_of_script(),
+        script,
+        "the script itself ended\n{}",
+        logs()
+    );
+    assert!(logs().contains("starting it again, cold"), "{}", logs());
 }

@@ -2,7 +2,8 @@
 //! binaries) writes the OCI archive; the test opens it as a runtime would and checks:
 //! - `index.json` names the image `docker.io/zstack-ovn/zstack-ovn:<version>` in both
 //!   `org.opencontainers.image.ref.name` and `io.containerd.image.name`, and that name is
-//!   the chart's default (`image.repository` + Chart `appVersion`);
+//!   the chart's default (`image.repository` + Chart `appVersion`), and again as the
+//!   build's tag `<version>-<short commit>[-dirty]` (the same manifest);
 //! - the manifest's layers, unpacked in order, hold every program the chart runs at the
 //!   path it runs it from (executable) and the OVSDB schemas;
 //! - our binaries, the DPDK and kernel builds of ovs-vswitchd and the OVN daemons answer
@@ -234,16 +235,34 @@ fn images_make_import_and_run() {
         .arg(&layout));
     let index = json(&layout.join("index.json"));
     let manifests = index["manifests"].as_array().expect("index manifests");
-    assert_eq!(manifests.len(), 1, "one image in {index}");
-    for a in [
-        "org.opencontainers.image.ref.name",
-        "io.containerd.image.name",
-    ] {
-        assert_eq!(
-            manifests[0]["annotations"][a],
-            name.as_str(),
-            "{a} in {index}"
-        );
+    // the build's own tag: <version>-<short HEAD>[-dirty] (no release tag here)
+    let build_tag = std::fs::read_to_string(out.join(format!("zstack-ovn-{version}.tag")))
+        .expect("the build's tag file");
+    let build_tag = build_tag.trim();
+    let short = &head.trim()[..7];
+    assert!(
+        build_tag == version || build_tag.starts_with(&format!("{version}-{short}")),
+        "build tag {build_tag:?}, HEAD {short}"
+    );
+    let build_name = format!("docker.io/{REPOSITORY}:{build_tag}");
+    let names: Vec<&str> = if build_tag == version {
+        vec![name.as_str()]
+    } else {
+        vec![name.as_str(), build_name.as_str()]
+    };
+    assert_eq!(
+        manifests.len(),
+        names.len(),
+        "one entry per name in {index}"
+    );
+    for (m, want) in manifests.iter().zip(&names) {
+        for a in [
+            "org.opencontainers.image.ref.name",
+            "io.containerd.image.name",
+        ] {
+            assert_eq!(m["annotations"][a], *want, "{a} in {index}");
+        }
+        assert_eq!(m["digest"], manifests[0]["digest"], "one image: {index}");
     }
     let manifest = json(&blob(&layout, &manifests[0]["digest"]));
     let config = json(&blob(&layout, &manifest["config"]["digest"]));
@@ -320,8 +339,10 @@ fn images_make_import_and_run() {
     eprintln!("images: ctr import {:.0} s", t.elapsed().as_secs_f64());
     let ls = ctd.ctr(&["images", "ls", "-q"]);
     let listed = String::from_utf8_lossy(&ls.stdout);
-    assert!(
-        listed.lines().any(|l| l.trim() == name),
-        "ctr images ls: {listed}"
-    );
+    for n in &names {
+        assert!(
+            listed.lines().any(|l| l.trim() == *n),
+            "{n} not in ctr images ls: {listed}"
+        );
+    }
 }

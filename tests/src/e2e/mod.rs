@@ -28,9 +28,27 @@ pub mod ping_probe;
 pub struct Steps {
     passed: usize,
     failed: Vec<String>,
+    unselected: Vec<String>,
 }
 
+/// The environment variable naming the steps a developer's run runs (comma-separated;
+/// unset: every step, as CI runs them).
+pub const STEPS_ENV: &str = "ZOVN_E2E_STEPS";
+
 impl Steps {
+    /// False (and printed) when `ZOVN_E2E_STEPS` is set and does not name `name`.
+    pub fn selected(&mut self, name: &str) -> bool {
+        let Ok(list) = std::env::var(STEPS_ENV) else {
+            return true;
+        };
+        if list.split(',').any(|s| s.trim() == name) {
+            return true;
+        }
+        println!("step {name}: not selected ({STEPS_ENV}={list})");
+        self.unselected.push(name.to_string());
+        false
+    }
+
     /// Records step `name` started at `t0`; prints its line. True when it passed.
     pub fn record(&mut self, name: &str, t0: Instant, r: Result<()>) -> bool {
         let secs = t0.elapsed().as_secs_f64();
@@ -57,6 +75,13 @@ impl Steps {
     /// Prints `N passed, M failed`; returns the failed steps.
     pub fn summary(&self) -> &[String] {
         println!("{} passed, {} failed", self.passed, self.failed.len());
+        if !self.unselected.is_empty() {
+            println!(
+                "a partial run: {} step(s) not selected by {STEPS_ENV}: {}",
+                self.unselected.len(),
+                self.unselected.join(", ")
+            );
+        }
         &self.failed
     }
 }

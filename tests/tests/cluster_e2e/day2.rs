@@ -41,6 +41,10 @@ pub(crate) const GAP_DPDK: Duration = Duration::from_secs(2);
 /// (measured 7.4–7.9 s: kubelet's restart, not the restore, dominates; docs/install.md)
 /// and the OVS pod re-created through the API server (measured 13–49 s).
 pub(crate) const GAP_CONTAINER_RESTART: Duration = Duration::from_secs(15);
+/// ovs-vswitchd restarted in place by its script (no kubelet): asserted with the margin
+/// of a shared 2-core machine over the issue's targets (the restore itself: 0.5–1 s in
+/// `helm_scripts`).
+pub(crate) const GAP_IN_PLACE: Duration = Duration::from_secs(3);
 pub(crate) const GAP_POD_RECREATED: Duration = Duration::from_secs(60);
 /// Issue 29's target for a new pod's address after OVN central's pod is deleted, and what
 /// is asserted (measured 16.9 s before the clients' reconnect backoff was capped at 2 s).
@@ -219,6 +223,11 @@ pub(crate) async fn upgrade_agent(e: &E2e) -> Result<()> {
             "--reuse-values",
             "--set",
             "logging.level=debug",
+            "--set",
+            &format!(
+                "node.image.tag={}",
+                build_tag().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string())
+            ),
             "--wait",
             "--timeout",
             "5m",
@@ -323,15 +332,104 @@ fn vswitchd_script_pid(e: &E2e, i: usize) -> Result<i32> {
     bail!("no node-vswitchd.sh process in node{i}'s network namespace")
 }
 
+/// Seconds since boot (`/proc/uptime`, the clock of a process's start time).
+fn uptime_secs() -> Result<f64> {
+    let s = std::fs::read_to_string("/proc/uptime")?;
+    s.split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .context("/proc/uptime")
+}
+
+/// When process `pid` started, in seconds since boot (`/proc/<pid>/stat` field 22).
+fn started_at_secs(pid: i32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // the fields after the command name (in parentheses, may hold spaces)
+    let rest = stat.rsplit_once(')').context("stat")?.1;
+    let ticks: f64 = rest
+        .split_whitespace()
+        .nth(19)
+        .and_then(|v| v.parse().ok())
+        .context("stat starttime")?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
+    Ok(ticks / hz)
+}
+
+/// ovs-vswitchd's pid on node `i` (its pid file in the host's /var/run/openvswitch).
+fn vswitchd_pid(e: &E2e, i: usize) -> Result<String> {
+    Ok(e.cluster()
+        .node_exec(i, &["cat", "/var/run/openvswitch/ovs-vswitchd.pid"])?
+        .trim()
+        .to_string())
+}
+
+/// The OVS pod's image on each node must be the build's tag after `upgrade-agent` set it
+/// (an OnDelete upgrade applies when the pod is re-created).
+fn build_tag() -> Option<String> {
+    let (product, _) = tests::e2e::image_archives();
+    let tag = std::fs::read_to_string(product.with_extension("").with_extension("tag")).ok()?;
+    let tag = tag.trim().to_string();
+    (!tag.is_empty() && tag != env!("CARGO_PKG_VERSION")).then_some(tag)
+}
+
 pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
     let mut over = Vec::new();
     for (i, target) in [(2usize, GAP_KERNEL_AFXDP), (1, GAP_DPDK)] {
         let node = format!("node{i}");
+        // (0) the agent's restart command (a start-time setting changed): the tables
+        // saved, ovs-vswitchd exits and its container's script starts it again in place
+        let probes = start_probes(e).await?;
+        let ovs_pod = release_pods(e, "ovs")
+            .await?
+            .remove(&node)
+            .with_context(|| format!("the OVS pod on {node}"))?;
+        let old_vs = vswitchd_pid(e, i)?;
+        let script = vswitchd_script_pid(e, i)?;
+        let t = Instant::now();
+        kubectl(
+            &e.kc,
+            &[
+                "exec",
+                "-n",
+                SYS,
+                &name(&ovs_pod),
+                "-c",
+                "ovs-vswitchd",
+                "--",
+                "/bin/bash",
+                "/zovn/scripts/vswitchd-restart.sh",
+            ],
+        )?;
+        wait_until(
+            &format!("ovs-vswitchd on {node} started again in place"),
+            Duration::from_secs(60),
+            || async { Ok(vswitchd_pid(e, i).ok().filter(|p| *p != old_vs).map(|_| ())) },
+        )
+        .await?;
+        let back_secs = t.elapsed().as_secs_f64();
+        let runs = stop_probes(e, probes).await?;
+        if vswitchd_script_pid(e, i)? != script {
+            bail!("{node}: the ovs-vswitchd container restarted instead of its process");
+        }
+        let met = runs.iter().all(|(_, r)| r.longest_gap <= target);
+        println!(
+            "  {node}: ovs-vswitchd restarted in place by its script (the agent's restart command): \
+             new process after {back_secs:.1} s; issue target {} ms {}:",
+            target.as_millis(),
+            if met { "met" } else { "NOT met" }
+        );
+        print_runs(&runs);
+        for (what, r) in runs {
+            if r.longest_gap > GAP_IN_PLACE {
+                over.push(format!("{node} (in-place restart): {what}: {r}"));
+            }
+        }
         // (a) the ovs-vswitchd container stopped (SIGTERM, as the runtime stops it; an
-        // OVS upgrade in place, a crash restart): kubelet starts it again in the same pod
+        // OVS upgrade in place): kubelet starts it again in the same pod
         let probes = start_probes(e).await?;
         let old = vswitchd_script_pid(e, i)?;
         let t = Instant::now();
+        let killed_at = uptime_secs()?;
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(old),
             nix::sys::signal::Signal::SIGTERM,
@@ -358,11 +456,14 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
         )
         .await?;
         let back_secs = t.elapsed().as_secs_f64();
+        // kubelet's part: from the SIGTERM to the new container's first process
+        let kubelet_secs = started_at_secs(vswitchd_script_pid(e, i)?)? - killed_at;
         let runs = stop_probes(e, probes).await?;
         let met = runs.iter().all(|(_, r)| r.longest_gap <= target);
         println!(
-            "  {node}: ovs-vswitchd's container stopped (SIGTERM) and restarted by kubelet: answering after \
-             {back_secs:.1} s; issue target {} ms {}:",
+            "  {node}: ovs-vswitchd's container stopped (SIGTERM) and restarted by kubelet: the new \
+             container's script started {kubelet_secs:.1} s after the SIGTERM, ovs-vswitchd answering \
+             after {back_secs:.1} s; issue target {} ms {}:",
             target.as_millis(),
             if met { "met" } else { "NOT met" }
         );
@@ -398,6 +499,19 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
         .await?;
         let ready_secs = t.elapsed().as_secs_f64();
         let runs = stop_probes(e, probes).await?;
+        // the OnDelete upgrade applied: the new pod runs the tag upgrade-agent set
+        if let Some(tag) = build_tag() {
+            let images: Vec<String> = new
+                .spec
+                .iter()
+                .flat_map(|s| s.containers.iter())
+                .filter_map(|c| c.image.clone())
+                .collect();
+            if !images.iter().all(|im| im.ends_with(&format!(":{tag}"))) {
+                bail!("{node}: the re-created OVS pod runs {images:?}, not the build's tag {tag}");
+            }
+            println!("  {node}: the re-created OVS pod runs the build's tag {tag}");
+        }
         println!(
             "  {node}: OVS pod {} deleted, {} Ready {ready_secs:.1} s later:",
             name(&old),

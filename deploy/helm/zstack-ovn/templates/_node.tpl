@@ -332,8 +332,9 @@ spec:
             {{- end }}
             {{- if not $v.ovs.hostManaged }}
             - --vswitchd-ctl=/var/run/openvswitch/ovs-vswitchd.ctl
-            # the container exits; kubelet starts it again with the new start-time settings
-            - --vswitchd-restart-cmd=ovs-appctl -t /var/run/openvswitch/ovs-vswitchd.ctl exit
+            # saves the OpenFlow tables, then ovs-vswitchd exits; its container's script starts
+            # it again at once with the new start-time settings and the saved tables
+            - --vswitchd-restart-cmd=/bin/bash /zovn/scripts/vswitchd-restart.sh
             {{- end }}
             # helm uninstall only: its pre-delete hook creates this marker (uninstall-hook.yaml);
             # the agent acknowledges it and writes uninstall-requested here (the uplink keeper
@@ -392,6 +393,8 @@ spec:
             # OVS database and vswitchd control sockets (the pod's or the host's OVS)
             - {name: ovs-run, mountPath: /var/run/openvswitch}
             {{- if not $v.ovs.hostManaged }}
+            # vswitchd-restart.sh (--vswitchd-restart-cmd)
+            {{- include "zovn.scriptsMount" $ | nindent 12 }}
             # emptied on uninstall only (the OVS database, ovn-controller's sockets)
             - {name: ovs-etc, mountPath: /etc/openvswitch}
             - {name: ovn-run, mountPath: /var/run/ovn}
@@ -420,6 +423,7 @@ spec:
         {{- if not $v.ovs.hostManaged }}
         - {name: ovs-etc, hostPath: {path: /etc/openvswitch, type: DirectoryOrCreate}}
         - {name: ovn-run, hostPath: {path: /var/run/ovn, type: DirectoryOrCreate}}
+        {{- include "zovn.scriptsVolume" $ | nindent 8 }}
         {{- end }}
         - {name: zovn-run, hostPath: {path: /var/run/zstack-ovn, type: DirectoryOrCreate}}
         - {name: zovn-state, hostPath: {path: /var/lib/zstack-ovn/node, type: DirectoryOrCreate}}
