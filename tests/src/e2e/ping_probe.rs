@@ -64,6 +64,14 @@ pub fn parse(text: &str, interval: Duration) -> Result<PingRun> {
         .context("no `packets transmitted` summary in the ping output")?
         .parse::<u64>()
         .context("the transmitted count")?;
+    // the last request, sent just before the SIGINT that stopped ping, may still be on its
+    // way when ping exits: not a loss when the one before it was answered (a real outage
+    // never ends a run: the probes are stopped once every path answers again)
+    let sent = if sent >= 2 && !seqs.contains(&(sent - 1)) && seqs.contains(&(sent - 2)) {
+        sent - 1
+    } else {
+        sent
+    };
     // missing sequence numbers before the first answer, between answers and after the last
     let mut longest = 0u64;
     let mut prev: Option<u64> = None;
@@ -274,6 +282,17 @@ mod tests {
         assert_eq!(r.longest_gap, INTERVAL * 5);
         let r = parse(&output(&[0, 1], 12), INTERVAL).unwrap();
         assert_eq!(r.longest_gap, INTERVAL * 10);
+        assert_eq!(r.lost(), 10);
+    }
+
+    #[test]
+    fn the_request_in_flight_at_the_stop_is_not_a_loss() {
+        let r = parse(&output(&[0, 1, 2, 3], 5), INTERVAL).unwrap();
+        assert_eq!((r.sent, r.answered, r.lost()), (4, 4, 0));
+        assert_eq!(r.longest_gap, INTERVAL);
+        // two unanswered at the end: both lost
+        let r = parse(&output(&[0, 1, 2], 5), INTERVAL).unwrap();
+        assert_eq!((r.sent, r.lost()), (5, 2));
     }
 
     #[test]
