@@ -44,12 +44,12 @@ pub(crate) const GAP_DPDK: Duration = Duration::from_secs(2);
 /// docs/install.md) and the OVS pod re-created through the API server (measured 13–24 s).
 pub(crate) const GAP_CONTAINER_RESTART: Duration = Duration::from_secs(15);
 /// ovs-vswitchd restarted in place by its script (no kubelet): what this machine meets,
-/// asserted (measured 4.0–4.6 s). The restore itself takes 0.5–1 s (`helm_scripts`); on
+/// asserted (measured 4.0–4.6 s alone, 7.6–11.3 s beside a CI run on the same 2 cores). The restore itself takes 0.5–1 s (`helm_scripts`); on
 /// the cluster ovs-vswitchd's first reconfiguration re-attaches the AF_XDP ports (the
 /// tunnel NIC's XDP program alone 1.4 s, a pod's 0.5 s) before br-int's OpenFlow socket
 /// exists, then ovn-controller reconnects (its 2 s back-off) and recomputes twice (the
 /// `ct_zero_snat` capability set by ovs-vswitchd, then hidden by the agent).
-pub(crate) const GAP_IN_PLACE: Duration = Duration::from_secs(8);
+pub(crate) const GAP_IN_PLACE: Duration = Duration::from_secs(15);
 pub(crate) const GAP_POD_RECREATED: Duration = Duration::from_secs(60);
 /// Issue 29's target for a new pod's address after OVN central's pod is deleted, and what
 /// is asserted (measured 16.9 s before the clients' reconnect backoff was capped at 2 s).
@@ -312,6 +312,17 @@ pub(crate) async fn upgrade_agent(e: &E2e) -> Result<()> {
     Ok(())
 }
 
+fn is_vswitchd_script(pid: i32) -> bool {
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&cmd).contains("node-vswitchd.sh")
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // after the command name (in parentheses): state, then the parent's pid
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// The host pid of node `i`'s `node-vswitchd.sh` (the ovs-vswitchd container's process).
 fn vswitchd_script_pid(e: &E2e, i: usize) -> Result<i32> {
     let c = e.cluster();
@@ -324,11 +335,12 @@ fn vswitchd_script_pid(e: &E2e, i: usize) -> Result<i32> {
         else {
             continue;
         };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd);
         let net = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
-        if cmd.contains("node-vswitchd.sh")
+        // the script itself, not one of its subshells (`$(...)`, `&`: the same command
+        // line, a node-vswitchd.sh parent)
+        if is_vswitchd_script(pid)
             && net.is_some_and(|n| n.to_string_lossy() == netns.trim())
+            && !parent_of(pid).is_some_and(is_vswitchd_script)
         {
             return Ok(pid);
         }
