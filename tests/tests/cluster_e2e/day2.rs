@@ -40,15 +40,16 @@ use super::{E2e, INSTANCE, NS, RELEASE, SYS, pods_ready, web_pods};
 pub(crate) const GAP_KERNEL_AFXDP: Duration = Duration::from_secs(1);
 pub(crate) const GAP_DPDK: Duration = Duration::from_secs(2);
 /// What this machine meets today, asserted: ovs-vswitchd's container restarted by kubelet
-/// (measured 4.7–5.6 s, kubelet's share 1.6–1.8 s, the rest as in [`GAP_IN_PLACE`];
+/// (measured 2.3 s idle, 4.7–11.8 s busy; kubelet's share 1.6–2.8 s, the rest as in
+/// [`GAP_IN_PLACE`];
 /// docs/install.md) and the OVS pod re-created through the API server (measured 13–24 s).
 pub(crate) const GAP_CONTAINER_RESTART: Duration = Duration::from_secs(15);
 /// ovs-vswitchd restarted in place by its script (no kubelet): what this machine meets,
-/// asserted (measured 4.0–4.6 s alone, 7.6–11.3 s beside a CI run on the same 2 cores). The restore itself takes 0.5–1 s (`helm_scripts`); on
-/// the cluster ovs-vswitchd's first reconfiguration re-attaches the AF_XDP ports (the
-/// tunnel NIC's XDP program alone 1.4 s, a pod's 0.5 s) before br-int's OpenFlow socket
-/// exists, then ovn-controller reconnects (its 2 s back-off) and recomputes twice (the
-/// `ct_zero_snat` capability set by ovs-vswitchd, then hidden by the agent).
+/// asserted (measured 1.9 s on the idle machine, 4.0–11.3 s beside other test suites on
+/// the same 2 cores). The restore itself takes 0.5–1 s (`helm_scripts`); on the cluster
+/// ovs-vswitchd's first reconfiguration re-attaches the AF_XDP ports (the tunnel NIC's XDP
+/// program alone up to 1.4 s, a pod's 0.5 s) before br-int's OpenFlow socket exists and
+/// the saved tables can load.
 pub(crate) const GAP_IN_PLACE: Duration = Duration::from_secs(15);
 pub(crate) const GAP_POD_RECREATED: Duration = Duration::from_secs(60);
 /// Issue 29's target for a new pod's address after OVN central's pod is deleted, and what
@@ -320,7 +321,12 @@ fn is_vswitchd_script(pid: i32) -> bool {
 fn parent_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // after the command name (in parentheses): state, then the parent's pid
-    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// The host pid of node `i`'s `node-vswitchd.sh` (the ovs-vswitchd container's process).
