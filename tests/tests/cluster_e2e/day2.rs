@@ -751,7 +751,7 @@ fn sb_tunnel_keys(e: &E2e, sb: &str) -> Result<BTreeMap<String, String>> {
 /// NB row of before is back, the SB's datapaths keep their tunnel keys, the pods their
 /// addresses, and pods reach each other across nodes and through a ClusterIP Service.
 pub(crate) async fn backup_restore(e: &E2e) -> Result<()> {
-    let plugins = super::diagnose::plugin_dir()?;
+    let plugins = super::diagnose::plugin_dir(e)?;
     let zovn = |args: &[&str]| super::diagnose::kubectl_zovn(&e.kc, &plugins, args);
     let central = release_pods(e, "central").await?;
     let (node, old) = central.into_iter().next().context("the central pod")?;

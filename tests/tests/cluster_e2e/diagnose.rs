@@ -35,9 +35,10 @@ use tests::e2e::{kubectl, wait_until};
 
 use super::{E2e, NS, web_pods};
 
-/// A directory holding `kubectl-zovn`, a link to the workspace's `zovn`.
-pub(crate) fn plugin_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("zovn-e2e-plugin-{}", std::process::id()));
+/// A directory holding `kubectl-zovn`, a link to the workspace's `zovn`, in the cluster's
+/// state directory (it goes with the cluster).
+pub(crate) fn plugin_dir(e: &E2e) -> Result<PathBuf> {
+    let dir = e.cluster().dir().join("e2e-plugins");
     std::fs::create_dir_all(&dir)?;
     let link = dir.join("kubectl-zovn");
     let _ = std::fs::remove_file(&link);
@@ -383,7 +384,7 @@ async fn pod_problems(e: &E2e, plugins: &Path) -> Result<()> {
 }
 
 pub(crate) async fn diagnose(e: &E2e) -> Result<()> {
-    let plugins = plugin_dir()?;
+    let plugins = plugin_dir(e)?;
     status(e, &plugins)?;
     capture(e, &plugins).await?;
     pod_problems(e, &plugins).await?;
