@@ -431,6 +431,7 @@ async fn main() -> anyhow::Result<()> {
 
     let listener = dataplane::server::bind(&args.cni_socket)
         .with_context(|| format!("CNI socket {}", args.cni_socket.display()))?;
+    let bound = dataplane::server::BoundSocket::of(&args.cni_socket);
     if let (Some(conf_dir), Some(bin_dir), Some(shim)) =
         (&args.cni_conf_dir, &args.cni_bin_dir, &args.cni_shim)
     {
@@ -472,7 +473,9 @@ async fn main() -> anyhow::Result<()> {
         r = server => { r.context("CNI server task")?; }
     }
     tracing::info!("shutting down");
-    let _ = std::fs::remove_file(&args.cni_socket);
+    if !bound.remove_if_ours() {
+        tracing::info!(socket = %args.cni_socket.display(), "the CNI socket file is not the one this agent bound (replaced by a new agent, or gone): left as it is");
+    }
     if let Some(u) = &uninstall {
         on_sigterm(&args, u).await;
     } else {
