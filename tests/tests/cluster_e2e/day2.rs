@@ -43,14 +43,17 @@ pub(crate) const GAP_DPDK: Duration = Duration::from_secs(2);
 /// (measured 2.3 s idle, 4.7–11.8 s busy; kubelet's share 1.6–2.8 s, the rest as in
 /// [`GAP_IN_PLACE`];
 /// docs/install.md) and the OVS pod re-created through the API server (measured 13–24 s).
-pub(crate) const GAP_CONTAINER_RESTART: Duration = Duration::from_secs(15);
+/// Both restarts' bounds are wide: during this suite testpmd (the `dpdk` step) and the
+/// PMD threads of both nodes busy-poll the machine's 2 cores, and the gaps stretch from
+/// 1.9–2.3 s (idle, by hand) to 9.7–14.8 s.
+pub(crate) const GAP_CONTAINER_RESTART: Duration = Duration::from_secs(30);
 /// ovs-vswitchd restarted in place by its script (no kubelet): what this machine meets,
 /// asserted (measured 1.9 s on the idle machine, 4.0–11.3 s beside other test suites on
 /// the same 2 cores). The restore itself takes 0.5–1 s (`helm_scripts`); on the cluster
 /// ovs-vswitchd's first reconfiguration re-attaches the AF_XDP ports (the tunnel NIC's XDP
 /// program alone up to 1.4 s, a pod's 0.5 s) before br-int's OpenFlow socket exists and
 /// the saved tables can load.
-pub(crate) const GAP_IN_PLACE: Duration = Duration::from_secs(15);
+pub(crate) const GAP_IN_PLACE: Duration = Duration::from_secs(30);
 pub(crate) const GAP_POD_RECREATED: Duration = Duration::from_secs(60);
 /// Issue 29's target for a new pod's address after OVN central's pod is deleted, and what
 /// is asserted (measured 12.2–49.1 s over four runs on 2026-11-28, after the clients'
