@@ -196,6 +196,20 @@ fn cluster_e2e() {
         "latency",
         "uninstall",
     ];
+    // a step name ZOVN_E2E_STEPS does not know is a typo, not a partial run
+    if let Ok(list) = std::env::var(tests::e2e::STEPS_ENV) {
+        let unknown: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| *s != "install" && !later.contains(s))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "{}={list}: unknown step(s) {unknown:?}; the steps: install, {}",
+            tests::e2e::STEPS_ENV,
+            later.join(", ")
+        );
+    }
     if step!("install", install(&e)) {
         if step!("pods", pods(&e)) {
             step!("service", service(&e));
