@@ -38,6 +38,9 @@
 //!    uninstall`, the CRD deleted: on both nodes no OVS Interface of ours in the OVS
 //!    database, no link but the node's NICs, no conflist, shim, nftables table or vhost
 //!    socket directory.
+//! 8. `single-nic` (`cluster_e2e/single_nic.rs`): both nodes made single-NIC, the README's
+//!    `helm install` line run word for word; eth0's addresses and default routes on br-phy,
+//!    kubelets keeping their API server, pods across nodes, everything back after uninstall.
 //!
 //! The cluster is always torn down (`tests::e2e::ClusterGuard`); its state directory (every
 //! daemon's log) is kept when a step failed. Heavy: holds `tests::heavy_lock`.
@@ -68,6 +71,8 @@ use tests::e2e::{
 mod day2;
 #[path = "cluster_e2e/diagnose.rs"]
 mod diagnose;
+#[path = "cluster_e2e/single_nic.rs"]
+mod single_nic;
 #[path = "cluster_e2e/uninstall_safety.rs"]
 mod uninstall_safety;
 
@@ -195,6 +200,7 @@ fn cluster_e2e() {
         "uninstall-safety",
         "latency",
         "uninstall",
+        "single-nic",
     ];
     // a step name ZOVN_E2E_STEPS does not know is a typo, not a partial run
     if let Ok(list) = std::env::var(tests::e2e::STEPS_ENV) {
@@ -230,7 +236,11 @@ fn cluster_e2e() {
         step!("backup-restore", day2::backup_restore(&e));
         step!("uninstall-safety", uninstall_safety::uninstall_safety(&e));
         step!("latency", latency(&e));
-        step!("uninstall", uninstall(&e));
+        if step!("uninstall", uninstall(&e)) {
+            step!("single-nic", single_nic::single_nic(&e));
+        } else {
+            steps.skip("single-nic", "uninstall");
+        }
     } else {
         for s in later {
             steps.skip(s, "install");
@@ -1110,7 +1120,9 @@ async fn latency(e: &E2e) -> Result<()> {
 }
 
 /// What of ours remains on node `i` once the release is gone.
-fn leftovers(c: &KubeCluster, i: usize) -> Vec<String> {
+/// What of ours node `i` still holds, and what its NICs miss of their own (`single_nic`:
+/// the node's only NIC is eth0; its addresses and routes are checked by step `single-nic`).
+fn leftovers(c: &KubeCluster, i: usize, single_nic: bool) -> Vec<String> {
     let mut left = Vec::new();
     for f in [
         "/etc/cni/net.d/10-zstack-ovn.conflist",
@@ -1151,10 +1163,11 @@ fn leftovers(c: &KubeCluster, i: usize) -> Vec<String> {
     }
     // the NICs hold their addresses (and eth0 its route) again: the tunnel NIC's moved
     // onto br-phy and back
-    for (nic, ip) in [
+    let nics = [
         ("eth0", lab::kubecluster::node_mgmt_ip(i)),
         ("eth1", lab::kubecluster::node_data_ip(i)),
-    ] {
+    ];
+    for (nic, ip) in &nics[..if single_nic { 1 } else { 2 }] {
         if !c
             .node_exec(i, &["ip", "-4", "-o", "addr", "show", "dev", nic])
             .is_ok_and(|a| a.contains(&format!("{ip}/")))
@@ -1172,7 +1185,7 @@ fn leftovers(c: &KubeCluster, i: usize) -> Vec<String> {
         for l in links.lines() {
             let n = l.split(':').nth(1).unwrap_or_default().trim();
             let n = n.split('@').next().unwrap_or_default();
-            if !["lo", "eth0", "eth1"].contains(&n) {
+            if !["lo", "eth0", "eth1"].contains(&n) || (single_nic && n == "eth1") {
                 left.push(format!("link {n}"));
             }
         }
@@ -1264,7 +1277,7 @@ async fn uninstall(e: &E2e) -> Result<()> {
         || async {
             let left: Vec<String> = (1..=2)
                 .flat_map(|i| {
-                    leftovers(c, i)
+                    leftovers(c, i, false)
                         .into_iter()
                         .map(move |l| format!("node{i}: {l}"))
                 })

@@ -23,6 +23,11 @@ pub const PAUSE_IMAGE: &str = "localhost/zovn/pause:1";
 /// The node NIC names inside a node's netns.
 pub const MGMT_IFACE: &str = "eth0";
 pub const DATA_IFACE: &str = "eth1";
+/// The single-NIC shape's gateways: addresses nobody holds on the management network, so
+/// a node's only NIC holds default routes (IPv4 and IPv6) as a real node's does, and what
+/// they would carry dies unanswered on the host's bridge: nothing leaves the lab.
+pub const SINGLE_NIC_GW4: &str = "172.30.0.254";
+pub const SINGLE_NIC_GW6: &str = "fd30::fe";
 
 /// What `zovn cluster up` builds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +53,11 @@ pub struct ClusterConfig {
     pub pod_cidr: String,
     /// Directory holding kube-apiserver-1.20.2/, kubelet-1.20.2/… (`$ZOVN_CACHE`).
     pub kube_cache: PathBuf,
+    /// Every node has one NIC (eth0) for management and data, with a global IPv6 address
+    /// and default routes ([`SINGLE_NIC_GW4`]): the shape `tunnel.interface` must move
+    /// onto br-phy without cutting the node off (`zovn cluster up --single-nic`).
+    #[serde(default)]
+    pub single_nic: bool,
 }
 
 impl ClusterConfig {
@@ -63,6 +73,7 @@ impl ClusterConfig {
             kube_cache: std::env::var_os("ZOVN_CACHE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("/var/cache/zovn")),
+            single_nic: false,
         }
     }
 
@@ -152,6 +163,11 @@ pub fn node_data_ip(i: usize) -> String {
     format!("{DATA_NET}.{}", 10 + i)
 }
 
+/// The global IPv6 address of node `i`'s only NIC in the single-NIC shape (with its /64).
+pub fn node_mgmt_ip6(i: usize) -> String {
+    format!("fd30::{}", 10 + i)
+}
+
 /// The host's management address (the API server's).
 pub fn host_mgmt_ip() -> String {
     format!("{MGMT_NET}.1")
@@ -189,5 +205,6 @@ mod tests {
         assert_eq!(node_mgmt_ip(1), "172.30.0.11");
         assert_eq!(node_data_ip(2), "172.31.0.12");
         assert_eq!(host_mgmt_ip(), "172.30.0.1");
+        assert_eq!(node_mgmt_ip6(1), "fd30::11");
     }
 }

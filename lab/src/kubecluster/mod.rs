@@ -38,7 +38,9 @@ use crate::lab::Step;
 use crate::process::{DaemonRecord, run, stop_daemon};
 use crate::wait::wait_for;
 
-pub use config::{ClusterConfig, host_mgmt_ip, node_data_ip, node_mgmt_ip, node_name};
+pub use config::{
+    ClusterConfig, host_mgmt_ip, node_data_ip, node_mgmt_ip, node_mgmt_ip6, node_name,
+};
 use node_ns::NodeNames;
 
 /// How long `up` waits for every kubelet to register its Node.
@@ -231,6 +233,9 @@ impl KubeCluster {
             });
             self.save()?;
             node_ns::add_netns(&cfg.prefix, &names)?;
+            if cfg.single_nic {
+                node_ns::make_single_nic(&names)?;
+            }
             node_ns::add_mount_ns(&names)?;
             node_ns::add_cgroup(&names)?;
             let containerd = node_daemons::start_containerd(&cfg, &names)?;
@@ -396,6 +401,12 @@ impl KubeCluster {
     /// Runs a command inside node `i` (its netns and mount namespace); stdout.
     pub fn node_exec(&self, i: usize, args: &[&str]) -> Result<String> {
         run(&mut node_ns::nsenter(&self.node(i)?.names, args))
+    }
+
+    /// Makes node `i` single-NIC on a running cluster (see [`ClusterConfig::single_nic`]):
+    /// for a node without a CNI plugin's changes on eth0 (the chart uninstalled).
+    pub fn make_single_nic(&self, i: usize) -> Result<()> {
+        node_ns::make_single_nic(&self.node(i)?.names)
     }
 
     /// Imports an OCI archive into every node's containerd.

@@ -12,7 +12,10 @@ use crate::netns;
 use crate::process::{run, run_args};
 use crate::wait::wait_for;
 
-use super::config::{DATA_IFACE, MGMT_IFACE, SERVICE_CIDR, node_data_ip, node_mgmt_ip};
+use super::config::{
+    DATA_IFACE, MGMT_IFACE, SERVICE_CIDR, SINGLE_NIC_GW4, SINGLE_NIC_GW6, node_data_ip,
+    node_mgmt_ip, node_mgmt_ip6,
+};
 
 const NODE_MOUNTS: &str = include_str!("node-mounts.sh");
 /// The cgroup v1 hierarchies' mount root.
@@ -121,6 +124,37 @@ pub fn add_netns(prefix: &str, n: &NodeNames) -> Result<()> {
             "1000",
         ],
     )?;
+    Ok(())
+}
+
+/// Makes the node single-NIC: its data NIC (eth1) deleted, and eth0 given what a real
+/// node's only NIC holds besides its IPv4 address: a global IPv6 address and the default
+/// routes, IPv4 and IPv6, through gateways nobody holds ([`SINGLE_NIC_GW4`]). Idempotent;
+/// used at `cluster up --single-nic` and on a running node (the chart uninstalled).
+pub fn make_single_nic(n: &NodeNames) -> Result<()> {
+    let ns = n.netns.as_str();
+    if run_args("ip", ["-n", ns, "link", "show", DATA_IFACE]).is_ok() {
+        run_args("ip", ["-n", ns, "link", "del", DATA_IFACE])?;
+    }
+    let ip6 = format!("{}/64", node_mgmt_ip6(n.index));
+    run_args(
+        "ip",
+        [
+            "-n", ns, "-6", "addr", "replace", &ip6, "dev", MGMT_IFACE, "nodad",
+        ],
+    )?;
+    for (family, gw) in [("-4", SINGLE_NIC_GW4), ("-6", SINGLE_NIC_GW6)] {
+        run_args(
+            "ip",
+            [
+                "-n", ns, family, "route", "replace", "default", "via", gw, "dev", MGMT_IFACE,
+            ],
+        )?;
+    }
+    info!(
+        node = n.index,
+        "single NIC: eth0 only, default routes through it"
+    );
     Ok(())
 }
 

@@ -204,6 +204,10 @@ pub struct ClusterUpArgs {
     /// 2 MiB hugepages the host must have before the kubelets start (0: leave alone).
     #[arg(long, default_value_t = 1024)]
     pub hugepages_2m: u64,
+    /// One NIC per node (eth0: management and data, with default routes IPv4 and IPv6)
+    /// instead of eth0 + a data NIC eth1.
+    #[arg(long)]
+    pub single_nic: bool,
 }
 
 #[derive(Debug, Args)]

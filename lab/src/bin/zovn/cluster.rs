@@ -32,6 +32,7 @@ pub fn up(a: ClusterUpArgs) -> anyhow::Result<()> {
     cfg.nodes = a.nodes;
     cfg.prefix = a.prefix;
     cfg.hugepages_2m = a.hugepages_2m;
+    cfg.single_nic = a.single_nic;
     cfg.images = if a.images.is_empty() {
         default_images()
     } else {
