@@ -27,6 +27,8 @@
 //!    between virtio-user (server) and a tap `eth0` the container configures from
 //!    `k8s.ovn.org/pod-networks`; a pod on node2 pings it; the OVS port is a
 //!    `dpdkvhostuserclient` on that socket and counted packets both ways.
+//!    Then the day-2 steps whose probes include it (`cluster_e2e/day2.rs`: `upgrade-agent`,
+//!    `restart-ovs`); after them testpmd is deleted: it busy-polls one of the 2 cores.
 //! 5. `fault-agent`: the node-agent pod on node1 deleted while a Deployment scales up:
 //!    every pod Running, each pod exactly one OVS port on its node, no port without a pod;
 //!    `fault-leader`: the controller pod holding the Lease deleted: the other replica holds
@@ -190,11 +192,11 @@ fn cluster_e2e() {
         "netpol",
         "diagnose",
         "dpdk",
+        "upgrade-agent",
+        "restart-ovs",
         "fault-agent",
         "fault-leader",
         "fault-kubelet",
-        "upgrade-agent",
-        "restart-ovs",
         "restart-central",
         "backup-restore",
         "uninstall-safety",
@@ -227,11 +229,15 @@ fn cluster_e2e() {
             steps.skip("diagnose", "pods");
         }
         step!("dpdk", dpdk(&e));
+        step!("upgrade-agent", day2::upgrade_agent(&e));
+        step!("restart-ovs", day2::restart_ovs(&e));
+        // testpmd busy-polls one of the machine's 2 cores; no step after this one needs it
+        if let Err(err) = rt.block_on(stop_testpmd(&e)) {
+            println!("  dpdk-app (testpmd) not stopped: {err:#}");
+        }
         step!("fault-agent", fault_agent(&e));
         step!("fault-leader", fault_leader(&e));
         step!("fault-kubelet", fault_kubelet(&mut e));
-        step!("upgrade-agent", day2::upgrade_agent(&e));
-        step!("restart-ovs", day2::restart_ovs(&e));
         step!("restart-central", day2::restart_central(&e));
         step!("backup-restore", day2::backup_restore(&e));
         step!("uninstall-safety", uninstall_safety::uninstall_safety(&e));
@@ -786,6 +792,23 @@ async fn dpdk(e: &E2e) -> Result<()> {
 }
 
 /// Every pod of `NS` has exactly one OVS port on its node and every port of ours a pod.
+/// Deletes the `dpdk` step's testpmd pod (when it runs) and waits until it is gone: its
+/// forwarding loop busy-polls a core, half of this machine, for as long as it lives.
+async fn stop_testpmd(e: &E2e) -> Result<()> {
+    let pods = e.pods(NS);
+    if pods.get_opt("dpdk-app").await?.is_none() {
+        return Ok(());
+    }
+    pods.delete("dpdk-app", &DeleteParams::default().grace_period(0))
+        .await?;
+    wait_until(
+        "dpdk-app (testpmd) gone",
+        Duration::from_secs(60),
+        || async { Ok(pods.get_opt("dpdk-app").await?.is_none().then_some(())) },
+    )
+    .await
+}
+
 async fn one_port_per_pod(e: &E2e) -> Result<()> {
     let pods = e.pods(NS).list(&ListParams::default()).await?;
     for i in 1..=2 {
