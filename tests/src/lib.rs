@@ -140,6 +140,33 @@ pub fn sh(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Gives `cmd` the environment a shell's `make images` sees: only `PATH`, `HOME`,
+/// `TMPDIR`, the Rust toolchain's homes, `SOURCE_DATE_EPOCH` and `ZOVN_IMAGE_*` /
+/// `DEBIAN_*`. A release build nested in a test otherwise sees the variables `cargo test`
+/// sets (`CARGO_PKG_*`, `LD_LIBRARY_PATH`, …) and fingerprints differently: two suites
+/// building the image then each paid a cold release build (~12 min on this machine).
+pub fn shell_build_env(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    cmd.env_clear();
+    for (k, v) in std::env::vars_os() {
+        let name = k.to_string_lossy();
+        if [
+            "PATH",
+            "HOME",
+            "TMPDIR",
+            "RUSTUP_HOME",
+            "CARGO_HOME",
+            "SOURCE_DATE_EPOCH",
+        ]
+        .contains(&name.as_ref())
+            || name.starts_with("ZOVN_IMAGE_")
+            || name.starts_with("DEBIAN_")
+        {
+            cmd.env(k, v);
+        }
+    }
+    cmd
+}
+
 /// Looks a program up in `PATH` (and the Debian sbin/libexec places OVS uses).
 pub fn find_in_path(bin: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();

@@ -269,7 +269,8 @@ fn ensure_images() -> Vec<PathBuf> {
         }
         println!("{} is missing: make {target}", archive.display());
         let t = Instant::now();
-        let st = std::process::Command::new("make")
+        // a shell's environment: the images test then finds this release build current
+        let st = tests::shell_build_env(&mut std::process::Command::new("make"))
             .arg("-C")
             .arg(&root)
             .arg(target)

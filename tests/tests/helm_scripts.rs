@@ -772,7 +772,17 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 addr_on("eth1") && addr6_on("eth1"),
                 "{what}: addresses not back on eth1"
             );
-            assert!(routes_on("eth1"), "{what}: routes not back on eth1");
+            assert!(
+                routes_on("eth1"),
+                "{what}: routes not back on eth1: {:?} {:?}\n{}",
+                inside(&["ip", "-4", "route"]),
+                inside(&["ip", "-6", "route"]),
+                log()
+                    .lines()
+                    .filter(|l| l.starts_with("uplink") || l.contains("RTNETLINK"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
             assert_eq!(mappings().as_deref(), Some(case.running), "{what}: restart");
             // the next pod's keeper moves them onto br-phy again, and off the NIC
             let log2 = std::fs::File::create(scratch.dir.path().join("uplink2.log")).expect("log");

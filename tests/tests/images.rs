@@ -184,27 +184,9 @@ fn images_make_import_and_run() {
     let head = tests::sh(&["git", "-C", &root.to_string_lossy(), "rev-parse", "HEAD"]);
     let out = s.dir.path().join("out");
     let t = Instant::now();
-    // a clean environment: the nested release build sees what `make images` from a shell
-    // sees, not the variables `cargo test` sets for a test (CARGO_PKG_*, LD_LIBRARY_PATH)
+    // the environment of `make images` from a shell (see tests::shell_build_env)
     let mut build = Command::new(root.join("deploy/images/build.sh"));
-    build.env_clear().env("OUT", &out);
-    for (k, v) in std::env::vars_os() {
-        let k_str = k.to_string_lossy();
-        if [
-            "PATH",
-            "HOME",
-            "TMPDIR",
-            "RUSTUP_HOME",
-            "CARGO_HOME",
-            "SOURCE_DATE_EPOCH",
-        ]
-        .contains(&k_str.as_ref())
-            || k_str.starts_with("ZOVN_IMAGE_")
-            || k_str.starts_with("DEBIAN_")
-        {
-            build.env(k, v);
-        }
-    }
+    tests::shell_build_env(&mut build).env("OUT", &out);
     let build = build
         .stdin(Stdio::null())
         .output()
