@@ -339,12 +339,15 @@ fn values(api_server: &str) -> String {
     format!(
         "ovn:\n  mode: standalone\n  standalone: {{haMode: single}}\n\
          controller:\n  replicas: 2\n\
+         node:\n  datapathConfig: {{pmdMaxSleep: 50}}\n\
          nodePools:\n  - name: dpdk\n    nodeSelector: {{{DPDK_LABEL}: dpdk}}\n    \
          datapathConfig: {{datapath: dpdk, socketMem: [256], socketLimit: [512], pmdMaxSleep: 50}}\n    \
          hugepages: {{size: 2Mi, amount: 512Mi}}\n    memory: 1Gi\n    vhost: true\n\
          kubernetes:\n  apiServer: {api_server}\n\
          tunnel:\n  interface: {}\n",
-        // the data NIC carries the tunnel endpoints. With the default (auto: eth0, the NIC
+        // node2's PMD thread sleeps when idle (as node1's): a busy-polling one took one of
+        // the machine's 2 cores for the whole suite (docs/datapath.md, `pmdMaxSleep`).
+        // The data NIC carries the tunnel endpoints. With the default (auto: eth0, the NIC
         // kubelet reaches the API server through) node1 went NotReady during the 50-pod
         // burst: its own traffic rode the DPDK node's userspace path through the AF_XDP
         // port churn (docs/install.md, "The tunnel NIC")
