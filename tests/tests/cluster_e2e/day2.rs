@@ -158,7 +158,7 @@ async fn identities(
 }
 
 /// The release's pods whose component starts with `prefix`, by node.
-async fn release_pods(e: &E2e, prefix: &str) -> Result<BTreeMap<String, Pod>> {
+pub(crate) async fn release_pods(e: &E2e, prefix: &str) -> Result<BTreeMap<String, Pod>> {
     Ok(e.pods(SYS)
         .list(&ListParams::default().labels(INSTANCE))
         .await?

@@ -151,6 +151,45 @@ fn agent_pid(e: &E2e, i: usize) -> Result<i32> {
     bail!("no agent process in node{i}'s network namespace")
 }
 
+/// The last minute of `container`'s log in node2's release pod of `component`, the lines
+/// that name a port, a bridge, a reconfiguration or a problem.
+async fn print_logs(e: &E2e, component: &str, container: &str) {
+    let Ok(pods) = super::day2::release_pods(e, component).await else {
+        return;
+    };
+    let Some(pod) = pods.get("node2") else {
+        return;
+    };
+    let pod = name(pod);
+    let log = kubectl(
+        &e.kc,
+        &["logs", "-n", SYS, &pod, "-c", container, "--since=60s"],
+    )
+    .unwrap_or_else(|err| format!("{err:#}"));
+    let keys = [
+        "WARN",
+        "ERR",
+        "warn",
+        "error",
+        "port",
+        "bridge",
+        "reconfigur",
+        "afxdp",
+        "uplink",
+    ];
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| keys.iter().any(|k| l.contains(k)))
+        .collect();
+    println!(
+        "    {pod}/{container}, last minute ({} lines):",
+        lines.len()
+    );
+    for l in lines.iter().rev().take(40).rev() {
+        println!("      {}", l.chars().take(240).collect::<String>());
+    }
+}
+
 pub(crate) async fn uninstall_safety(e: &E2e) -> Result<()> {
     let c = e.cluster();
     let fullname = format!("{RELEASE}-zstack-ovn");
@@ -188,6 +227,9 @@ pub(crate) async fn uninstall_safety(e: &E2e) -> Result<()> {
     }
     if let Some((what, r)) = runs.iter().find(|(_, r)| r.lost() > 0) {
         println!("    known issue, not yet at target (0 lost): {what}: {r}");
+        // what node2's daemons did meanwhile: the cause is not known yet
+        print_logs(e, "ovs", "ovs-vswitchd").await;
+        print_logs(e, "node", "agent").await;
     }
 
     // 2. SIGTERM while the API server does not answer
