@@ -796,19 +796,27 @@ async fn dpdk(e: &E2e) -> Result<()> {
 }
 
 /// Every pod of `NS` has exactly one OVS port on its node and every port of ours a pod.
-/// Deletes the `dpdk` step's testpmd pod (when it runs) and waits until it is gone: its
-/// forwarding loop busy-polls a core, half of this machine, for as long as it lives.
+/// Deletes the `dpdk` step's testpmd pod (when it runs) and waits until it and its OVS
+/// port are gone: its forwarding loop busy-polls a core, half of this machine, for as long
+/// as it lives. (A force delete removed the object at once, and kubelet's CNI DEL of its
+/// port came after `fault-agent` had begun counting ports per pod.)
 async fn stop_testpmd(e: &E2e) -> Result<()> {
     let pods = e.pods(NS);
     if pods.get_opt("dpdk-app").await?.is_none() {
         return Ok(());
     }
-    pods.delete("dpdk-app", &DeleteParams::default().grace_period(0))
-        .await?;
+    pods.delete("dpdk-app", &DeleteParams::default()).await?;
+    let c = e.cluster();
     wait_until(
-        "dpdk-app (testpmd) gone",
-        Duration::from_secs(60),
-        || async { Ok(pods.get_opt("dpdk-app").await?.is_none().then_some(())) },
+        "dpdk-app (testpmd) and its OVS port gone",
+        Duration::from_secs(90),
+        || async {
+            let pod_gone = pods.get_opt("dpdk-app").await?.is_none();
+            let port_gone = !ovs_pod_ports(c, 1)?
+                .values()
+                .any(|id| id.ends_with("_dpdk-app"));
+            Ok((pod_gone && port_gone).then_some(()))
+        },
     )
     .await
 }

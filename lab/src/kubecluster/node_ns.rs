@@ -87,9 +87,28 @@ pub fn delete_bridges(prefix: &str) -> Result<()> {
     Ok(())
 }
 
+/// Deletes the host ends of the node's veths that still exist.
+fn delete_host_peers(n: &NodeNames) -> Result<()> {
+    for peer in [&n.mgmt_peer, &n.data_peer] {
+        if Path::new("/sys/class/net").join(peer).exists() {
+            run_args("ip", ["link", "del", peer])?;
+        }
+    }
+    Ok(())
+}
+
 /// The node's netns with eth0 (management) and eth1 (data) on the host bridges.
 pub fn add_netns(prefix: &str, n: &NodeNames) -> Result<()> {
     let (mgmt, data) = bridge_names(prefix);
+    // host ends named for this cluster's prefix left by an earlier cluster whose netns the
+    // kernel had not freed yet (see `delete`)
+    if [&n.mgmt_peer, &n.data_peer]
+        .iter()
+        .any(|p| Path::new("/sys/class/net").join(p).exists())
+    {
+        warn!(node = n.index, "host ends of an earlier cluster's veths left: deleted");
+        delete_host_peers(n)?;
+    }
     netns::add(&n.netns)?;
     for (peer, iface, br, ip) in [
         (&n.mgmt_peer, MGMT_IFACE, &mgmt, node_mgmt_ip(n.index)),
@@ -329,6 +348,10 @@ pub fn delete(n: &NodeNames) -> Result<()> {
     }
     let _ = std::fs::remove_file(&n.mount_ns);
     netns::delete(&n.netns)?;
+    // the kernel frees a deleted netns (and the veths' node ends) in the background, up to
+    // a minute later; the host ends went with them only then, and a `cluster up` right
+    // after failed on "File exists". Deleting a host end removes its pair at once.
+    delete_host_peers(n)?;
     if let Err(e) = delete_cgroup(n) {
         warn!(error = %e, "cgroup of node{} not removed", n.index);
     }
