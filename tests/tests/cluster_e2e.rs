@@ -61,8 +61,8 @@ use kube::api::{DeleteParams, ListParams};
 use lab::kubecluster::{ClusterConfig, KubeCluster};
 use serde_json::{Value, json};
 use tests::e2e::objects::{
-    TESTPMD_SCRIPT, client, create, ip_of, is_ready, label, name, node_of, ovs_pod_ports, sleeper,
-    web_deployment,
+    TESTPMD_SCRIPT, client, create, ip_of, is_ready, label, name, node_is_ready, node_of,
+    ovs_pod_ports, sleeper, web_deployment,
 };
 use tests::e2e::{
     ClusterGuard, Steps, describe, exec, histogram, histogram_quantile, kubectl, ovs_vsctl,
@@ -425,13 +425,7 @@ async fn install(e: &E2e) -> Result<()> {
                 let mut out = Vec::new();
                 for i in 1..=2 {
                     let n = nodes.get(&format!("node{i}")).await?;
-                    let ready = n
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|cs| {
-                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                        });
+                    let ready = node_is_ready(&n);
                     let st = n
                         .metadata
                         .annotations
@@ -518,7 +512,9 @@ async fn web_pods(e: &E2e) -> Result<(Vec<Pod>, Vec<Pod>)> {
     Ok((a, b))
 }
 
-async fn pods(e: &E2e) -> Result<()> {
+/// Creates the test namespace and a `web` Deployment of `replicas` pods spread over the
+/// nodes.
+async fn create_web(e: &E2e, replicas: i32) -> Result<()> {
     let nss: Api<Namespace> = Api::all(e.client.clone());
     create(
         &nss,
@@ -526,8 +522,13 @@ async fn pods(e: &E2e) -> Result<()> {
     )
     .await?;
     let deps: Api<Deployment> = Api::namespaced(e.client.clone(), NS);
+    create(&deps, web_deployment(NS, "web", replicas)).await?;
+    Ok(())
+}
+
+async fn pods(e: &E2e) -> Result<()> {
     let t = Instant::now();
-    create(&deps, web_deployment(NS, "web", 4)).await?;
+    create_web(e, 4).await?;
     let pods = pods_ready(e, NS, "app=web", 4, Duration::from_secs(240)).await?;
     println!(
         "  4 web pods Ready in {:.1} s: {:?}",
@@ -1228,17 +1229,50 @@ fn leftovers(c: &KubeCluster, i: usize, single_nic: bool) -> Vec<String> {
     left
 }
 
-async fn uninstall(e: &E2e) -> Result<()> {
-    let c = e.cluster();
-    let t = Instant::now();
+/// `helm uninstall <release> --wait`, the Subnet CRD deleted (Helm keeps CRDs), and every
+/// pod of the release gone.
+async fn helm_uninstall(e: &E2e, release: &str) -> Result<()> {
+    let r = tests::helm::run(
+        &e.helm,
+        &[
+            "uninstall",
+            release,
+            "-n",
+            SYS,
+            "--kubeconfig",
+            &e.kc.to_string_lossy(),
+            "--wait",
+            "--timeout",
+            "3m",
+        ],
+    )?;
+    if !r.ok {
+        bail!("helm uninstall: {}{}", r.stdout, r.stderr);
+    }
+    kubectl(&e.kc, &["delete", "crd", "subnets.network.zstack.io"])?;
+    let instance = format!("app.kubernetes.io/instance={release}");
+    pods_ready(e, SYS, &instance, 0, Duration::from_secs(120))
+        .await
+        .context("every release pod gone")?;
+    Ok(())
+}
+
+/// Deletes the test namespace and waits until it is gone (every test pod deleted).
+async fn delete_test_namespace(e: &E2e, bound: Duration) -> Result<()> {
     let nss: Api<Namespace> = Api::all(e.client.clone());
     nss.delete(NS, &DeleteParams::default()).await?;
     wait_until(
         &format!("namespace {NS} gone (every test pod deleted)"),
-        Duration::from_secs(240),
+        bound,
         || async { Ok(nss.get_opt(NS).await?.is_none().then_some(())) },
     )
-    .await?;
+    .await
+}
+
+async fn uninstall(e: &E2e) -> Result<()> {
+    let c = e.cluster();
+    let t = Instant::now();
+    delete_test_namespace(e, Duration::from_secs(240)).await?;
     let central = e
         .pods(SYS)
         .list(
@@ -1285,27 +1319,7 @@ async fn uninstall(e: &E2e) -> Result<()> {
     .await?;
     let pods_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let r = tests::helm::run(
-        &e.helm,
-        &[
-            "uninstall",
-            RELEASE,
-            "-n",
-            SYS,
-            "--kubeconfig",
-            &e.kc.to_string_lossy(),
-            "--wait",
-            "--timeout",
-            "3m",
-        ],
-    )?;
-    if !r.ok {
-        bail!("helm uninstall: {}{}", r.stdout, r.stderr);
-    }
-    kubectl(&e.kc, &["delete", "crd", "subnets.network.zstack.io"])?;
-    pods_ready(e, SYS, INSTANCE, 0, Duration::from_secs(120))
-        .await
-        .context("every release pod gone")?;
+    helm_uninstall(e, RELEASE).await?;
     let r = wait_until(
         "nothing of ours left on node1 and node2",
         Duration::from_secs(60),

@@ -106,7 +106,10 @@ pub fn add_netns(prefix: &str, n: &NodeNames) -> Result<()> {
         .iter()
         .any(|p| Path::new("/sys/class/net").join(p).exists())
     {
-        warn!(node = n.index, "host ends of an earlier cluster's veths left: deleted");
+        warn!(
+            node = n.index,
+            "host ends of an earlier cluster's veths left: deleted"
+        );
         delete_host_peers(n)?;
     }
     netns::add(&n.netns)?;

@@ -43,6 +43,14 @@ pub fn is_ready(p: &Pod) -> bool {
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// A Node whose `Ready` condition is `True`.
+pub fn node_is_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 pub fn name(p: &Pod) -> String {
     p.metadata.name.clone().unwrap_or_default()
 }

@@ -18,21 +18,22 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::DeleteParams;
 use lab::kubecluster::config::{SINGLE_NIC_GW4, SINGLE_NIC_GW6};
 use lab::kubecluster::{node_mgmt_ip, node_mgmt_ip6};
-use serde_json::json;
-use tests::e2e::objects::{create, ip_of, name, node_of, web_deployment};
-use tests::e2e::{kubectl, wait_until};
+use tests::e2e::objects::{ip_of, name, node_is_ready, node_of};
+use tests::e2e::wait_until;
 
-use super::{E2e, NS, SYS, leftovers, ping, pods_ready, reach};
+use super::{
+    E2e, NS, SYS, create_web, delete_test_namespace, helm_uninstall, leftovers, ping, pods_ready,
+    reach,
+};
 
 /// The README's release name and its pods: central, 2 controllers, an agent and an OVS
 /// pod on each node.
+const README_RELEASE: &str = "zstack-ovn";
 const README_INSTANCE: &str = "app.kubernetes.io/instance=zstack-ovn";
 const README_PODS: usize = 7;
 
@@ -94,13 +95,7 @@ async fn nodes_ready(e: &E2e, bound: Duration) -> Result<()> {
         let nodes = nodes.clone();
         async move {
             for i in 1..=2 {
-                let n = nodes.get(&format!("node{i}")).await?;
-                let ready = n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                if !ready {
+                if !node_is_ready(&nodes.get(&format!("node{i}")).await?) {
                     return Ok(None);
                 }
             }
@@ -182,14 +177,7 @@ pub async fn single_nic(e: &E2e) -> Result<()> {
     }
     nodes_ready(e, Duration::from_secs(60)).await?;
 
-    let nss: Api<Namespace> = Api::all(e.client.clone());
-    create(
-        &nss,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
-    )
-    .await?;
-    let deps: Api<Deployment> = Api::namespaced(e.client.clone(), NS);
-    create(&deps, web_deployment(NS, "web", 2)).await?;
+    create_web(e, 2).await?;
     let pods = pods_ready(e, NS, "app=web", 2, Duration::from_secs(180)).await?;
     let (a, b) = (&pods[0], &pods[1]);
     if node_of(a) == node_of(b) {
@@ -218,35 +206,9 @@ pub async fn single_nic(e: &E2e) -> Result<()> {
     );
 
     // uninstall: eth0 gets everything back
-    nss.delete(NS, &DeleteParams::default()).await?;
-    wait_until(
-        &format!("namespace {NS} gone"),
-        Duration::from_secs(120),
-        || async { Ok(nss.get_opt(NS).await?.is_none().then_some(())) },
-    )
-    .await?;
+    delete_test_namespace(e, Duration::from_secs(120)).await?;
     let t = Instant::now();
-    let r = tests::helm::run(
-        &e.helm,
-        &[
-            "uninstall",
-            "zstack-ovn",
-            "-n",
-            SYS,
-            "--kubeconfig",
-            &e.kc.to_string_lossy(),
-            "--wait",
-            "--timeout",
-            "3m",
-        ],
-    )?;
-    if !r.ok {
-        bail!("helm uninstall: {}{}", r.stdout, r.stderr);
-    }
-    kubectl(&e.kc, &["delete", "crd", "subnets.network.zstack.io"])?;
-    pods_ready(e, SYS, README_INSTANCE, 0, Duration::from_secs(120))
-        .await
-        .context("every release pod gone")?;
+    helm_uninstall(e, README_RELEASE).await?;
     wait_until(
         "eth0 holding its addresses and routes again, nothing of ours left",
         Duration::from_secs(60),
