@@ -66,7 +66,7 @@ pub enum HostNatError {
     Nft(String),
     #[error("sysctl {path}: {source}")]
     Sysctl {
-        path: &'static str,
+        path: String,
         #[source]
         source: std::io::Error,
     },
@@ -361,21 +361,38 @@ pub fn delete_table() -> Result<bool, HostNatError> {
     Ok(true)
 }
 
+/// The sysctls that turn forwarding on.
+const FORWARDING: [&str; 2] = [
+    "/proc/sys/net/ipv4/ip_forward",
+    "/proc/sys/net/ipv6/conf/all/forwarding",
+];
+
 /// Turns forwarding on (external clients' packets are forwarded to the management port,
-/// pods' egress from it).
-fn enable_forwarding() -> Result<(), HostNatError> {
-    for path in [
-        "/proc/sys/net/ipv4/ip_forward",
-        "/proc/sys/net/ipv6/conf/all/forwarding",
-    ] {
-        let now = std::fs::read_to_string(path)
-            .map_err(|source| HostNatError::Sysctl { path, source })?;
-        if now.trim() != "1" {
-            std::fs::write(path, "1").map_err(|source| HostNatError::Sysctl { path, source })?;
-            tracing::info!(%path, "forwarding enabled for Services reached through this node");
+/// pods' egress from it); returns the sysctls it could not turn on. A container whose
+/// `/proc/sys` is read-only (the chart's agent outside privileged pools) cannot: the
+/// rules must still apply, the host's own traffic to Services needs no forwarding.
+fn enable_forwarding(paths: &[&str]) -> Vec<HostNatError> {
+    let mut failed = Vec::new();
+    for &path in paths {
+        let sysctl = |source| HostNatError::Sysctl {
+            path: path.to_string(),
+            source,
+        };
+        let r = std::fs::read_to_string(path)
+            .map_err(sysctl)
+            .and_then(|now| {
+                if now.trim() == "1" {
+                    return Ok(());
+                }
+                std::fs::write(path, "1").map_err(sysctl)?;
+                tracing::info!(%path, "forwarding enabled for Services reached through this node");
+                Ok(())
+            });
+        if let Err(e) = r {
+            failed.push(e);
         }
     }
-    Ok(())
+    failed
 }
 
 /// The last ruleset applied (so an unchanged pass runs nothing).
@@ -395,7 +412,15 @@ impl HostNat {
             return Ok(false);
         }
         if wanted {
-            enable_forwarding()?;
+            for e in enable_forwarding(&FORWARDING) {
+                tracing::warn!(
+                    error = %e,
+                    "forwarding is off and cannot be turned on from here: external clients of \
+                     Services and pods' egress through this node's kernel are not forwarded \
+                     (set net.ipv4.ip_forward=1 and net.ipv6.conf.all.forwarding=1 on the node, \
+                     as kubeadm requires); the NAT rules apply"
+                );
+            }
         }
         match apply(&text) {
             // no nft and nothing wanted: there is no table of ours to delete either
@@ -418,6 +443,26 @@ impl HostNat {
 mod tests {
     use super::*;
     use api::services::{EndpointInfo, EndpointPort, ServicePort, TargetPort};
+
+    #[test]
+    fn forwarding_that_cannot_be_turned_on_is_reported_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let off = dir.path().join("ip_forward");
+        std::fs::write(&off, "0\n").unwrap();
+        // a directory: writing it fails even for root, as a read-only /proc/sys does
+        let stuck = dir.path().join("forwarding");
+        std::fs::create_dir(&stuck).unwrap();
+        let (off_s, stuck_s) = (off.to_string_lossy(), stuck.to_string_lossy());
+        let failed = enable_forwarding(&[&off_s, &stuck_s]);
+        assert_eq!(std::fs::read_to_string(&off).unwrap(), "1");
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(
+            failed[0].to_string().contains(stuck_s.as_ref()),
+            "{}",
+            failed[0]
+        );
+        assert!(enable_forwarding(&[&off_s]).is_empty());
+    }
 
     fn svc(node_port: Option<u16>) -> ServiceInfo {
         ServiceInfo {

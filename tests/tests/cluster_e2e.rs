@@ -1250,11 +1250,19 @@ async fn helm_uninstall(e: &E2e, release: &str) -> Result<()> {
         bail!("helm uninstall: {}{}", r.stdout, r.stderr);
     }
     kubectl(&e.kc, &["delete", "crd", "subnets.network.zstack.io"])?;
-    let instance = format!("app.kubernetes.io/instance={release}");
-    pods_ready(e, SYS, &instance, 0, Duration::from_secs(120))
-        .await
-        .context("every release pod gone")?;
-    Ok(())
+    // gone, not only terminating: a terminating OVS pod's uplink container still runs its
+    // SIGTERM cleanup (a CI run's single-nic step started while one did)
+    let lp = ListParams::default().labels(&format!("app.kubernetes.io/instance={release}"));
+    let pods = e.pods(SYS);
+    wait_until(
+        &format!("every pod of release {release} gone (terminating ones included)"),
+        Duration::from_secs(180),
+        || async {
+            let left = pods.list(&lp).await?.items;
+            Ok(left.is_empty().then_some(()))
+        },
+    )
+    .await
 }
 
 /// Deletes the test namespace and waits until it is gone (every test pod deleted).

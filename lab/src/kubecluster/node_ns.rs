@@ -127,6 +127,11 @@ pub fn add_netns(prefix: &str, n: &NodeNames) -> Result<()> {
         netns::addr_add(&n.netns, iface, &format!("{ip}/24"))?;
         netns::link_up(&n.netns, iface)?;
     }
+    // Forwarding on, as kubeadm's preflight requires of a node (kube-proxy, a CNI plugin's
+    // NodePorts and egress depend on it); a new netns starts with it off.
+    for key in ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"] {
+        run_args("ip", ["netns", "exec", &n.netns, "sysctl", "-qw", key])?;
+    }
     // No default route (nothing of the lab may reach other addresses), but the Service CIDR
     // needs one: a host process's connect() to a ClusterIP is routed before kube-proxy's
     // DNAT in OUTPUT rewrites it (then re-routed to the endpoint). On-link on eth0 with a
