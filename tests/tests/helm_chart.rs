@@ -226,6 +226,8 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
                 {"name": "BRIDGE_MAPPINGS", "value": "physnet:br-phy"},
                 // the agent's mark of an uninstall (its hostPath, read-only here)
                 {"name": "UNINSTALL_FLAG", "value": "/var/lib/zstack-ovn/uninstall-requested"},
+                // br-phy's keeper: the newest pod
+                {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
             ]),
             "{name}"
         );

@@ -547,6 +547,9 @@ struct UplinkCase {
     /// The agent wrote the uninstall flag before SIGTERM (`helm uninstall`); without it
     /// SIGTERM is a pod restart.
     uninstall: bool,
+    /// A second pod's keeper (another POD_UID) started and claimed br-phy before the
+    /// SIGTERM: the first one's stop must leave everything to it.
+    successor: bool,
 }
 
 /// The uplink keeper, for real: `node-ovsdb.sh`, `node-vswitchd.sh` and `node-uplink.sh`
@@ -558,7 +561,8 @@ struct UplinkCase {
 /// comes back when removed by hand. SIGTERM without the agent's uninstall flag (a pod
 /// restart) leaves all of it in place; with the flag it removes the mapping with br-phy and
 /// puts the addresses and routes back. With `tunnel.bridgeMappings=""` a mapping the
-/// operator set stays, through SIGTERM too.
+/// operator set stays, through SIGTERM too. A keeper whose successor (a newer pod) has
+/// claimed br-phy leaves it all in place at SIGTERM, even with the uninstall flag.
 #[test]
 fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
     use std::process::{Command, Stdio};
@@ -583,6 +587,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             running: "physnet:br-phy",
             after: None,
             uninstall: false,
+            successor: false,
         },
         UplinkCase {
             set: &[
@@ -593,6 +598,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             running: "physnet:br-phy,storage:br-st",
             after: None,
             uninstall: true,
+            successor: false,
         },
         UplinkCase {
             set: &["--set-json", r#"tunnel.bridgeMappings="""#],
@@ -600,21 +606,41 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             running: "physnet:br-mine",
             after: Some("physnet:br-mine"),
             uninstall: true,
+            successor: false,
+        },
+        // an old release's pod still terminating while the new release's pod runs
+        UplinkCase {
+            set: &[],
+            by_hand: None,
+            running: "physnet:br-phy",
+            after: None,
+            uninstall: true,
+            successor: true,
         },
     ];
     for case in cases {
-        let what = format!("{:?}", case.set);
+        let what = format!(
+            "{:?}{}",
+            case.set,
+            if case.successor { " (successor)" } else { "" }
+        );
         let scratch = tests::scratch("helmupl");
         let mut set = vec!["--set", "tunnel.interface=eth1"];
         set.extend(case.set);
         let objs = helm::render_with(&helm, "single", "zs", "kube-system", &set).expect("render");
         let scripts = helm::write_scripts(&objs, scratch.dir.path());
         let node_ds = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("OVS DaemonSet");
-        let env: Vec<(String, String)> = container(node_ds, "uplink")["env"]
+        let rendered = container(node_ds, "uplink")["env"]
             .as_array()
-            .expect("uplink env")
+            .expect("uplink env");
+        assert!(
+            rendered.iter().any(|e| e["name"] == "POD_UID"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"),
+            "the uplink container's POD_UID is not the pod's UID: {rendered:?}"
+        );
+        let env: Vec<(String, String)> = rendered
             .iter()
-            // HOST_IP comes from the downward API: set below
+            // HOST_IP and POD_UID come from the downward API: set below
             .filter(|e| e.get("value").is_some())
             .map(|e| {
                 let s = |k: &str| e[k].as_str().expect("env name/value").to_string();
@@ -650,6 +676,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             .env("TLS_DIR", "/nonexistent")
             .env("UNINSTALL_FLAG", "/run/uninstall-requested")
             .env("HOST_IP", "192.0.2.5")
+            .env("POD_UID", "pod-a")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .stdin(Stdio::null());
@@ -671,6 +698,25 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             ])
             .map(|m| m.trim_matches('"').to_string())
             .filter(|m| !m.is_empty())
+        };
+        // another pod's keeper in the same namespaces (its own log)
+        let keeper = |uid: &str| {
+            let log = std::fs::File::create(scratch.dir.path().join(format!("uplink-{uid}.log")))
+                .expect("log");
+            Command::new("nsenter")
+                .args(["-t", &group.id().to_string(), "-m", "-n", "--", "bash"])
+                .arg(scripts.join("node-uplink.sh"))
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env("UNINSTALL_FLAG", "/run/uninstall-requested")
+                .env("HOST_IP", "192.0.2.5")
+                .env("POD_UID", uid)
+                .env("OVN_SSL", "false")
+                .env("TLS_DIR", "/nonexistent")
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("another uplink keeper")
         };
         let addr_on = |dev: &str| {
             inside(&["ip", "-4", "-o", "addr", "show", "dev", dev])
@@ -741,6 +787,24 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 || mappings().as_deref() == Some(case.running),
             );
         }
+        let successor = case.successor.then(|| {
+            // a newer pod's keeper starts while this one still runs, and claims br-phy
+            let next = keeper("pod-b");
+            wait_until(
+                &format!("{what}: the successor owns br-phy"),
+                Duration::from_secs(30),
+                || {
+                    vsctl(&[
+                        "get",
+                        "bridge",
+                        "br-phy",
+                        "external_ids:zstack.io/uplink-owner",
+                    ])
+                    .is_some_and(|o| o.trim().trim_matches('"') == "pod-b")
+                },
+            );
+            next
+        });
         if case.uninstall {
             // what the agent writes when `helm uninstall`'s pre-delete hook asks it
             inside(&["touch", "/run/uninstall-requested"]).expect("the uninstall flag");
@@ -761,6 +825,34 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             Duration::from_secs(15),
             || !alive(i64::from(pid)),
         );
+        if let Some(mut next) = successor {
+            // the old pod's stop left br-phy, the address, the routes and the mapping to
+            // the successor, and the successor still keeps them
+            let what = format!("{what}: after the old keeper's SIGTERM");
+            assert!(
+                vsctl(&["br-exists", "br-phy"]).is_some(),
+                "{what}: br-phy removed"
+            );
+            assert!(
+                addr_on("br-phy") && addr6_on("br-phy") && !addr_on("eth1"),
+                "{what}: the addresses moved: {:?}",
+                inside(&["ip", "-o", "addr"])
+            );
+            assert!(routes_on("br-phy"), "{what}: the routes left br-phy");
+            assert_eq!(mappings().as_deref(), Some(case.running), "{what}");
+            assert!(
+                inside(&["test", "-e", "/var/run/zstack-ovn/uplink-ready"]).is_some(),
+                "{what}: the successor's readiness marker removed"
+            );
+            assert!(
+                log().contains("uplink: stopping: br-phy belongs to pod pod-b now"),
+                "{what}: the old keeper did not see its successor:\n{}",
+                log()
+            );
+            let _ = next.kill();
+            let _ = next.wait();
+            continue;
+        }
         if !case.uninstall {
             // a pod restart: the NIC has its addresses and routes while OVS is down (the
             // node's own traffic), br-phy and the mapping stay for the next pod
@@ -785,20 +877,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             );
             assert_eq!(mappings().as_deref(), Some(case.running), "{what}: restart");
             // the next pod's keeper moves them onto br-phy again, and off the NIC
-            let log2 = std::fs::File::create(scratch.dir.path().join("uplink2.log")).expect("log");
-            let mut next = Command::new("nsenter")
-                .args(["-t", &group.id().to_string(), "-m", "-n", "--", "bash"])
-                .arg(scripts.join("node-uplink.sh"))
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .env("UNINSTALL_FLAG", "/run/uninstall-requested")
-                .env("HOST_IP", "192.0.2.5")
-                .env("OVN_SSL", "false")
-                .env("TLS_DIR", "/nonexistent")
-                .stdout(log2.try_clone().expect("log"))
-                .stderr(log2)
-                .stdin(Stdio::null())
-                .spawn()
-                .expect("the next uplink keeper");
+            let mut next = keeper("pod-a");
             wait_until(
                 &format!("{what}: the next keeper ready"),
                 Duration::from_secs(60),

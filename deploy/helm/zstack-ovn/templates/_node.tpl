@@ -176,6 +176,9 @@ spec:
             # written by the agent only when `helm uninstall` asked it (its pre-delete hook):
             # then, and only then, SIGTERM gives the NIC its address and routes back
             - {name: UNINSTALL_FLAG, value: /var/lib/zstack-ovn/uninstall-requested}
+            # br-phy's keeper is the newest pod: an older one still terminating leaves it be
+            - name: POD_UID
+              valueFrom: {fieldRef: {fieldPath: metadata.uid}}
           readinessProbe:
             exec: {command: [test, -e, /var/run/zstack-ovn/uplink-ready]}
             periodSeconds: 5
