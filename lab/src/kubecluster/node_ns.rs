@@ -76,13 +76,24 @@ pub fn add_bridges(prefix: &str, host_cidr: &str) -> Result<()> {
     Ok(())
 }
 
+/// Deletes host link `name` if it exists. A veth whose other end's netns is being
+/// destroyed may vanish between the look and the delete: gone is what was asked.
+fn delete_link(name: &str) -> Result<()> {
+    let exists = || Path::new("/sys/class/net").join(name).exists();
+    if !exists() {
+        return Ok(());
+    }
+    match run_args("ip", ["link", "del", name]) {
+        Err(_) if !exists() => Ok(()),
+        r => r.map(|_| ()),
+    }
+}
+
 /// Deletes the bridges if they exist.
 pub fn delete_bridges(prefix: &str) -> Result<()> {
     let (mgmt, data) = bridge_names(prefix);
     for br in [mgmt, data] {
-        if Path::new("/sys/class/net").join(&br).exists() {
-            run_args("ip", ["link", "del", &br])?;
-        }
+        delete_link(&br)?;
     }
     Ok(())
 }
@@ -90,9 +101,7 @@ pub fn delete_bridges(prefix: &str) -> Result<()> {
 /// Deletes the host ends of the node's veths that still exist.
 fn delete_host_peers(n: &NodeNames) -> Result<()> {
     for peer in [&n.mgmt_peer, &n.data_peer] {
-        if Path::new("/sys/class/net").join(peer).exists() {
-            run_args("ip", ["link", "del", peer])?;
-        }
+        delete_link(peer)?;
     }
     Ok(())
 }

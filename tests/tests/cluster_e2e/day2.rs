@@ -511,22 +511,33 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
         e.pods(SYS)
             .delete(&name(&old), &DeleteParams::default())
             .await?;
+        // when the new pod first showed (the old one gone: the DaemonSet waits for it)
+        let created: std::sync::Mutex<Option<f64>> = Default::default();
         let new = wait_until(
             &format!("a new OVS pod on {node} Ready"),
             Duration::from_secs(180),
             || async {
-                Ok(release_pods(e, "ovs")
+                let new = release_pods(e, "ovs")
                     .await?
                     .remove(&node)
-                    .filter(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()))
-                    .filter(is_ready))
+                    .filter(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()));
+                if new.is_some()
+                    && let Ok(mut c) = created.lock()
+                {
+                    *c = c.or(Some(t.elapsed().as_secs_f64()));
+                }
+                Ok(new.filter(is_ready))
             },
         )
         .await?;
         let ready_secs = t.elapsed().as_secs_f64();
+        let created = created.into_inner().ok().flatten().unwrap_or(ready_secs);
         let runs = stop_probes(e, probes).await?;
-        // the OnDelete upgrade applied: the new pod runs the tag upgrade-agent set
-        if let Some(tag) = build_tag() {
+        // the OnDelete upgrade applied: the new pod runs the tag upgrade-agent set (when a
+        // partial run selected that step)
+        let upgraded = std::env::var(tests::e2e::STEPS_ENV)
+            .map_or(true, |l| l.split(',').any(|s| s.trim() == "upgrade-agent"));
+        if upgraded && let Some(tag) = build_tag() {
             let images: Vec<String> = new
                 .spec
                 .iter()
@@ -539,7 +550,7 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
             println!("  {node}: the re-created OVS pod runs the build's tag {tag}");
         }
         println!(
-            "  {node}: OVS pod {} deleted, {} Ready {ready_secs:.1} s later:",
+            "  {node}: OVS pod {} deleted, {} created {created:.1} s and Ready {ready_secs:.1} s later:",
             name(&old),
             name(&new),
         );
@@ -635,10 +646,24 @@ pub(crate) async fn restart_central(e: &E2e) -> Result<()> {
         ),
     )
     .await?;
+    // when the new central pod appeared and turned Ready, seen while waiting
+    let seen: std::sync::Mutex<(Option<f64>, Option<f64>)> = Default::default();
     let addr_secs = wait_until(
         "the pod created after the central pod's deletion with an address",
         Duration::from_secs(120),
         || async {
+            if let Some(p) = release_pods(e, "central")
+                .await?
+                .into_values()
+                .find(|p| p.metadata.uid != old.metadata.uid)
+                && let Ok(mut s) = seen.lock()
+            {
+                let now = Some(t.elapsed().as_secs_f64());
+                s.0 = s.0.or(now);
+                if is_ready(&p) {
+                    s.1 = s.1.or(now);
+                }
+            }
             let p = pods.get("after-central").await?;
             let has = p
                 .metadata
@@ -676,18 +701,30 @@ pub(crate) async fn restart_central(e: &E2e) -> Result<()> {
             ));
         }
     }
+    let (created, ready) = seen.into_inner().unwrap_or_default();
+    let at = |t: Option<f64>| t.map_or("later".to_string(), |t| format!("{t:.1} s"));
     println!(
-        "  central pod {} deleted: new pod {} on {} (pinned {node}); a pod created meanwhile had its \
-         address after {addr_secs:.1} s, Ready after {ready_secs:.1} s; NB rows kept: {} ({} LSPs)",
+        "  central pod {} deleted: new pod {} on {} (pinned {node}; created after {}, Ready \
+         after {}); a pod created meanwhile had its address after {addr_secs:.1} s, Ready after \
+         {ready_secs:.1} s; NB rows kept: {} ({} LSPs)",
         name(&old),
         name(&new),
         node_of(&new),
+        at(created),
+        at(ready),
         lost_rows.is_empty(),
         before["Logical_Switch_Port"].len()
     );
     print_runs(&runs);
     pods.delete("after-central", &DeleteParams::default())
         .await?;
+    // gone, its port with it, before the next step takes its picture of node2
+    wait_until(
+        "the pod after-central deleted",
+        Duration::from_secs(120),
+        || async { Ok(pods.get_opt("after-central").await?.is_none().then_some(())) },
+    )
+    .await?;
     if node_of(&new) != node {
         bail!(
             "the new central pod runs on {}, its files are on {node}",

@@ -222,14 +222,14 @@ pub(crate) async fn uninstall_safety(e: &E2e) -> Result<()> {
     // known, open (issue 29): in 2 of 4 runs on 2026-11-28 every probe through node2 lost
     // 0.5-0.9 s when the agent pod was force-deleted (the old agent still runs while the
     // DaemonSet starts the new one); asserted: the node untouched and no gap over 2 s
-    if let Some((what, r)) = runs.iter().find(|(_, r)| r.longest_gap > FORCE_DELETE_GAP) {
-        bail!("a force-deleted agent cost traffic: {what}: {r}");
-    }
     if let Some((what, r)) = runs.iter().find(|(_, r)| r.lost() > 0) {
         println!("    known issue, not yet at target (0 lost): {what}: {r}");
         // what node2's daemons did meanwhile: the cause is not known yet
         print_logs(e, "ovs", "ovs-vswitchd").await;
         print_logs(e, "node", "agent").await;
+    }
+    if let Some((what, r)) = runs.iter().find(|(_, r)| r.longest_gap > FORCE_DELETE_GAP) {
+        bail!("a force-deleted agent cost traffic: {what}: {r}");
     }
 
     // 2. SIGTERM while the API server does not answer
