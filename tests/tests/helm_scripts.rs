@@ -439,6 +439,173 @@ async fn the_node_start_scripts_bring_up_ovs_and_ovn_controller() {
     assert_eq!(br_int.trim_matches('"'), "netdev");
 }
 
+/// Two OVS pods on one node, for real (a node pool renamed: the old DaemonSet's pod still
+/// stopping while the new one's starts): pod B's `node-ovsdb.sh`, `node-vswitchd.sh` and
+/// `node-ovn-controller.sh` wait while pod A's daemons run, instead of failing on their
+/// pidfiles (which crash-looped the containers: kubelet's back-off, a 47 s gap); once A's
+/// scripts get SIGTERM, B's daemons start on B's own ovsdb-server and answer, none of B's
+/// scripts having exited.
+#[test]
+fn a_new_pods_node_scripts_wait_for_the_old_pods_daemons() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    use tests::zovn::{alive, wait_until};
+    let test = "helm_scripts::a_new_pods_node_scripts_wait_for_the_old_pods_daemons";
+    let Some(helm) = helm::require_helm(test) else {
+        return;
+    };
+    if !tests::require_real(
+        test,
+        &[
+            "ovsdb-server",
+            "ovs-vswitchd",
+            "ovn-controller",
+            "nsenter",
+            "unshare",
+            "flock",
+        ],
+    ) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let scratch = tests::scratch("helmtwo");
+    let dir = scratch.dir.path();
+    let objs = render(&helm, "single");
+    let scripts = helm::write_scripts(&objs, dir);
+    let names = ["node-ovsdb", "node-vswitchd", "node-ovn-controller"];
+    let node = format!("{}node", scratch.prefix);
+    let env = |c: &mut Command| {
+        c.env("SCRIPTS", &scripts)
+            .env("DIR", dir)
+            .env("NODE_NAME", &node)
+            .env("VSWITCHD", "/usr/lib/openvswitch-switch/ovs-vswitchd")
+            .env("OVN_SSL", "false")
+            .env("TLS_DIR", "/nonexistent")
+            .stdin(Stdio::null());
+    };
+    let log = std::fs::File::create(dir.join("a.log")).expect("log");
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "-n", "--propagation", "private", "bash", "-c"])
+        .arg(concat!(
+            "mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /etc/openvswitch && ip link set lo up && ",
+            "(for s in node-ovsdb node-vswitchd node-ovn-controller; do ",
+            "bash \"$SCRIPTS/$s.sh\" & echo $! > \"$DIR/a-$s.pid\"; done; wait); ",
+            // the namespaces' anchor for `inside` once pod A's scripts are gone
+            "exec sleep infinity"
+        ))
+        .env("POD_UID", "pod-a")
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log);
+    env(&mut cmd);
+    let group = ProcessGroup::spawn(&mut cmd).expect("start pod A's scripts");
+    let inside = |args: &[&str]| group.inside(args);
+    let answers = |ctl: &str| inside(&["ovs-appctl", "-t", ctl, "version"]).is_some();
+    let vswitchd = "/var/run/openvswitch/ovs-vswitchd.ctl";
+    let controller_up = || inside(&["ovn-appctl", "-t", "ovn-controller", "version"]).is_some();
+    let t = std::time::Instant::now();
+    while !answers(vswitchd) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "pod A's ovs-vswitchd not up:\n{}",
+            std::fs::read_to_string(dir.join("a.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_until(
+        "pod A's ovn-controller",
+        Duration::from_secs(60),
+        controller_up,
+    );
+    let marker = || inside(&["cat", "/var/run/openvswitch/zovn-ovsdb.pod"]);
+    assert_eq!(marker().as_deref(), Some("pod-a"));
+    // pod B's containers start while A's run, in the same host paths
+    let b: Vec<std::process::Child> = names
+        .iter()
+        .map(|s| {
+            let log = std::fs::File::create(dir.join(format!("b-{s}.log"))).expect("log");
+            let mut c = Command::new("nsenter");
+            c.args(["-t", &group.id().to_string(), "-m", "-n", "--", "bash"])
+                .arg(scripts.join(format!("{s}.sh")))
+                .env("POD_UID", "pod-b")
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .process_group(group.id() as i32);
+            env(&mut c);
+            c.spawn().expect("pod B's script")
+        })
+        .collect();
+    let b_log =
+        |s: &str| std::fs::read_to_string(dir.join(format!("b-{s}.log"))).unwrap_or_default();
+    for s in names {
+        wait_until(
+            &format!("pod B's {s} waiting for pod A's"),
+            Duration::from_secs(30),
+            || b_log(s).contains("is still stopping: waiting for it"),
+        );
+    }
+    assert_eq!(
+        marker().as_deref(),
+        Some("pod-a"),
+        "B's server started beside A's"
+    );
+    assert!(answers(vswitchd), "pod A's ovs-vswitchd disturbed by pod B");
+    // pod A goes: kubelet's SIGTERM to each of its containers
+    let a_pids: Vec<i32> = names
+        .iter()
+        .map(|s| {
+            std::fs::read_to_string(dir.join(format!("a-{s}.pid")))
+                .expect("pod A's pid")
+                .trim()
+                .parse()
+                .expect("a pid")
+        })
+        .collect();
+    for &pid in &a_pids {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("SIGTERM pod A's script");
+    }
+    let t = std::time::Instant::now();
+    while marker().as_deref() != Some("pod-b") {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "pod B's own ovsdb-server not up: A:\n{}\nB:\n{}\n{:?}",
+            std::fs::read_to_string(dir.join("a.log")).unwrap_or_default(),
+            b_log("node-ovsdb"),
+            inside(&["ps", "-eo", "pid,args"]),
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_until("pod B's ovs-vswitchd", Duration::from_secs(60), || {
+        answers(vswitchd)
+    });
+    wait_until(
+        "pod B's ovn-controller",
+        Duration::from_secs(60),
+        controller_up,
+    );
+    for &pid in &a_pids {
+        wait_until("pod A's scripts gone", Duration::from_secs(30), || {
+            !alive(i64::from(pid))
+        });
+    }
+    for (s, mut c) in names.iter().zip(b) {
+        assert!(
+            c.try_wait().expect("pod B's script").is_none(),
+            "pod B's {s} exited (a container restart):\n{}",
+            b_log(s)
+        );
+        assert!(
+            b_log(s).contains("the previous instance is gone"),
+            "pod B's {s}:\n{}",
+            b_log(s)
+        );
+    }
+}
+
 /// OVN central `single`, for real: the pod's three containers (`ovsdb-central.sh` for NB
 /// and SB, `northd.sh` on their unix sockets, as the Deployment sets them) in one private
 /// mount and network namespace; a logical switch written to NB reaches SB through northd.
@@ -871,7 +1038,7 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 inside(&["ip", "-6", "route"]),
                 log()
                     .lines()
-                    .filter(|l| l.starts_with("uplink") || l.contains("RTNETLINK"))
+                    .filter(|l| !l.starts_with("20")) // all but the daemons' own log lines
                     .collect::<Vec<_>>()
                     .join("\n")
             );

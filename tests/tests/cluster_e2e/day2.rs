@@ -878,13 +878,38 @@ pub(crate) async fn backup_restore(e: &E2e) -> Result<()> {
     let (body, secs) = super::reach(e, &name(&n2[0]), &format!("http://{vip}/"))
         .await
         .context("the web Service from node2 after restore")?;
+    // every client on node2, not only the one above: ovn-controller may still be binding
+    // ports to the restored SB, and the next step's probes must not meet that tail
+    probe_clients(e).await?;
+    let target = ip_of(&n1[0]);
+    let clients: Vec<String> = ["probe-afxdp", "probe-kernel"]
+        .into_iter()
+        .map(String::from)
+        .chain(n2.iter().map(name))
+        .collect();
+    wait_until(
+        "every pod on node2 reaching node1 after the restore",
+        Duration::from_secs(120),
+        || async {
+            for c in &clients {
+                if exec(&e.kc, NS, c, &["ping", "-c", "1", "-W", "1", &target]).is_err() {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await?;
     println!(
         "  kubectl zovn backup in {backup_secs:.1} s; central's files lost, a fresh central restored in \
          {restore_secs:.1} s: {} LSPs, {} load balancers, {} datapath tunnel keys kept; a pod on node2 \
-         reaches node1 and the Service ({body:?} after {secs:.1} s)",
+         reaches node1 and the Service ({body:?} after {secs:.1} s), all {} pods on node2 reach \
+         node1 {:.1} s after the restore",
         lsps_after.len(),
         lbs_after.len(),
-        keys_after.len()
+        keys_after.len(),
+        clients.len(),
+        t.elapsed().as_secs_f64()
     );
     Ok(())
 }

@@ -99,7 +99,7 @@ app.kubernetes.io/component: {{ .component }}
     defaultMode: 365  # 0555 (decimal: YAML 1.1 and 1.2 parsers agree)
 {{- end -}}
 
-{{/* POD_IP / NODE_NAME from the downward API */}}
+{{/* POD_IP / POD_UID / NODE_NAME from the downward API */}}
 {{- define "zovn.downwardEnv" -}}
 - name: POD_IP
   valueFrom: {fieldRef: {fieldPath: status.podIP}}
@@ -109,6 +109,8 @@ app.kubernetes.io/component: {{ .component }}
   valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
 - name: NODE_NAME
   valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+- name: POD_UID
+  valueFrom: {fieldRef: {fieldPath: metadata.uid}}
 - name: HOST_IP
   valueFrom: {fieldRef: {fieldPath: status.hostIP}}
 - name: OVN_SSL

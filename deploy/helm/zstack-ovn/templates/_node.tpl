@@ -78,6 +78,8 @@ spec:
           image: {{ $img }}
           imagePullPolicy: {{ $v.image.pullPolicy }}
           command: [/bin/bash, /zovn/scripts/node-ovsdb.sh]
+          env:
+            {{- include "zovn.downwardEnv" $ | nindent 12 }}
           readinessProbe:
             exec: {command: [ovs-appctl, -t, /var/run/openvswitch/ovsdb-server.ctl, version]}
             periodSeconds: 10
