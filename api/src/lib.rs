@@ -4,6 +4,7 @@
 //!
 //! | module | holds |
 //! |---|---|
+//! | [`api_timeouts`] | how long the Kubernetes clients trust a connection (read, watch) |
 //! | [`keys`] | every annotation key, label and event reason the parts share |
 //! | [`pod_networks`] | the `k8s.ovn.org/pod-networks` and mgmt-port codec (typed IPs, MACs) |
 //! | [`multus`] | `k8s.v1.cni.cncf.io/networks` selections, NetworkAttachmentDefinitions |
@@ -19,6 +20,7 @@
 //! pins each with literal values; a failing golden test is a migration, not a test to
 //! update.
 
+pub mod api_timeouts;
 pub mod gateway;
 pub mod hash;
 pub mod keys;

@@ -473,7 +473,7 @@ impl EndpointStore {
     /// Starts the watch of the kind the server serves.
     async fn start(client: &kube::Client, tasks: &mut Vec<tokio::task::JoinHandle<()>>) -> Self {
         let gvk = kube::api::GroupVersionKind::gvk("discovery.k8s.io", "v1", "EndpointSlice");
-        let all = watcher::Config::default();
+        let all = watch_config();
         match kube::discovery::pinned_kind(client, &gvk).await {
             Ok(_) => EndpointStore::Slices(Reflected::start(
                 kube::Api::all(client.clone()),
@@ -522,6 +522,20 @@ impl EndpointStore {
 }
 
 /// A stream that yields once at once, then after every bump of `rx`.
+/// Every watch of the agent: ended by the server within
+/// [`api::api_timeouts::WATCH_TIMEOUT_SECS`], so a connection that died silently is noticed.
+pub(crate) fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(api::api_timeouts::WATCH_TIMEOUT_SECS)
+}
+
+/// The agent's Kubernetes client: a request on a connection that died silently fails
+/// within [`api::api_timeouts::API_READ_TIMEOUT`] and is retried on a new one.
+pub(crate) fn client_with_timeouts(mut config: kube::Config) -> Result<kube::Client, kube::Error> {
+    config.read_timeout = Some(api::api_timeouts::API_READ_TIMEOUT);
+    config.reset_reader_on_write = true;
+    kube::Client::try_from(config)
+}
+
 fn bumps(mut rx: tokio::sync::watch::Receiver<u64>) -> BoxStream<'static, ()> {
     rx.mark_changed();
     futures::stream::unfold(rx, |mut rx| async move {
@@ -573,13 +587,13 @@ impl KubeSource {
             }
             None => kube::Config::infer().await.map_err(|x| e(&x))?,
         };
-        let client = kube::Client::try_from(config).map_err(|x| e(&x))?;
+        let client = client_with_timeouts(config).map_err(|x| e(&x))?;
         let mut tasks = Vec::new();
-        let by_node = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-        let by_name = watcher::Config::default().fields(&format!("metadata.name={node}"));
+        let by_node = watch_config().fields(&format!("spec.nodeName={node}"));
+        let by_name = watch_config().fields(&format!("metadata.name={node}"));
         let pods = Reflected::start(kube::Api::all(client.clone()), by_node, "pods", &mut tasks);
         let nodes = Reflected::start(kube::Api::all(client.clone()), by_name, "node", &mut tasks);
-        let all = watcher::Config::default;
+        let all = watch_config;
         let subnets =
             Reflected::start(kube::Api::all(client.clone()), all(), "Subnets", &mut tasks);
         let services = Reflected::start(

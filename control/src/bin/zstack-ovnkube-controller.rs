@@ -142,7 +142,7 @@ fn seconds(s: &str) -> std::result::Result<Duration, String> {
 }
 
 async fn kube_client(path: Option<&PathBuf>) -> Result<kube::Client> {
-    let config = match path {
+    let mut config = match path {
         Some(p) => {
             let kc = kube::config::Kubeconfig::read_from(p)
                 .with_context(|| format!("read kubeconfig {}", p.display()))?;
@@ -154,6 +154,9 @@ async fn kube_client(path: Option<&PathBuf>) -> Result<kube::Client> {
             .await
             .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a pod")?,
     };
+    // a connection that died silently fails its request instead of holding it forever
+    config.read_timeout = Some(api::api_timeouts::API_READ_TIMEOUT);
+    config.reset_reader_on_write = true;
     kube::Client::try_from(config).context("build Kubernetes client")
 }
 

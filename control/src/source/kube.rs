@@ -79,7 +79,7 @@ fn spawn_vm_watch(client: Client, tx: mpsc::UnboundedSender<Event>) {
                 o.metadata.name.clone().unwrap_or_default()
             )
         };
-        let mut stream = watcher::watcher(api, watcher::Config::default())
+        let mut stream = watcher::watcher(api, super::watch::watch_config())
             .default_backoff()
             .boxed();
         while let Some(item) = stream.next().await {

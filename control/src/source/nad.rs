@@ -66,7 +66,7 @@ pub fn spawn_watch(client: Client, tx: mpsc::UnboundedSender<Event>) {
             tracing::info!("NetworkAttachmentDefinition API found; watching NADs");
         }
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
-        let mut stream = watcher::watcher(api, watcher::Config::default())
+        let mut stream = watcher::watcher(api, super::watch::watch_config())
             .default_backoff()
             .boxed();
         while let Some(item) = stream.next().await {

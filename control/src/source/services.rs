@@ -56,7 +56,7 @@ pub fn spawn_watchers(client: Client, tx: mpsc::UnboundedSender<Event>) {
 /// deletions and updates retract the slices of the previous version.
 async fn watch_endpoints(api: Api<Endpoints>, tx: mpsc::UnboundedSender<Event>) {
     let mut known: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    let mut stream = watcher::watcher(api, watcher::Config::default())
+    let mut stream = watcher::watcher(api, super::watch::watch_config())
         .default_backoff()
         .boxed();
     while let Some(item) = stream.next().await {

@@ -46,5 +46,11 @@ fn watcher<K>(api: Api<K>) -> impl futures::Stream<Item = Result<WatchEvent<K>, 
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    watcher::watcher(api, watcher::Config::default())
+    watcher::watcher(api, watch_config())
+}
+
+/// Every watch of the controller: ended by the server within
+/// [`api::api_timeouts::WATCH_TIMEOUT_SECS`], so a dead connection is noticed.
+pub(super) fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(api::api_timeouts::WATCH_TIMEOUT_SECS)
 }
