@@ -322,6 +322,33 @@ async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
     drop(members);
 }
 
+/// What a node-scripts test stands on: the chart rendered `single`, its scripts written
+/// into a scratch dir, the heavy-test lock held. None (the test skipped, saying why)
+/// without helm or one of `bins`.
+struct NodeScripts {
+    _heavy: tests::HeavyLock,
+    scratch: tests::Scratch,
+    objs: Vec<serde_json::Value>,
+    scripts: std::path::PathBuf,
+}
+
+fn node_scripts(test: &str, tag: &str, bins: &[&str]) -> Option<NodeScripts> {
+    let helm = helm::require_helm(test)?;
+    if !tests::require_real(test, bins) {
+        return None;
+    }
+    let _heavy = tests::heavy_lock();
+    let scratch = tests::scratch(tag);
+    let objs = render(&helm, "single");
+    let scripts = helm::write_scripts(&objs, scratch.dir.path());
+    Some(NodeScripts {
+        _heavy,
+        scratch,
+        objs,
+        scripts,
+    })
+}
+
 /// The node pod's start scripts, for real: `node-ovsdb.sh`, `node-vswitchd.sh` (kernel
 /// build) and `node-ovn-controller.sh` from the rendered ConfigMap, in one private mount
 /// namespace (own `/run` and `/etc/openvswitch`) and network namespace, as the node pod's
@@ -332,25 +359,22 @@ async fn the_node_start_scripts_bring_up_ovs_and_ovn_controller() {
     use std::process::{Command, Stdio};
     use std::time::Duration;
     let test = "helm_scripts::the_node_start_scripts_bring_up_ovs_and_ovn_controller";
-    let Some(helm) = helm::require_helm(test) else {
+    let bins = [
+        "ovsdb-server",
+        "ovs-vswitchd",
+        "ovn-controller",
+        "nsenter",
+        "unshare",
+    ];
+    let Some(NodeScripts {
+        _heavy,
+        scratch,
+        objs,
+        scripts,
+    }) = node_scripts(test, "helmnode", &bins)
+    else {
         return;
     };
-    if !tests::require_real(
-        test,
-        &[
-            "ovsdb-server",
-            "ovs-vswitchd",
-            "ovn-controller",
-            "nsenter",
-            "unshare",
-        ],
-    ) {
-        return;
-    }
-    let _heavy = tests::heavy_lock();
-    let scratch = tests::scratch("helmnode");
-    let objs = render(&helm, "single");
-    let scripts = helm::write_scripts(&objs, scratch.dir.path());
     let log = std::fs::File::create(scratch.dir.path().join("node.log")).expect("log");
     let node = format!("{}node", scratch.prefix);
     let mut cmd = Command::new("unshare");
@@ -452,27 +476,24 @@ fn a_new_pods_node_scripts_wait_for_the_old_pods_daemons() {
     use std::time::Duration;
     use tests::zovn::{alive, wait_until};
     let test = "helm_scripts::a_new_pods_node_scripts_wait_for_the_old_pods_daemons";
-    let Some(helm) = helm::require_helm(test) else {
+    let bins = [
+        "ovsdb-server",
+        "ovs-vswitchd",
+        "ovn-controller",
+        "nsenter",
+        "unshare",
+        "flock",
+    ];
+    let Some(NodeScripts {
+        _heavy,
+        scratch,
+        objs: _,
+        scripts,
+    }) = node_scripts(test, "helmtwo", &bins)
+    else {
         return;
     };
-    if !tests::require_real(
-        test,
-        &[
-            "ovsdb-server",
-            "ovs-vswitchd",
-            "ovn-controller",
-            "nsenter",
-            "unshare",
-            "flock",
-        ],
-    ) {
-        return;
-    }
-    let _heavy = tests::heavy_lock();
-    let scratch = tests::scratch("helmtwo");
     let dir = scratch.dir.path();
-    let objs = render(&helm, "single");
-    let scripts = helm::write_scripts(&objs, dir);
     let names = ["node-ovsdb", "node-vswitchd", "node-ovn-controller"];
     let node = format!("{}node", scratch.prefix);
     let env = |c: &mut Command| {
