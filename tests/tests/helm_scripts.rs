@@ -753,6 +753,7 @@ struct UplinkCase {
 /// claimed br-phy leaves it all in place at SIGTERM, even with the uninstall flag.
 #[test]
 fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
+    use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
     use std::time::Duration;
     use tests::zovn::{alive, wait_until};
@@ -903,6 +904,8 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 .stdout(log.try_clone().expect("log"))
                 .stderr(log)
                 .stdin(Stdio::null())
+                // in the group: killed with it even when an assertion fails first
+                .process_group(group.id() as i32)
                 .spawn()
                 .expect("another uplink keeper")
         };
