@@ -11,7 +11,11 @@
 //!    the node pool `dpdk` (node1: DPDK datapath, 2 MiB hugepages, vhost-user on): every
 //!    pod of the release Running and Ready, both nodes Ready, each agent's
 //!    `network.zstack.io/datapath-status` (node1: `dpdk`); the time from `helm install` to
-//!    all Ready is printed.
+//!    all Ready is printed. When `upgrade-release` runs (CI: always), this installs the
+//!    previous release (`deploy/previous-release`: its chart and image, built once per
+//!    machine by `scripts/previous-release.sh`), and `upgrade-release`
+//!    (`cluster_e2e/upgrade_release.rs`) upgrades it to this tree's chart and image, node
+//!    by node, while pods talk across nodes: every step after it tests the current release.
 //! 2. `pods`: a Deployment spread over both nodes (kubelet → containerd → the conflist →
 //!    the shim → the agent pod) gets addresses from the default Subnet; HTTP and ping
 //!    between pods on the same node and across nodes.
@@ -77,6 +81,8 @@ mod diagnose;
 mod single_nic;
 #[path = "cluster_e2e/uninstall_safety.rs"]
 mod uninstall_safety;
+#[path = "cluster_e2e/upgrade_release.rs"]
+mod upgrade_release;
 
 const TEST: &str = "cluster_e2e::cluster_e2e";
 /// The test workloads' namespace.
@@ -111,6 +117,9 @@ struct E2e {
     kc: PathBuf,
     client: kube::Client,
     helm: PathBuf,
+    /// The release `install` installs and `upgrade-release` upgrades from (a run that
+    /// selects `upgrade-release`); `None`: `install` installs the current chart.
+    previous: Option<tests::e2e::PreviousRelease>,
 }
 
 impl E2e {
@@ -142,7 +151,20 @@ fn cluster_e2e() {
         return;
     };
     let _lock = tests::heavy_lock();
-    let images = ensure_images();
+    let mut images = ensure_images();
+    let previous = tests::e2e::step_selected("upgrade-release").then(|| {
+        let t = Instant::now();
+        let p = tests::e2e::previous_release()
+            .unwrap_or_else(|e| panic!("the previous release (deploy/previous-release): {e:#}"));
+        println!(
+            "previous release {} ({}): {:.1} s",
+            p.version,
+            p.tag,
+            t.elapsed().as_secs_f64()
+        );
+        images.push(p.archive.clone());
+        p
+    });
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
 
     let mut cfg = ClusterConfig::new(std::env::temp_dir().join("zovn-cluster-e2e"));
@@ -170,6 +192,7 @@ fn cluster_e2e() {
         kc,
         client,
         helm,
+        previous,
     };
 
     let mut steps = Steps::default();
@@ -187,6 +210,7 @@ fn cluster_e2e() {
         }};
     }
     let later = [
+        "upgrade-release",
         "pods",
         "service",
         "netpol",
@@ -219,6 +243,8 @@ fn cluster_e2e() {
         );
     }
     if step!("install", install(&e)) {
+        // everything after it tests the current release
+        step!("upgrade-release", upgrade_release::upgrade_release(&e));
         if step!("pods", pods(&e)) {
             step!("service", service(&e));
             step!("netpol", netpol(&e));
@@ -367,7 +393,11 @@ async fn install(e: &E2e) -> Result<()> {
             "--overwrite",
         ],
     )?;
-    let chart = tests::helm::chart_dir();
+    // the previous release when `upgrade-release` runs next, else the current chart
+    let chart = e
+        .previous
+        .as_ref()
+        .map_or_else(tests::helm::chart_dir, |p| p.chart.clone());
     let values_file = c.dir().join("e2e-values.yaml");
     std::fs::write(&values_file, values(&c.api_server()))?;
     let t = Instant::now();
@@ -446,8 +476,13 @@ async fn install(e: &E2e) -> Result<()> {
     )
     .await?;
     println!(
-        "  install: helm install returned in {helm_secs:.1} s, all {RELEASE_PODS} release pods Ready {ready_secs:.1} s after it; datapath node1 {} node2 {}",
-        status[0], status[1]
+        "  install{}: helm install returned in {helm_secs:.1} s, all {RELEASE_PODS} release pods Ready {ready_secs:.1} s after it; datapath node1 {} node2 {}",
+        e.previous
+            .as_ref()
+            .map(|p| format!(" of the previous release {} ({})", p.version, p.tag))
+            .unwrap_or_default(),
+        status[0],
+        status[1]
     );
     Ok(())
 }

@@ -35,15 +35,19 @@ pub struct Steps {
 /// unset: every step, as CI runs them).
 pub const STEPS_ENV: &str = "ZOVN_E2E_STEPS";
 
+/// Whether this run runs step `name` (`ZOVN_E2E_STEPS` unset: every step), for what a
+/// suite prepares before its steps start.
+pub fn step_selected(name: &str) -> bool {
+    std::env::var(STEPS_ENV).map_or(true, |list| list.split(',').any(|s| s.trim() == name))
+}
+
 impl Steps {
     /// False (and printed) when `ZOVN_E2E_STEPS` is set and does not name `name`.
     pub fn selected(&mut self, name: &str) -> bool {
-        let Ok(list) = std::env::var(STEPS_ENV) else {
-            return true;
-        };
-        if list.split(',').any(|s| s.trim() == name) {
+        if step_selected(name) {
             return true;
         }
+        let list = std::env::var(STEPS_ENV).unwrap_or_default();
         println!("step {name}: not selected ({STEPS_ENV}={list})");
         self.unselected.push(name.to_string());
         false
@@ -256,6 +260,51 @@ pub fn histogram_quantile(before: &[(f64, u64)], after: &[(f64, u64)], q: f64) -
         .iter()
         .find(|(_, n)| *n >= want.max(1))
         .map_or(f64::NAN, |(le, _)| *le)
+}
+
+/// The release `cluster_e2e` upgrades from (`deploy/previous-release`): its chart, its
+/// image archive and the archive's build tag, built once per machine by
+/// `scripts/previous-release.sh` (cached under `/var/cache/zovn/previous/`).
+#[derive(Debug, Clone)]
+pub struct PreviousRelease {
+    pub version: String,
+    pub chart: PathBuf,
+    pub archive: PathBuf,
+    pub tag: String,
+}
+
+/// Builds (first time on a machine: a cold release build of that commit) or finds the
+/// previous release; the script's progress goes to this process's stderr.
+pub fn previous_release() -> Result<PreviousRelease> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new(root.join("scripts/previous-release.sh"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("run scripts/previous-release.sh")?;
+    if !out.status.success() {
+        bail!("scripts/previous-release.sh failed ({})", out.status);
+    }
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let tag = std::fs::read_to_string(dir.join("tag"))
+        .with_context(|| format!("{}/tag", dir.display()))?
+        .trim()
+        .to_string();
+    let version = tag.split('-').next().unwrap_or_default().to_string();
+    let archive = dir.join(format!("zstack-ovn-{version}.oci.tar"));
+    if !archive.is_file() {
+        bail!("{} is missing", archive.display());
+    }
+    if version == env!("CARGO_PKG_VERSION") {
+        bail!(
+            "deploy/previous-release names version {version}, the current one: bump the workspace and chart version first"
+        );
+    }
+    Ok(PreviousRelease {
+        version,
+        chart: dir.join("chart"),
+        archive,
+        tag,
+    })
 }
 
 /// The archives `make images` and `make test-images` write under `target/images/`.

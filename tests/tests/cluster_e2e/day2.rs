@@ -136,7 +136,7 @@ pub(crate) async fn stop_probes(e: &E2e, probes: Vec<Probe>) -> Result<Vec<(Stri
 }
 
 /// `name → (uid, ip)` of the pods matching `selector` in `ns`.
-async fn identities(
+pub(crate) async fn identities(
     e: &E2e,
     ns: &str,
     selector: &str,
@@ -502,48 +502,19 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
         // (b) the OVS pod deleted: what an upgrade of the OVS DaemonSet (OnDelete) does on
         // the node; the pod is re-created by the DaemonSet controller
         let probes = start_probes(e).await?;
-        let old = release_pods(e, "ovs")
-            .await?
-            .remove(&node)
-            .with_context(|| format!("the OVS pod on {node}"))?;
-        let old_uid = old.metadata.uid.clone().unwrap_or_default();
-        let t = Instant::now();
-        e.pods(SYS)
-            .delete(&name(&old), &DeleteParams::default())
-            .await?;
-        // when the new pod first showed (the old one gone: the DaemonSet waits for it)
-        let created: std::sync::Mutex<Option<f64>> = Default::default();
-        let new = wait_until(
-            &format!("a new OVS pod on {node} Ready"),
-            Duration::from_secs(180),
-            || async {
-                let new = release_pods(e, "ovs")
-                    .await?
-                    .remove(&node)
-                    .filter(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()));
-                if new.is_some()
-                    && let Ok(mut c) = created.lock()
-                {
-                    *c = c.or(Some(t.elapsed().as_secs_f64()));
-                }
-                Ok(new.filter(is_ready))
-            },
-        )
-        .await?;
-        let ready_secs = t.elapsed().as_secs_f64();
-        let created = created.into_inner().ok().flatten().unwrap_or(ready_secs);
+        let Recreated {
+            old,
+            new,
+            created_secs: created,
+            ready_secs,
+        } = recreate_ovs_pod(e, &node).await?;
         let runs = stop_probes(e, probes).await?;
         // the OnDelete upgrade applied: the new pod runs the tag upgrade-agent set (when a
         // partial run selected that step)
         let upgraded = std::env::var(tests::e2e::STEPS_ENV)
             .map_or(true, |l| l.split(',').any(|s| s.trim() == "upgrade-agent"));
         if upgraded && let Some(tag) = build_tag() {
-            let images: Vec<String> = new
-                .spec
-                .iter()
-                .flat_map(|s| s.containers.iter())
-                .filter_map(|c| c.image.clone())
-                .collect();
+            let images = images_of(&new);
             if !images.iter().all(|im| im.ends_with(&format!(":{tag}"))) {
                 bail!("{node}: the re-created OVS pod runs {images:?}, not the build's tag {tag}");
             }
@@ -577,6 +548,65 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
         bail!("gaps over the bound: {}", over.join("; "));
     }
     Ok(())
+}
+
+/// A node's OVS pod deleted and its successor Ready: what an upgrade of the OVS
+/// DaemonSet (`OnDelete`) does on that node.
+pub(crate) struct Recreated {
+    pub old: Pod,
+    pub new: Pod,
+    /// From the delete to the new pod's first sight (the DaemonSet controller creates it
+    /// once the old one is gone) and to its readiness.
+    pub created_secs: f64,
+    pub ready_secs: f64,
+}
+
+/// Deletes `node`'s OVS pod and waits (180 s) for its successor to be Ready.
+pub(crate) async fn recreate_ovs_pod(e: &E2e, node: &str) -> Result<Recreated> {
+    let old = release_pods(e, "ovs")
+        .await?
+        .remove(node)
+        .with_context(|| format!("the OVS pod on {node}"))?;
+    let old_uid = old.metadata.uid.clone().unwrap_or_default();
+    let t = Instant::now();
+    e.pods(SYS)
+        .delete(&name(&old), &DeleteParams::default())
+        .await?;
+    let created: std::sync::Mutex<Option<f64>> = Default::default();
+    let new = wait_until(
+        &format!("a new OVS pod on {node} Ready"),
+        Duration::from_secs(180),
+        || async {
+            let new = release_pods(e, "ovs")
+                .await?
+                .remove(node)
+                .filter(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()));
+            if new.is_some()
+                && let Ok(mut c) = created.lock()
+            {
+                *c = c.or(Some(t.elapsed().as_secs_f64()));
+            }
+            Ok(new.filter(is_ready))
+        },
+    )
+    .await?;
+    let ready_secs = t.elapsed().as_secs_f64();
+    let created_secs = created.into_inner().ok().flatten().unwrap_or(ready_secs);
+    Ok(Recreated {
+        old,
+        new,
+        created_secs,
+        ready_secs,
+    })
+}
+
+/// The images of `p`'s containers.
+pub(crate) fn images_of(p: &Pod) -> Vec<String> {
+    p.spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .filter_map(|c| c.image.clone())
+        .collect()
 }
 
 /// The names of the NB rows of `table` (or their UUIDs where rows have no name).
