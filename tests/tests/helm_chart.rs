@@ -12,7 +12,8 @@ use tests::helm::{
     render_profile as render,
 };
 
-const IMAGE: &str = "zstack-ovn/zstack-ovn:0.1.0";
+/// The chart's default image: `appVersion`, the workspace version `make images` tags.
+const IMAGE: &str = concat!("zstack-ovn/zstack-ovn:", env!("CARGO_PKG_VERSION"));
 
 /// Every one of `want` is among the controller's `args`.
 fn assert_has_args(args: &[String], want: &[&str]) {

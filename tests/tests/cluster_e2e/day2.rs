@@ -507,6 +507,7 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
             new,
             created_secs: created,
             ready_secs,
+            old_exits,
         } = recreate_ovs_pod(e, &node).await?;
         let runs = stop_probes(e, probes).await?;
         // the OnDelete upgrade applied: the new pod runs the tag upgrade-agent set (when a
@@ -521,7 +522,8 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
             println!("  {node}: the re-created OVS pod runs the build's tag {tag}");
         }
         println!(
-            "  {node}: OVS pod {} deleted, {} created {created:.1} s and Ready {ready_secs:.1} s later:",
+            "  {node}: OVS pod {} deleted (its containers: {old_exits}), {} created {created:.1} s and \
+             Ready {ready_secs:.1} s later:",
             name(&old),
             name(&new),
         );
@@ -559,6 +561,38 @@ pub(crate) struct Recreated {
     /// once the old one is gone) and to its readiness.
     pub created_secs: f64,
     pub ready_secs: f64,
+    /// How the old pod's containers ended, as its last status showed them: `name +N s
+    /// (exit code reason)` after the delete, or `name running` (killed after the grace
+    /// period, or gone before a status showed it).
+    pub old_exits: String,
+}
+
+/// `name +N s (code reason)` per container of `p` (N from `deleted_at`, Unix seconds).
+fn container_exits(p: &Pod, deleted_at: i64) -> String {
+    let statuses = p
+        .status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten());
+    statuses
+        .map(
+            |c| match c.state.as_ref().and_then(|s| s.terminated.as_ref()) {
+                Some(t) => format!(
+                    "{} +{} s ({}{})",
+                    c.name,
+                    t.finished_at
+                        .as_ref()
+                        .map_or("?".into(), |f| (f.0.as_second() - deleted_at).to_string()),
+                    t.exit_code,
+                    t.reason
+                        .as_deref()
+                        .map(|r| format!(" {r}"))
+                        .unwrap_or_default()
+                ),
+                None => format!("{} running", c.name),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Deletes `node`'s OVS pod and waits (180 s) for its successor to be Ready.
@@ -569,14 +603,23 @@ pub(crate) async fn recreate_ovs_pod(e: &E2e, node: &str) -> Result<Recreated> {
         .with_context(|| format!("the OVS pod on {node}"))?;
     let old_uid = old.metadata.uid.clone().unwrap_or_default();
     let t = Instant::now();
+    let deleted_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
     e.pods(SYS)
         .delete(&name(&old), &DeleteParams::default())
         .await?;
     let created: std::sync::Mutex<Option<f64>> = Default::default();
+    let old_exits: std::sync::Mutex<String> = Default::default();
     let new = wait_until(
         &format!("a new OVS pod on {node} Ready"),
         Duration::from_secs(180),
         || async {
+            if let Some(p) = e.pods(SYS).get_opt(&name(&old)).await?
+                && let Ok(mut x) = old_exits.lock()
+            {
+                *x = container_exits(&p, deleted_at);
+            }
             let new = release_pods(e, "ovs")
                 .await?
                 .remove(node)
@@ -597,6 +640,7 @@ pub(crate) async fn recreate_ovs_pod(e: &E2e, node: &str) -> Result<Recreated> {
         new,
         created_secs,
         ready_secs,
+        old_exits: old_exits.into_inner().unwrap_or_default(),
     })
 }
 

@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::Api;
 use kube::api::DeleteParams;
 use serde_json::json;
@@ -97,6 +97,19 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
     create(
         &nss,
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": UNS}}),
+    )
+    .await?;
+    // pods of a new namespace wait for its default ServiceAccount's token (1.20)
+    let sas: Api<ServiceAccount> = Api::namespaced(e.client.clone(), UNS);
+    wait_until(
+        &format!("the default ServiceAccount's token in {UNS}"),
+        Duration::from_secs(60),
+        || async {
+            let sa = sas.get_opt("default").await?;
+            Ok(sa
+                .filter(|sa| sa.secrets.as_ref().is_some_and(|s| !s.is_empty()))
+                .map(|_| ()))
+        },
     )
     .await?;
     let pods = e.pods(UNS);
@@ -209,6 +222,7 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
             new,
             created_secs,
             ready_secs,
+            old_exits,
         } = recreate_ovs_pod(e, node).await?;
         paths_back(e, &target).await?;
         let runs = stop_probes(probes)?;
@@ -218,8 +232,8 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
         }
         let met = runs.iter().all(|(_, r)| r.longest_gap <= goal);
         println!(
-            "  {node}: OVS pod {} ({}) deleted, {} ({cur}) created {created_secs:.1} s and Ready \
-             {ready_secs:.1} s later; issue target {} ms {}:",
+            "  {node}: OVS pod {} ({}) deleted (its containers: {old_exits}), {} ({cur}) created \
+             {created_secs:.1} s and Ready {ready_secs:.1} s later; issue target {} ms {}:",
             name(&old),
             prev.version,
             name(&new),
