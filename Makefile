@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB_DIR ?= /tmp/zovn-lab
 NODES ?= 2
 
-.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb bench-churn clean-lab images test-images install-cli
+.PHONY: lab test test-netpol cluster-e2e deps build lint codegen bench-ovsdb bench-churn bench-afxdp-restart clean-lab images test-images install-cli
 
 deps:
 	@scripts/install-deps.sh
@@ -62,6 +62,11 @@ bench-churn: deps
 	$(CARGO) build --release -p dataplane -p cni -p lab -p perf --bins
 	target/release/zovn-perf cni-add --pods 50 --concurrent 20 --no-fast-start
 	target/release/zovn-perf pod-burst --rounds 2 --no-fast-start
+
+# ovs-vswitchd restarted with 0-8 AF_XDP ports on a bare OVS (root): the floor under an
+# in-place restart on an AF_XDP node (docs/performance.md); VSWITCHD_ENV=... for a variant
+bench-afxdp-restart: deps
+	@scripts/bench-afxdp-restart.sh
 
 # the zovn CLI on an operator's machine, also as the kubectl plugin `kubectl-zovn`
 # (`kubectl zovn trace|status|capture` on the current cluster; docs/diagnostics.md)

@@ -688,15 +688,23 @@ fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
             .any(|v| v["hostPath"]["path"] == "/run/zstack-ovn/vhost")
     );
     let default = named(&objs, "DaemonSet", "zs-zstack-ovn-ovs").expect("default");
-    assert_eq!(
-        container(default, "ovs-vswitchd")["env"]
+    let env = |d: &Value, name: &str| {
+        container(d, "ovs-vswitchd")["env"]
             .as_array()
             .expect("env")
             .iter()
-            .find(|e| e["name"] == "VSWITCHD")
-            .expect("VSWITCHD")["value"],
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("{name}"))["value"]
+            .clone()
+    };
+    assert_eq!(
+        env(default, "VSWITCHD"),
         "/usr/lib/openvswitch-switch/ovs-vswitchd"
     );
+    // AF_XDP umem on transparent huge pages, on every OVS DaemonSet (both builds)
+    for d in [default, two_m] {
+        assert_eq!(env(d, "GLIBC_TUNABLES"), "glibc.malloc.hugetlb=1");
+    }
 }
 
 /// ClusterRole name → resource → verbs, as designed (docs/install.md, templates/rbac.yaml).
