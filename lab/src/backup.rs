@@ -9,7 +9,13 @@
 //! container (`kubectl exec -i`; `ovsdb-client restore` seeks in its input) and runs
 //! `ovsdb-client restore` on the same socket: the server replaces the database's
 //! contents in one transaction (through the Raft leader in `ha`), and every client
-//! (northd, the controller, ovn-controllers) follows as with any change.
+//! (northd, the controller, ovn-controllers) follows as with any change. Every ovn-northd
+//! of the release is paused (`ovn-appctl pause`) while NB and SB are replaced one after
+//! the other and resumed afterwards, whatever happened: a northd computing SB from the
+//! restored NB against the old SB gave the logical datapaths new tunnel keys, which the
+//! SB restore then contradicted (seen once in `cluster_e2e`). And since `ovsdb-client
+//! restore` gives every row a new UUID, SB's datapath bindings are pointed at the restored
+//! NB rows of their names before northd resumes (`relink_datapaths`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -84,6 +90,37 @@ pub enum BackupError {
         pod: String,
         stderr: String,
     },
+    #[error("relinking SB's datapaths to the restored NB: {0}")]
+    Relink(String),
+    #[error("ovn-northd in {pod}: {action} failed: {source}")]
+    Northd {
+        pod: String,
+        action: &'static str,
+        source: KubectlError,
+    },
+}
+
+/// The chart's ovn-northd container (in `central`, or beside each NB Raft member).
+const NORTHD: &str = "northd";
+const NORTHD_CTL: &str = "/var/run/ovn/ovn-northd.ctl";
+
+/// The release's running ovn-northd instances.
+fn northds(release: &Release) -> Vec<&ReleasePod> {
+    release
+        .central()
+        .filter(|p| p.container_is_ready(NORTHD))
+        .collect()
+}
+
+fn northd_ctl(k: &Kubectl, pod: &ReleasePod, action: &'static str) -> Result<(), BackupError> {
+    let cmd = ["ovn-appctl", "-t", NORTHD_CTL, action].map(String::from);
+    k.exec(&pod.namespace, &pod.name, NORTHD, &cmd)
+        .map(|_| ())
+        .map_err(|source| BackupError::Northd {
+            pod: pod.name.clone(),
+            action,
+            source,
+        })
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
@@ -187,9 +224,146 @@ pub fn restore(k: &Kubectl, dir: &Path) -> Result<Vec<Saved>, BackupError> {
         snaps.push((db, path, bytes));
     }
     let release = Release::discover(k)?;
+    let mut paused = Vec::new();
+    let mut replaced = Ok(Vec::new());
+    for pod in northds(&release) {
+        if let Err(e) = northd_ctl(k, pod, "pause") {
+            replaced = Err(e);
+            break;
+        }
+        paused.push(pod);
+    }
+    if replaced.is_ok() {
+        replaced = replace(k, &release, snaps).and_then(|saved| {
+            relink_datapaths(k, &release)?;
+            Ok(saved)
+        });
+    }
+    // resumed whatever happened; the first error is the one reported
+    for pod in paused {
+        let resumed = northd_ctl(k, pod, "resume");
+        if let (Ok(_), Err(e)) = (&replaced, resumed) {
+            replaced = Err(e);
+        }
+    }
+    replaced
+}
+
+/// `(uuid, cells...)` rows of `ovn-{nb,sb}ctl --format=json list TABLE` run in `pod`.
+fn list_json(
+    k: &Kubectl,
+    pod: &ReleasePod,
+    db: Db,
+    table: &str,
+    columns: &str,
+) -> Result<Vec<(String, Vec<serde_json::Value>)>, BackupError> {
+    let ctl = match db {
+        Db::Nb => "ovn-nbctl",
+        Db::Sb => "ovn-sbctl",
+    };
+    let cmd = [
+        ctl,
+        &format!("--db={}", db.socket()),
+        "--no-leader-only",
+        "--format=json",
+        &format!("--columns=_uuid,{columns}"),
+        "list",
+        table,
+    ]
+    .map(String::from);
+    let out = k.exec(&pod.namespace, &pod.name, db.container(), &cmd)?;
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .map_err(|e| BackupError::Relink(format!("{ctl} list {table}: {e}")))?;
+    Ok(v["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| {
+            let cells = row.as_array()?;
+            let uuid = cells.first()?.get(1)?.as_str()?.to_string();
+            Some((uuid, cells[1..].to_vec()))
+        })
+        .collect())
+}
+
+/// SB's logical datapaths name their NB row by UUID (`external_ids:logical-switch` /
+/// `logical-router`), and `ovsdb-client restore` gives every restored row a new UUID
+/// (ovsdb-client(1)). With northd paused, each binding is pointed at the NB row of its
+/// `external_ids:name`: the resumed northd then keeps every datapath and its tunnel key
+/// instead of replacing them with new ones. Returns how many bindings were relinked.
+fn relink_datapaths(k: &Kubectl, release: &Release) -> Result<usize, BackupError> {
+    let nb = server_of(release, Db::Nb)?;
+    let sb = server_of(release, Db::Sb)?;
+    let mut by_name = std::collections::BTreeMap::new();
+    for (table, key) in [
+        ("Logical_Switch", "logical-switch"),
+        ("Logical_Router", "logical-router"),
+    ] {
+        for (uuid, cells) in list_json(k, nb, Db::Nb, table, "name")? {
+            if let Some(name) = cells.first().and_then(|c| c.as_str()) {
+                by_name.insert((key, name.to_string()), uuid);
+            }
+        }
+    }
+    let mut cmd: Vec<String> = [
+        "ovn-sbctl",
+        &format!("--db={}", Db::Sb.socket()),
+        "--no-leader-only",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut n = 0;
+    for (uuid, cells) in list_json(k, sb, Db::Sb, "Datapath_Binding", "external_ids")? {
+        let ids: std::collections::BTreeMap<String, String> = cells
+            .first()
+            .and_then(|m| m.get(1))
+            .and_then(|pairs| pairs.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|p| {
+                Some((
+                    p.get(0)?.as_str()?.to_string(),
+                    p.get(1)?.as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        let Some(name) = ids.get("name") else {
+            continue;
+        };
+        for key in ["logical-switch", "logical-router"] {
+            let (Some(old), Some(new)) = (ids.get(key), by_name.get(&(key, name.clone()))) else {
+                continue;
+            };
+            if old != new {
+                cmd.extend(
+                    [
+                        "--",
+                        "set",
+                        "Datapath_Binding",
+                        &uuid,
+                        &format!("external_ids:{key}={new}"),
+                    ]
+                    .map(String::from),
+                );
+                n += 1;
+            }
+        }
+    }
+    if n > 0 {
+        k.exec(&sb.namespace, &sb.name, Db::Sb.container(), &cmd)?;
+    }
+    Ok(n)
+}
+
+/// Each database replaced by its snapshot, NB first.
+fn replace(
+    k: &Kubectl,
+    release: &Release,
+    snaps: Vec<(Db, PathBuf, Vec<u8>)>,
+) -> Result<Vec<Saved>, BackupError> {
     let mut done = Vec::new();
     for (db, path, bytes) in snaps {
-        let pod = server_of(&release, db)?;
+        let pod = server_of(release, db)?;
         // ovsdb-client restore seeks in its input: the snapshot goes to a file in the
         // container first (its run directory, an emptyDir), removed afterwards
         let script = format!(

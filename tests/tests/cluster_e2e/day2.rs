@@ -911,6 +911,26 @@ pub(crate) async fn backup_restore(e: &E2e) -> Result<()> {
         bail!("kubectl zovn restore: exit {code}: {out}{err}");
     }
     let restore_secs = t.elapsed().as_secs_f64();
+    // restore pauses northd while it replaces the databases, and resumes it
+    let paused = kubectl(
+        &e.kc,
+        &[
+            "exec",
+            "-n",
+            SYS,
+            &name(&fresh),
+            "-c",
+            "northd",
+            "--",
+            "ovn-appctl",
+            "-t",
+            "/var/run/ovn/ovn-northd.ctl",
+            "is-paused",
+        ],
+    )?;
+    if paused.trim() != "false" {
+        bail!("ovn-northd after kubectl zovn restore: is-paused {paused:?}");
+    }
     let nb = format!("--db=tcp:{}:6641", ip_of(&fresh));
     let sb = format!("--db=tcp:{}:6642", ip_of(&fresh));
     let lsps_after = nb_rows(e, &nb, "Logical_Switch_Port", "name")?;
