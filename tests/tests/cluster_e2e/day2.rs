@@ -114,13 +114,22 @@ pub(crate) async fn start_probes(e: &E2e) -> Result<Vec<Probe>> {
 /// Waits until every probe's client answers a single ping again (traffic is back), then
 /// stops the probes and reads them.
 pub(crate) async fn stop_probes(e: &E2e, probes: Vec<Probe>) -> Result<Vec<(String, PingRun)>> {
+    stop_probes_in(e, NS, probes).await
+}
+
+/// [`stop_probes`] for probes whose clients are in namespace `ns`.
+pub(crate) async fn stop_probes_in(
+    e: &E2e,
+    ns: &str,
+    probes: Vec<Probe>,
+) -> Result<Vec<(String, PingRun)>> {
     wait_until(
         "every probe's path answering again",
         Duration::from_secs(60),
         || async {
             for p in &probes {
                 let (from, to) = p.endpoints();
-                exec(&e.kc, NS, from, &["ping", "-c", "1", "-W", "1", to])?;
+                exec(&e.kc, ns, from, &["ping", "-c", "1", "-W", "1", to])?;
             }
             Ok(Some(()))
         },
@@ -248,18 +257,14 @@ pub(crate) async fn upgrade_agent(e: &E2e) -> Result<()> {
     let helm_secs = t.elapsed().as_secs_f64();
     // every rolled object complete: the controller (2 replicas on 2 nodes: no surge) and
     // the agents
-    let fullname = format!("{RELEASE}-zstack-ovn");
-    for obj in [
-        format!("deployment/{fullname}-controller"),
-        format!("daemonset/{fullname}-node"),
-        format!("daemonset/{fullname}-node-dpdk"),
-    ] {
-        kubectl(
-            &e.kc,
-            &["rollout", "status", "-n", SYS, &obj, "--timeout=240s"],
-        )
-        .with_context(|| format!("rollout of {obj}"))?;
-    }
+    rollouts_complete(
+        e,
+        &[
+            "deployment/-controller",
+            "daemonset/-node",
+            "daemonset/-node-dpdk",
+        ],
+    )?;
     let rolled_secs = t.elapsed().as_secs_f64();
     wait_until(
         "the upgraded controller's Subnet CRD (vlanID back)",
@@ -313,6 +318,19 @@ pub(crate) async fn upgrade_agent(e: &E2e) -> Result<()> {
     let lossy: Vec<_> = runs.iter().filter(|(_, r)| r.lost() > 0).collect();
     if !lossy.is_empty() {
         bail!("packets lost during an agent-only upgrade: {lossy:?}");
+    }
+    Ok(())
+}
+
+/// `kubectl rollout status` (240 s) of each `kind/-suffix`, named `<release>-zstack-ovn-suffix`.
+pub(crate) fn rollouts_complete(e: &E2e, objs: &[&str]) -> Result<()> {
+    for obj in objs {
+        let obj = obj.replacen("/-", &format!("/{RELEASE}-zstack-ovn-"), 1);
+        kubectl(
+            &e.kc,
+            &["rollout", "status", "-n", SYS, &obj, "--timeout=240s"],
+        )
+        .with_context(|| format!("rollout of {obj}"))?;
     }
     Ok(())
 }

@@ -26,12 +26,12 @@ use kube::Api;
 use kube::api::DeleteParams;
 use serde_json::json;
 use tests::e2e::objects::{create, ip_of, name, sleeper};
-use tests::e2e::ping_probe::{PingRun, Probe};
-use tests::e2e::{kubectl, wait_until};
+use tests::e2e::ping_probe::Probe;
+use tests::e2e::wait_until;
 
 use super::day2::{
     GAP_DPDK, GAP_KERNEL_AFXDP, GAP_POD_RECREATED, Recreated, identities, images_of, print_runs,
-    recreate_ovs_pod, release_pods,
+    recreate_ovs_pod, release_pods, rollouts_complete, stop_probes_in,
 };
 use super::{E2e, INSTANCE, RELEASE, SYS, pods_ready};
 
@@ -62,17 +62,7 @@ fn start_probes(e: &E2e, target: &str) -> Result<Vec<Probe>> {
     ])
 }
 
-fn stop_probes(probes: Vec<Probe>) -> Result<Vec<(String, PingRun)>> {
-    probes
-        .into_iter()
-        .map(|p| {
-            let what = p.what.clone();
-            Ok((what, p.stop()?))
-        })
-        .collect()
-}
-
-/// Waits until every probe's path answers a single ping again.
+/// Waits until every probe's path answers a single ping.
 async fn paths_back(e: &E2e, target: &str) -> Result<()> {
     wait_until(
         "every probe's path answering again",
@@ -179,22 +169,17 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
         );
     }
     let helm_secs = t.elapsed().as_secs_f64();
-    let fullname = format!("{RELEASE}-zstack-ovn");
-    for obj in [
-        format!("deployment/{fullname}-controller"),
-        format!("deployment/{fullname}-central"),
-        format!("daemonset/{fullname}-node"),
-        format!("daemonset/{fullname}-node-dpdk"),
-    ] {
-        kubectl(
-            &e.kc,
-            &["rollout", "status", "-n", SYS, &obj, "--timeout=240s"],
-        )
-        .with_context(|| format!("rollout of {obj}"))?;
-    }
+    rollouts_complete(
+        e,
+        &[
+            "deployment/-controller",
+            "deployment/-central",
+            "daemonset/-node",
+            "daemonset/-node-dpdk",
+        ],
+    )?;
     let rolled_secs = t.elapsed().as_secs_f64();
-    paths_back(e, &target).await?;
-    let runs = stop_probes(probes)?;
+    let runs = stop_probes_in(e, UNS, probes).await?;
     let ovs_after = release_pods(e, "ovs").await?;
     let same_ovs = ovs_before
         .iter()
@@ -224,8 +209,7 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
             ready_secs,
             old_exits,
         } = recreate_ovs_pod(e, node).await?;
-        paths_back(e, &target).await?;
-        let runs = stop_probes(probes)?;
+        let runs = stop_probes_in(e, UNS, probes).await?;
         let images = images_of(&new);
         if !images.iter().all(|i| i.ends_with(&current_image_suffix())) {
             bail!("{node}: the new OVS pod runs {images:?}, not {cur}");
