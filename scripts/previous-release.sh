@@ -8,7 +8,7 @@
 #   <cache>/<version>-<commit>/tag                    the archive's build tag
 #
 # A miss clones this repository at that commit into a scratch dir, runs that commit's own
-# `deploy/images/build.sh` (a cold release build, about 15 min on 2 cores) and keeps only
+# `deploy/images/build.sh` (a cold release build: 15-30 min on 2 cores) and keeps only
 # the three above. Prints the directory. Root (the image build is). Needs the commit in
 # this repository's history (a shallow clone has none: the error says so).
 set -euo pipefail

@@ -9,13 +9,12 @@
 //! container (`kubectl exec -i`; `ovsdb-client restore` seeks in its input) and runs
 //! `ovsdb-client restore` on the same socket: the server replaces the database's
 //! contents in one transaction (through the Raft leader in `ha`), and every client
-//! (northd, the controller, ovn-controllers) follows as with any change. Every ovn-northd
-//! of the release is paused (`ovn-appctl pause`) while NB and SB are replaced one after
-//! the other and resumed afterwards, whatever happened: a northd computing SB from the
-//! restored NB against the old SB gave the logical datapaths new tunnel keys, which the
-//! SB restore then contradicted (seen once in `cluster_e2e`). And since `ovsdb-client
-//! restore` gives every row a new UUID, SB's datapath bindings are pointed at the restored
-//! NB rows of their names before northd resumes (`relink_datapaths`).
+//! (northd, the controller, ovn-controllers) follows as with any change. `ovsdb-client
+//! restore` gives every restored row a new UUID, so SB's datapath bindings would name NB
+//! rows that no longer exist and northd would replace them with new tunnel keys (seen in
+//! `cluster_e2e`): every ovn-northd of the release is paused (`ovn-appctl pause`) while NB
+//! and SB are replaced and each binding is pointed at the restored NB row of its name
+//! (`relink_datapaths`), and resumed afterwards whatever happened.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -208,8 +207,16 @@ pub fn backup(k: &Kubectl, dir: &Path) -> Result<Vec<Saved>, BackupError> {
     Ok(saved)
 }
 
+/// What `restore` did: each database replaced, and how many SB datapath bindings were
+/// pointed at the restored NB rows (their tunnel keys kept).
+#[derive(Debug)]
+pub struct Restored {
+    pub saved: Vec<Saved>,
+    pub relinked: usize,
+}
+
 /// Replaces NB and SB with the snapshots in `dir` (as `backup` wrote them).
-pub fn restore(k: &Kubectl, dir: &Path) -> Result<Vec<Saved>, BackupError> {
+pub fn restore(k: &Kubectl, dir: &Path) -> Result<Restored, BackupError> {
     // every file is checked before anything is replaced
     let mut snaps = Vec::new();
     for db in Db::ALL {
@@ -225,7 +232,10 @@ pub fn restore(k: &Kubectl, dir: &Path) -> Result<Vec<Saved>, BackupError> {
     }
     let release = Release::discover(k)?;
     let mut paused = Vec::new();
-    let mut replaced = Ok(Vec::new());
+    let mut replaced = Ok(Restored {
+        saved: Vec::new(),
+        relinked: 0,
+    });
     for pod in northds(&release) {
         if let Err(e) = northd_ctl(k, pod, "pause") {
             replaced = Err(e);
@@ -235,8 +245,8 @@ pub fn restore(k: &Kubectl, dir: &Path) -> Result<Vec<Saved>, BackupError> {
     }
     if replaced.is_ok() {
         replaced = replace(k, &release, snaps).and_then(|saved| {
-            relink_datapaths(k, &release)?;
-            Ok(saved)
+            let relinked = relink_datapaths(k, &release)?;
+            Ok(Restored { saved, relinked })
         });
     }
     // resumed whatever happened; the first error is the one reported

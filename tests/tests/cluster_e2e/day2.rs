@@ -929,6 +929,14 @@ pub(crate) async fn backup_restore(e: &E2e) -> Result<()> {
         bail!("kubectl zovn restore: exit {code}: {out}{err}");
     }
     let restore_secs = t.elapsed().as_secs_f64();
+    // every restored NB row has a new UUID: restore points SB's bindings at them
+    let relinked: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("SB: ")?.split(' ').next()?.parse().ok())
+        .with_context(|| format!("kubectl zovn restore printed no relinked count: {out}"))?;
+    if relinked == 0 {
+        bail!("kubectl zovn restore relinked no datapath binding: {out}");
+    }
     // restore pauses northd while it replaces the databases, and resumes it
     let paused = kubectl(
         &e.kc,
@@ -1014,7 +1022,7 @@ pub(crate) async fn backup_restore(e: &E2e) -> Result<()> {
     .await?;
     println!(
         "  kubectl zovn backup in {backup_secs:.1} s; central's files lost, a fresh central restored in \
-         {restore_secs:.1} s: {} LSPs, {} load balancers, {} datapath tunnel keys kept; a pod on node2 \
+         {restore_secs:.1} s ({relinked} SB datapath bindings relinked): {} LSPs, {} load balancers, {} datapath tunnel keys kept; a pod on node2 \
          reaches node1 and the Service ({body:?} after {secs:.1} s), all {} pods on node2 reach \
          node1 {:.1} s after the restore",
         lsps_after.len(),

@@ -40,7 +40,7 @@ pub fn restore(a: BackupArgs) -> anyhow::Result<()> {
     let k = cluster(&a, "restore");
     let done = lab::backup::restore(&k, &a.backup_dir)
         .map_err(|e| anyhow::anyhow!("restore failed: {e}"))?;
-    for s in done {
+    for s in done.saved {
         println!(
             "{}: {} restored into {} ({} bytes)",
             s.db.name(),
@@ -49,5 +49,9 @@ pub fn restore(a: BackupArgs) -> anyhow::Result<()> {
             s.bytes
         );
     }
+    println!(
+        "SB: {} datapath binding(s) pointed at the restored NB rows of their names (tunnel keys kept; ovn-northd was paused meanwhile)",
+        done.relinked
+    );
     Ok(())
 }
