@@ -52,7 +52,7 @@
 //! daemon's log) is kept when a step failed. Heavy: holds `tests::heavy_lock`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -151,7 +151,7 @@ fn cluster_e2e() {
         return;
     };
     let _lock = tests::heavy_lock();
-    let mut images = ensure_images();
+    let mut images = tests::e2e::ensure_images();
     let previous = tests::e2e::step_selected("upgrade-release").then(|| {
         let t = Instant::now();
         let p = tests::e2e::previous_release()
@@ -282,35 +282,6 @@ fn cluster_e2e() {
     e.guard.keep = !failed.is_empty();
     drop(e);
     assert!(failed.is_empty(), "failed steps: {failed:?}");
-}
-
-/// The archives `cfg.images` needs, built with `make images` / `make test-images` when
-/// absent (the Debian layers are cached; a cold product build takes minutes).
-fn ensure_images() -> Vec<PathBuf> {
-    let (product, test) = tests::e2e::image_archives();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for (archive, target) in [(&product, "images"), (&test, "test-images")] {
-        if archive.is_file() {
-            continue;
-        }
-        println!("{} is missing: make {target}", archive.display());
-        let t = Instant::now();
-        // a shell's environment: the images test then finds this release build current
-        let st = tests::shell_build_env(&mut std::process::Command::new("make"))
-            .arg("-C")
-            .arg(&root)
-            .arg(target)
-            .status()
-            .unwrap_or_else(|e| panic!("run make {target}: {e}"));
-        assert!(st.success(), "make {target} failed ({st})");
-        assert!(
-            archive.is_file(),
-            "make {target} did not write {}",
-            archive.display()
-        );
-        println!("make {target}: {:.0} s", t.elapsed().as_secs_f64());
-    }
-    vec![product, test]
 }
 
 /// Waits until exactly `n` live pods match `selector` in `ns` and all are Ready; on

@@ -231,9 +231,22 @@ async fn connect(args: &Args, remote: &str) -> Result<Client> {
             .context("load TLS files")?;
         cfg = cfg.with_tls(tls);
     }
-    Client::connect(cfg)
-        .await
-        .with_context(|| format!("connect to {remote}"))
+    // OVN central may still be starting (a Raft cluster electing its first leader on a
+    // fresh install, a member restarting): wait for it rather than exit, which cost a
+    // kubelet back-off of up to 5 min per crash. Bad input (a malformed remote, TLS files)
+    // fails above, at once.
+    let mut waited = 0u64;
+    loop {
+        match Client::connect(cfg.clone()).await {
+            Ok(c) => return Ok(c),
+            Err(e) => {
+                waited += 1;
+                tracing::warn!(remote, error = %e, attempt = waited,
+                    "OVN database not reachable yet (or no Raft leader): retrying in 2 s");
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+        }
+    }
 }
 
 #[tokio::main]

@@ -22,6 +22,7 @@ use lab::kubecluster::KubeCluster;
 
 pub mod objects;
 pub mod ping_probe;
+pub mod vswitchd;
 
 /// The outcome of every step so far.
 #[derive(Default)]
@@ -314,6 +315,35 @@ pub fn image_archives() -> (PathBuf, PathBuf) {
         dir.join(format!("zstack-ovn-{}.oci.tar", env!("CARGO_PKG_VERSION"))),
         dir.join("zovn-test-images.oci.tar"),
     )
+}
+
+/// The archives `cfg.images` needs, built with `make images` / `make test-images` when
+/// absent (the Debian layers are cached; a cold product build takes minutes).
+pub fn ensure_images() -> Vec<PathBuf> {
+    let (product, test) = image_archives();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (archive, target) in [(&product, "images"), (&test, "test-images")] {
+        if archive.is_file() {
+            continue;
+        }
+        println!("{} is missing: make {target}", archive.display());
+        let t = Instant::now();
+        // a shell's environment: the images test then finds this release build current
+        let st = crate::shell_build_env(&mut std::process::Command::new("make"))
+            .arg("-C")
+            .arg(&root)
+            .arg(target)
+            .status()
+            .unwrap_or_else(|e| panic!("run make {target}: {e}"));
+        assert!(st.success(), "make {target} failed ({st})");
+        assert!(
+            archive.is_file(),
+            "make {target} did not write {}",
+            archive.display()
+        );
+        println!("make {target}: {:.0} s", t.elapsed().as_secs_f64());
+    }
+    vec![product, test]
 }
 
 /// p-th percentile (nearest rank) of sorted `v`.

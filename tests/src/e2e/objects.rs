@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::Api;
 use kube::api::PostParams;
 use lab::kubecluster::KubeCluster;
@@ -33,6 +33,29 @@ where
     api.create(&PostParams::default(), &obj)
         .await
         .context("create")
+}
+
+/// Creates namespace `ns` and waits (60 s) until its default ServiceAccount has a token:
+/// until then kube-apiserver 1.20 refuses the namespace's pods.
+pub async fn create_namespace(client: &kube::Client, ns: &str) -> Result<()> {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    create(
+        &nss,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+    )
+    .await?;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    super::wait_until(
+        &format!("the default ServiceAccount's token in {ns}"),
+        std::time::Duration::from_secs(60),
+        || async {
+            let sa = sas.get_opt("default").await?;
+            Ok(sa
+                .filter(|sa| sa.secrets.as_ref().is_some_and(|s| !s.is_empty()))
+                .map(|_| ()))
+        },
+    )
+    .await
 }
 
 pub fn is_ready(p: &Pod) -> bool {

@@ -31,7 +31,7 @@ use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 use tests::e2e::objects::{create, ip_of, is_ready, label, name, node_of, sleeper};
 use tests::e2e::ping_probe::{PingRun, Probe};
-use tests::e2e::{exec, kubectl, wait_until};
+use tests::e2e::{exec, kubectl, vswitchd, wait_until};
 
 use super::{E2e, INSTANCE, NS, RELEASE, SYS, pods_ready, web_pods};
 
@@ -75,6 +75,28 @@ async fn probe_clients(e: &E2e) -> Result<()> {
         create(&pods, p).await?;
     }
     pods_ready(e, NS, "e2e=probe", 2, Duration::from_secs(120)).await?;
+    // a new pod starts on a kernel port and the agent moves it to AF_XDP once the burst is
+    // over, pausing its traffic for ~0.1-0.2 s (docs/datapath.md, fast start): a probe
+    // started before the move counts that pause against the operation it measures
+    wait_until(
+        "node2's new AF_XDP ports moved off their kernel start",
+        Duration::from_secs(60),
+        || async {
+            let pending = tests::e2e::ovs_vsctl(
+                e.cluster(),
+                2,
+                &[
+                    "--bare",
+                    "--columns=name",
+                    "find",
+                    "Interface",
+                    "external_ids:zstack.io/datapath-pending=afxdp",
+                ],
+            )?;
+            Ok(pending.trim().is_empty().then_some(()))
+        },
+    )
+    .await?;
     Ok(())
 }
 
@@ -335,78 +357,6 @@ pub(crate) fn rollouts_complete(e: &E2e, objs: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn is_vswitchd_script(pid: i32) -> bool {
-    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    String::from_utf8_lossy(&cmd).contains("node-vswitchd.sh")
-}
-
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // after the command name (in parentheses): state, then the parent's pid
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-/// The host pid of node `i`'s `node-vswitchd.sh` (the ovs-vswitchd container's process).
-fn vswitchd_script_pid(e: &E2e, i: usize) -> Result<i32> {
-    let c = e.cluster();
-    let netns = c.node_exec(i, &["readlink", "/proc/self/ns/net"])?;
-    for entry in std::fs::read_dir("/proc")?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let net = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
-        // the script itself, not one of its subshells (`$(...)`, `&`: the same command
-        // line, a node-vswitchd.sh parent)
-        if is_vswitchd_script(pid)
-            && net.is_some_and(|n| n.to_string_lossy() == netns.trim())
-            && !parent_of(pid).is_some_and(is_vswitchd_script)
-        {
-            return Ok(pid);
-        }
-    }
-    bail!("no node-vswitchd.sh process in node{i}'s network namespace")
-}
-
-/// Seconds since boot (`/proc/uptime`, the clock of a process's start time).
-fn uptime_secs() -> Result<f64> {
-    let s = std::fs::read_to_string("/proc/uptime")?;
-    s.split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .context("/proc/uptime")
-}
-
-/// When process `pid` started, in seconds since boot (`/proc/<pid>/stat` field 22).
-fn started_at_secs(pid: i32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // the fields after the command name (in parentheses, may hold spaces)
-    let rest = stat.rsplit_once(')').context("stat")?.1;
-    let ticks: f64 = rest
-        .split_whitespace()
-        .nth(19)
-        .and_then(|v| v.parse().ok())
-        .context("stat starttime")?;
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.unwrap_or(100) as f64;
-    Ok(ticks / hz)
-}
-
-/// ovs-vswitchd's pid on node `i` (its pid file in the host's /var/run/openvswitch).
-fn vswitchd_pid(e: &E2e, i: usize) -> Result<String> {
-    Ok(e.cluster()
-        .node_exec(i, &["cat", "/var/run/openvswitch/ovs-vswitchd.pid"])?
-        .trim()
-        .to_string())
-}
-
 /// The OVS pod's image on each node must be the build's tag after `upgrade-agent` set it
 /// (an OnDelete upgrade applies when the pod is re-created).
 fn build_tag() -> Option<String> {
@@ -427,34 +377,9 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
             .await?
             .remove(&node)
             .with_context(|| format!("the OVS pod on {node}"))?;
-        let old_vs = vswitchd_pid(e, i)?;
-        let script = vswitchd_script_pid(e, i)?;
-        let t = Instant::now();
-        kubectl(
-            &e.kc,
-            &[
-                "exec",
-                "-n",
-                SYS,
-                &name(&ovs_pod),
-                "-c",
-                "ovs-vswitchd",
-                "--",
-                "/bin/bash",
-                "/zovn/scripts/vswitchd-restart.sh",
-            ],
-        )?;
-        wait_until(
-            &format!("ovs-vswitchd on {node} started again in place"),
-            Duration::from_secs(60),
-            || async { Ok(vswitchd_pid(e, i).ok().filter(|p| *p != old_vs).map(|_| ())) },
-        )
-        .await?;
-        let back_secs = t.elapsed().as_secs_f64();
+        let back_secs =
+            vswitchd::restart_in_place(e.cluster(), &e.kc, SYS, &name(&ovs_pod), i).await?;
         let runs = stop_probes(e, probes).await?;
-        if vswitchd_script_pid(e, i)? != script {
-            bail!("{node}: the ovs-vswitchd container restarted instead of its process");
-        }
         let met = runs.iter().all(|(_, r)| r.longest_gap <= target);
         println!(
             "  {node}: ovs-vswitchd restarted in place by its script (the agent's restart command): \
@@ -471,37 +396,10 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
         // (a) the ovs-vswitchd container stopped (SIGTERM, as the runtime stops it; an
         // OVS upgrade in place): kubelet starts it again in the same pod
         let probes = start_probes(e).await?;
-        let old = vswitchd_script_pid(e, i)?;
-        let t = Instant::now();
-        let killed_at = uptime_secs()?;
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(old),
-            nix::sys::signal::Signal::SIGTERM,
-        )?;
-        wait_until(
-            &format!("ovs-vswitchd on {node} restarted by kubelet"),
-            Duration::from_secs(60),
-            || async {
-                let new = vswitchd_script_pid(e, i).ok().filter(|p| *p != old);
-                let up = e
-                    .cluster()
-                    .node_exec(
-                        i,
-                        &[
-                            "ovs-appctl",
-                            "-t",
-                            "/var/run/openvswitch/ovs-vswitchd.ctl",
-                            "version",
-                        ],
-                    )
-                    .is_ok();
-                Ok((new.is_some() && up).then_some(()))
-            },
-        )
-        .await?;
-        let back_secs = t.elapsed().as_secs_f64();
-        // kubelet's part: from the SIGTERM to the new container's first process
-        let kubelet_secs = started_at_secs(vswitchd_script_pid(e, i)?)? - killed_at;
+        let vswitchd::ContainerRestart {
+            kubelet_secs,
+            back_secs,
+        } = vswitchd::restart_container(e.cluster(), i).await?;
         let runs = stop_probes(e, probes).await?;
         let met = runs.iter().all(|(_, r)| r.longest_gap <= target);
         println!(
@@ -517,6 +415,8 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
                 over.push(format!("{node} (container restart): {what}: {r}"));
             }
         }
+        let upgraded = std::env::var(tests::e2e::STEPS_ENV)
+            .map_or(true, |l| l.split(',').any(|s| s.trim() == "upgrade-agent"));
         // (b) the OVS pod deleted: what an upgrade of the OVS DaemonSet (OnDelete) does on
         // the node; the pod is re-created by the DaemonSet controller
         let probes = start_probes(e).await?;
@@ -530,8 +430,6 @@ pub(crate) async fn restart_ovs(e: &E2e) -> Result<()> {
         let runs = stop_probes(e, probes).await?;
         // the OnDelete upgrade applied: the new pod runs the tag upgrade-agent set (when a
         // partial run selected that step)
-        let upgraded = std::env::var(tests::e2e::STEPS_ENV)
-            .map_or(true, |l| l.split(',').any(|s| s.trim() == "upgrade-agent"));
         if upgraded && let Some(tag) = build_tag() {
             let images = images_of(&new);
             if !images.iter().all(|im| im.ends_with(&format!(":{tag}"))) {

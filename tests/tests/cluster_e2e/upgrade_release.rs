@@ -21,11 +21,11 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::DeleteParams;
 use serde_json::json;
-use tests::e2e::objects::{create, ip_of, name, sleeper};
+use tests::e2e::objects::{create, create_namespace, ip_of, name, sleeper};
 use tests::e2e::ping_probe::Probe;
 use tests::e2e::wait_until;
 
@@ -83,25 +83,7 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
     )?;
     let cur = env!("CARGO_PKG_VERSION");
     // the previous release's pods
-    let nss: Api<Namespace> = Api::all(e.client.clone());
-    create(
-        &nss,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": UNS}}),
-    )
-    .await?;
-    // pods of a new namespace wait for its default ServiceAccount's token (1.20)
-    let sas: Api<ServiceAccount> = Api::namespaced(e.client.clone(), UNS);
-    wait_until(
-        &format!("the default ServiceAccount's token in {UNS}"),
-        Duration::from_secs(60),
-        || async {
-            let sa = sas.get_opt("default").await?;
-            Ok(sa
-                .filter(|sa| sa.secrets.as_ref().is_some_and(|s| !s.is_empty()))
-                .map(|_| ()))
-        },
-    )
-    .await?;
+    create_namespace(&e.client, UNS).await?;
     let pods = e.pods(UNS);
     let labels = json!({"e2e": "upgrade"});
     create(
@@ -285,6 +267,7 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
         prev.version
     );
 
+    let nss: Api<Namespace> = Api::all(e.client.clone());
     nss.delete(UNS, &DeleteParams::default()).await?;
     wait_until(
         &format!("namespace {UNS} gone"),
