@@ -90,6 +90,7 @@ pub mod node;
 pub mod object_names;
 pub mod overview;
 pub mod ovs_daemons;
+pub mod ovs_upgrade;
 pub mod pods;
 pub mod process;
 pub mod release;

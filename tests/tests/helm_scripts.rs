@@ -909,6 +909,28 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 .spawn()
                 .expect("another uplink keeper")
         };
+        // a pod's ovs-vswitchd container in the same namespaces (the group's log)
+        let vswitchd_script = || {
+            let log = std::fs::OpenOptions::new()
+                .append(true)
+                .open(scratch.dir.path().join("node.log"))
+                .expect("log");
+            Command::new("nsenter")
+                .args(["-t", &group.id().to_string(), "-m", "-n", "--", "bash"])
+                .arg(scripts.join("node-vswitchd.sh"))
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env("NODE_NAME", format!("{}node", scratch.prefix))
+                .env("VSWITCHD", "/usr/lib/openvswitch-switch/ovs-vswitchd")
+                .env("OVN_SSL", "false")
+                .env("TLS_DIR", "/nonexistent")
+                .env("POD_UID", "pod-a")
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .stdin(Stdio::null())
+                .process_group(group.id() as i32)
+                .spawn()
+                .expect("ovs-vswitchd's script")
+        };
         let addr_on = |dev: &str| {
             inside(&["ip", "-4", "-o", "addr", "show", "dev", dev])
                 .is_some_and(|a| a.contains("192.0.2.5/24"))
@@ -1001,11 +1023,54 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             inside(&["touch", "/run/uninstall-requested"]).expect("the uninstall flag");
         }
         // the pod goes: SIGTERM to the script
-        let pid: i32 = std::fs::read_to_string(&pidfile)
+        let mut pid: i32 = std::fs::read_to_string(&pidfile)
             .expect("the uplink pidfile")
             .trim()
             .parse()
             .expect("a pid");
+        let pod_restart = !case.uninstall && !case.successor;
+        let mut second_keeper = None;
+        if pod_restart {
+            // first the keeper's container alone (an in-place image update): ovs-vswitchd
+            // still forwards, so br-phy keeps the addresses and routes
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .expect("SIGTERM the uplink script");
+            wait_until(
+                &format!("{what}: the keeper stopped alone gone"),
+                Duration::from_secs(20),
+                || !alive(i64::from(pid)),
+            );
+            assert!(
+                addr_on("br-phy") && addr6_on("br-phy") && !addr_on("eth1") && routes_on("br-phy"),
+                "{what}: a keeper stopped alone moved the addresses or routes: {:?}\n{}",
+                inside(&["ip", "-o", "addr"]),
+                log()
+            );
+            assert!(
+                log().contains("uplink: stopping alone, ovs-vswitchd still forwards"),
+                "{what}: {}",
+                log()
+            );
+            // its next container takes br-phy as it is; then the whole pod goes:
+            // ovs-vswitchd's script stops with the keeper
+            let next = keeper("pod-a");
+            wait_until(
+                &format!("{what}: the keeper's next container ready"),
+                Duration::from_secs(60),
+                || inside(&["test", "-e", "/var/run/zstack-ovn/uplink-ready"]).is_some(),
+            );
+            for p in script_pids(group.id(), "node-vswitchd.sh") {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            pid = next.id() as i32;
+            second_keeper = Some(next);
+        }
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGTERM,
@@ -1067,7 +1132,12 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                     .join("\n")
             );
             assert_eq!(mappings().as_deref(), Some(case.running), "{what}: restart");
-            // the next pod's keeper moves them onto br-phy again, and off the NIC
+            if let Some(mut k) = second_keeper.take() {
+                let _ = k.wait();
+            }
+            // the next pod: its ovs-vswitchd, then its keeper moves them onto br-phy again,
+            // and off the NIC
+            let mut vswitchd = vswitchd_script();
             let mut next = keeper("pod-a");
             wait_until(
                 &format!("{what}: the next keeper ready"),
@@ -1090,6 +1160,9 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             );
             let _ = next.kill();
             let _ = next.wait();
+            // the group's end stops this ovs-vswitchd (its process group)
+            let _ = vswitchd.kill();
+            let _ = vswitchd.wait();
             continue;
         }
         assert_eq!(mappings().as_deref(), case.after, "{what}: after SIGTERM");
@@ -1110,6 +1183,48 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             "{what}: the IPv6 address is not back on eth1"
         );
     }
+}
+
+/// The pids of process group `pgid`'s `script` processes (the script itself, not its
+/// subshells).
+fn script_pids(pgid: u32, script: &str) -> Vec<i32> {
+    // `bash <dir>/<script>`: its second argument (a `bash -c` naming it is not it)
+    let is_script = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+            c.split(|b| *b == 0)
+                .nth(1)
+                .is_some_and(|a| String::from_utf8_lossy(a).ends_with(&format!("/{script}")))
+        })
+    };
+    let stat = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+    // after the command name: state, parent, process group
+    let fields = |s: &str| -> Vec<i64> {
+        s.rsplit_once(')')
+            .map(|(_, r)| {
+                r.split_whitespace()
+                    .skip(1)
+                    .take(2)
+                    .filter_map(|f| f.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|&pid| {
+                    let Some(f) = stat(pid).map(|s| fields(&s)) else {
+                        return false;
+                    };
+                    f.len() == 2
+                        && f[1] == i64::from(pgid)
+                        && is_script(pid)
+                        && !is_script(f[0] as i32)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The OpenFlow tables of every bridge in `group`'s OVS, as `ovs-ofctl -O OpenFlow15` dumps

@@ -180,7 +180,21 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
         bail!("packets lost while the release rolled (OVS pods kept): {lossy:?}");
     }
 
-    // 2. the OVS DaemonSets, node by node
+    // 2. the OVS DaemonSets, node by node. This chart adds an env var to ovs-vswitchd
+    // (GLIBC_TUNABLES), which only a new pod can take: `kubectl zovn upgrade-ovs` must
+    // say so and leave the pods alone, so they are re-created
+    let plugins = super::diagnose::plugin_dir(e)?;
+    let (code, out, err) =
+        super::diagnose::kubectl_zovn(&e.kc, &plugins, &["upgrade-ovs", "--dry-run"]);
+    if code != 1 || !out.contains("spec.containers[ovs-vswitchd].env") {
+        bail!(
+            "kubectl zovn upgrade-ovs --dry-run after the chart's upgrade: exit {code} (want 1,              ovs-vswitchd's env named): {out}{err}"
+        );
+    }
+    println!(
+        "  kubectl zovn upgrade-ovs --dry-run: {}",
+        out.trim().replace('\n', "\n    ")
+    );
     let mut over = Vec::new();
     for (node, goal) in [("node2", GAP_KERNEL_AFXDP), ("node1", GAP_DPDK)] {
         let probes = start_probes(e, &target)?;

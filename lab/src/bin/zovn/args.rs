@@ -49,6 +49,13 @@ pub enum Command {
     /// Replaces OVN central's NB and SB with the snapshots in DIR (as `zovn backup` wrote
     /// them), e.g. into a fresh central after its disk was lost.
     Restore(BackupArgs),
+    /// After a `helm upgrade` that changed the OVS image: each OVS pod whose template
+    /// differs from its DaemonSet's only in images and labels gets its new images in
+    /// place, one pod at a time (kubelet restarts its containers, ovs-vswitchd restores
+    /// its tables: about 2 s without traffic, not a pod re-creation's 6-15 s). Pods that
+    /// differ in more are named, with what differs, and left for `kubectl delete pod`.
+    /// Exit 1 when such a pod remains. Also as `kubectl zovn upgrade-ovs`.
+    UpgradeOvs(UpgradeOvsArgs),
     /// On-node helpers behind other commands.
     #[command(hide = true)]
     Debug {
@@ -75,6 +82,21 @@ pub struct CaptureArgs {
     /// Stop after SECS seconds in any case.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub duration: u64,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct UpgradeOvsArgs {
+    /// Only the OVS pod on this node (node by node, as docs/install.md upgrades).
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Say what would be done; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds a pod may take to run its new images and be Ready.
+    #[arg(long, value_name = "SECS", default_value_t = 180)]
+    pub timeout: u64,
     #[command(flatten)]
     pub target: TargetArgs,
 }

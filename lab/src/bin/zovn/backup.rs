@@ -1,27 +1,10 @@
 //! `zovn backup DIR` and `zovn restore DIR` on a cluster (`lab::backup`).
 
 use crate::args::BackupArgs;
-use crate::target::Target;
-
-fn cluster(a: &BackupArgs, what: &str) -> lab::kubectl::Kubectl {
-    match a.target.choose() {
-        Ok(Target::Cluster(k)) => k,
-        Ok(Target::Lab(dir)) => {
-            eprintln!(
-                "zovn {what}: {} is a lab; {what} works on a cluster (--kubeconfig, or as kubectl zovn {what})",
-                dir.display()
-            );
-            std::process::exit(2)
-        }
-        Err(e) => {
-            eprintln!("zovn {what}: {e}");
-            std::process::exit(2)
-        }
-    }
-}
+use crate::target::cluster_only;
 
 pub fn backup(a: BackupArgs) -> anyhow::Result<()> {
-    let k = cluster(&a, "backup");
+    let k = cluster_only(&a.target, "backup");
     let saved = lab::backup::backup(&k, &a.backup_dir)
         .map_err(|e| anyhow::anyhow!("backup failed: {e}"))?;
     for s in saved {
@@ -37,7 +20,7 @@ pub fn backup(a: BackupArgs) -> anyhow::Result<()> {
 }
 
 pub fn restore(a: BackupArgs) -> anyhow::Result<()> {
-    let k = cluster(&a, "restore");
+    let k = cluster_only(&a.target, "restore");
     let done = lab::backup::restore(&k, &a.backup_dir)
         .map_err(|e| anyhow::anyhow!("restore failed: {e}"))?;
     for s in done.saved {

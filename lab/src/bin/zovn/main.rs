@@ -57,6 +57,7 @@ mod status;
 mod target;
 mod trace;
 mod up;
+mod upgrade_ovs;
 
 use clap::Parser;
 
@@ -106,6 +107,7 @@ fn main() -> anyhow::Result<()> {
         Command::Capture(a) => capture::run(a),
         Command::Backup(a) => backup::backup(a),
         Command::Restore(a) => backup::restore(a),
+        Command::UpgradeOvs(a) => upgrade_ovs::run(a),
         Command::Debug { command } => match command {
             DebugCommand::Capture(a) => capture::debug(a),
         },

@@ -118,3 +118,22 @@ impl TargetArgs {
         }
     }
 }
+
+/// The cluster of a command that works only on a cluster; exit 2 (bad input) with the
+/// reason on a lab or an unusable target.
+pub fn cluster_only(t: &TargetArgs, what: &str) -> lab::kubectl::Kubectl {
+    match t.choose() {
+        Ok(Target::Cluster(k)) => k,
+        Ok(Target::Lab(dir)) => {
+            eprintln!(
+                "zovn {what}: {} is a lab; {what} works on a cluster (--kubeconfig, or as kubectl zovn {what})",
+                dir.display()
+            );
+            std::process::exit(2)
+        }
+        Err(e) => {
+            eprintln!("zovn {what}: {e}");
+            std::process::exit(2)
+        }
+    }
+}
