@@ -69,8 +69,8 @@ use tests::e2e::objects::{
     ovs_pod_ports, sleeper, web_deployment,
 };
 use tests::e2e::{
-    ClusterGuard, Steps, describe, exec, histogram, histogram_quantile, kubectl, ovs_vsctl,
-    percentile, wait_until,
+    ClusterGuard, Steps, exec, histogram, histogram_quantile, kubectl, ovs_vsctl, percentile,
+    wait_until,
 };
 
 #[path = "cluster_e2e/day2.rs"]
@@ -293,42 +293,7 @@ async fn pods_ready(
     n: usize,
     bound: Duration,
 ) -> Result<Vec<Pod>> {
-    let api = e.pods(ns);
-    let lp = ListParams::default().labels(selector);
-    let what = format!("{n} pods {selector} in {ns} Running and Ready");
-    let r = wait_until(&what, bound, || {
-        let api = api.clone();
-        let lp = lp.clone();
-        async move {
-            let live: Vec<Pod> = api
-                .list(&lp)
-                .await?
-                .items
-                .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            Ok((live.len() == n && live.iter().all(is_ready)).then_some(live))
-        }
-    })
-    .await;
-    match r {
-        Ok(v) => Ok(v),
-        Err(err) => {
-            let mut why = format!("{err:#}");
-            if let Ok(list) = api.list(&lp).await {
-                why.push_str(&format!(" ({} live)", list.items.len()));
-                for p in list.items.iter().filter(|p| !is_ready(p)).take(3) {
-                    why.push_str(&format!(
-                        "\n=== pod {} on {}\n{}",
-                        name(p),
-                        node_of(p),
-                        describe(&e.kc, ns, &format!("pod/{}", name(p)))
-                    ));
-                }
-            }
-            bail!("{why}")
-        }
-    }
+    tests::e2e::objects::pods_ready(&e.client, &e.kc, ns, selector, n, bound).await
 }
 
 /// The values of the install: see the module docs.

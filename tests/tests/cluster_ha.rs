@@ -37,10 +37,10 @@ use kube::api::ListParams;
 use lab::kubecluster::{ClusterConfig, KubeCluster};
 use serde_json::{Value, json};
 use tests::e2e::objects::{
-    client, create, create_namespace, ip_of, is_ready, label, name, node_is_ready, node_of, sleeper,
+    client, create, create_namespace, ip_of, label, name, node_is_ready, node_of, sleeper,
 };
 use tests::e2e::ping_probe::{PingRun, Probe};
-use tests::e2e::{ClusterGuard, Steps, describe, exec, vswitchd, wait_until};
+use tests::e2e::{ClusterGuard, Steps, exec, vswitchd, wait_until};
 
 #[path = "cluster_ha/raft.rs"]
 mod raft;
@@ -179,7 +179,6 @@ fn values(api_server: &str) -> String {
     )
 }
 
-/// Waits until exactly `n` live pods match `selector` in `ns` and all are Ready.
 async fn pods_ready(
     e: &Ha,
     ns: &str,
@@ -187,44 +186,7 @@ async fn pods_ready(
     n: usize,
     bound: Duration,
 ) -> Result<Vec<Pod>> {
-    let api = e.pods(ns);
-    let lp = ListParams::default().labels(selector);
-    let r = wait_until(
-        &format!("{n} pods {selector} in {ns} Running and Ready"),
-        bound,
-        || {
-            let api = api.clone();
-            let lp = lp.clone();
-            async move {
-                let live: Vec<Pod> = api
-                    .list(&lp)
-                    .await?
-                    .items
-                    .into_iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .collect();
-                Ok((live.len() == n && live.iter().all(is_ready)).then_some(live))
-            }
-        },
-    )
-    .await;
-    match r {
-        Ok(v) => Ok(v),
-        Err(err) => {
-            let mut why = format!("{err:#}");
-            if let Ok(list) = api.list(&lp).await {
-                for p in list.items.iter().filter(|p| !is_ready(p)).take(3) {
-                    why.push_str(&format!(
-                        "\n=== pod {} on {}\n{}",
-                        name(p),
-                        node_of(p),
-                        describe(&e.kc, ns, &format!("pod/{}", name(p)))
-                    ));
-                }
-            }
-            bail!("{why}")
-        }
-    }
+    tests::e2e::objects::pods_ready(&e.client, &e.kc, ns, selector, n, bound).await
 }
 
 async fn install(e: &Ha) -> Result<()> {

@@ -1,14 +1,15 @@
-//! The objects and probes of the cluster e2e: a kube client from a kubeconfig, `create`
-//! from JSON, pod accessors, the test workloads (busybox httpd Deployment, sleeping pod,
-//! the DPDK pod's testpmd script) and the OVS ports of ours on a node.
+//! The objects and probes of the cluster suites (`cluster_e2e`, `cluster_ha`): a kube
+//! client from a kubeconfig, `create` from JSON, a namespace ready for pods, pod accessors
+//! and [`pods_ready`], the test workloads (busybox httpd Deployment, sleeping pod, the DPDK
+//! pod's testpmd script) and the OVS ports of ours on a node.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use lab::kubecluster::KubeCluster;
 use serde_json::{Value, json};
 
@@ -198,4 +199,52 @@ pub fn ovs_pod_ports(c: &KubeCluster, i: usize) -> Result<BTreeMap<String, Strin
         }
     }
     Ok(ports)
+}
+
+/// Waits until exactly `n` live pods match `selector` in `ns` and all are Ready; on
+/// timeout the error carries `kubectl describe` of up to 3 pods that are not.
+pub async fn pods_ready(
+    client: &kube::Client,
+    kc: &Path,
+    ns: &str,
+    selector: &str,
+    n: usize,
+    bound: std::time::Duration,
+) -> Result<Vec<Pod>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(selector);
+    let what = format!("{n} pods {selector} in {ns} Running and Ready");
+    let r = super::wait_until(&what, bound, || {
+        let api = api.clone();
+        let lp = lp.clone();
+        async move {
+            let live: Vec<Pod> = api
+                .list(&lp)
+                .await?
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            Ok((live.len() == n && live.iter().all(is_ready)).then_some(live))
+        }
+    })
+    .await;
+    match r {
+        Ok(v) => Ok(v),
+        Err(err) => {
+            let mut why = format!("{err:#}");
+            if let Ok(list) = api.list(&lp).await {
+                why.push_str(&format!(" ({} live)", list.items.len()));
+                for p in list.items.iter().filter(|p| !is_ready(p)).take(3) {
+                    why.push_str(&format!(
+                        "\n=== pod {} on {}\n{}",
+                        name(p),
+                        node_of(p),
+                        super::describe(kc, ns, &format!("pod/{}", name(p)))
+                    ));
+                }
+            }
+            bail!("{why}")
+        }
+    }
 }
