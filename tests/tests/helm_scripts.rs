@@ -1049,16 +1049,18 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
                 inside(&["ip", "-o", "addr"]),
                 log()
             );
-            // the keeper says why it left br-phy as it is. In one clean-clone CI run
-            // (2026-11-28) the line was missing although the addresses and routes stayed
-            // (asserted above) and the keeper was gone: printed, not asserted, until that
-            // is understood
+            // the keeper says why it left br-phy as it is. Under CPU load (a clean-clone CI
+            // run; locally with 3 busy loops beside it, 1 run in 4) the line is missing
+            // although the addresses and routes stayed (asserted above) and the keeper is
+            // gone: a debug echo at the top of its SIGTERM trap did not print either, and
+            // bash printed no error. Printed (with every line that is not a daemon's), not
+            // asserted, until that is understood
             if !log().contains("uplink: stopping alone, ovs-vswitchd still forwards") {
                 println!(
                     "{what}: the keeper stopped alone without its \"stopping alone\" line; its log:\n{}",
                     log()
                         .lines()
-                        .filter(|l| l.starts_with("uplink"))
+                        .filter(|l| !l.starts_with("20"))
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
