@@ -125,9 +125,40 @@ pub fn restore(change: &HugepageChange) -> Result<()> {
     }
     if let Some((previous, _)) = change.pages {
         set_nr_pages_2m(previous)?;
+        wait_released(previous)?;
         info!(previous, "restored 2 MiB hugepages");
     }
     Ok(())
+}
+
+/// How long [`restore`] waits for pages still mapped by an exiting process.
+const RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until the pool is down to `target` pages. A multi-threaded DPDK process reads as
+/// a zombie while its last threads still hold its memory: the kernel keeps those pages as
+/// surplus and frees them when the process's memory goes, so the count drops by itself.
+fn wait_released(target: u64) -> Result<()> {
+    let deadline = std::time::Instant::now() + RELEASE_TIMEOUT;
+    loop {
+        let now = nr_pages_2m()?;
+        if now <= target {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            // a last write for pages freed since, then report what is still held
+            set_nr_pages_2m(target)?;
+            let now = nr_pages_2m()?;
+            if now <= target {
+                return Ok(());
+            }
+            return Err(LabError::Invalid(format!(
+                "2 MiB hugepages: set back to {target}, but {now} are still held after {}s \
+                 (a process still maps them: see HugePages_Surp in /proc/meminfo)",
+                RELEASE_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[cfg(test)]
