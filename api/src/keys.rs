@@ -114,6 +114,9 @@ pub fn uninstall_ack_key(node: &str) -> String {
 
 /// Event reason: a Service the controller cannot fully use.
 pub const REASON_SERVICE_PROBLEM: &str = "ServiceProblem";
+/// Event reason (on a Node, from its agent): a Service address (externalIP or ingress IP)
+/// the node must keep (its own, a next hop, a network it routes): no route, no NAT rule.
+pub const REASON_SERVICE_ADDRESS_REFUSED: &str = "ServiceAddressRefused";
 /// Event reason: a NetworkPolicy the controller cannot fully apply.
 pub const REASON_POLICY_PROBLEM: &str = "PolicyProblem";
 /// Event reason (on a Node, from the controller): `shared` gateway mode built no gateway

@@ -48,6 +48,9 @@ pub struct AgentConfig {
     /// The bridge holding the node's address and uplink (`--gateway-interface`, br-phy),
     /// whose uplink port [`crate::uplink`] manages.
     pub uplink_bridge: String,
+    /// The `spec.externalIPs` an administrator allows (`--service-external-ip-cidrs`);
+    /// the others get no host route and no NAT rule here.
+    pub external_ips: api::services::ExternalIpPolicy,
 }
 
 /// The agent (see the module doc).
@@ -66,6 +69,8 @@ pub struct Agent {
     /// Services' externalIPs and LoadBalancer ingress IPs (host prefixes): routed through
     /// the management port like the Subnets, so the host reaches them.
     service_routes: Mutex<Vec<IpNet>>,
+    /// The Service addresses this host refused last ([`crate::service_address_guard`]).
+    service_refusals: Mutex<Vec<String>>,
     /// The `natOutgoing` Subnets' CIDRs the host NAT table masquerades (pods' egress).
     egress_sources: Mutex<Vec<IpNet>>,
     /// `shared` gateway mode: the last error reported, and the bridge rules last applied.
@@ -116,6 +121,7 @@ impl Agent {
             mgmt_subnets: Mutex::new(Vec::new()),
             host_nat: crate::host_nat::HostNat::default(),
             service_routes: Mutex::new(Vec::new()),
+            service_refusals: Mutex::new(Vec::new()),
             egress_sources: Mutex::new(Vec::new()),
             gateway_state: Mutex::new(gateway::GatewayState::default()),
             uplink,
@@ -184,13 +190,27 @@ impl Agent {
     /// `externalTrafficPolicy: Local` ones) when they changed, and
     /// asks for a management port refresh when their external IPs changed.
     pub async fn host_nat_pass(&self) {
-        let services = match self.ctx.pods().services().await {
+        let mut services = match self.ctx.pods().services().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "Services not read: host Service NAT unchanged");
                 return;
             }
         };
+        // externalIPs nobody allowed, and addresses this host must keep, are not taken
+        for s in &mut services {
+            self.cfg.external_ips.apply(s);
+        }
+        match crate::service_address_guard::read().await {
+            Ok(host) => {
+                let refused = host.police(&mut services);
+                self.report_service_refusals(refused).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "host addresses not read: host Service NAT unchanged");
+                return;
+            }
+        }
         // endpoints matter only to externalTrafficPolicy: Local Services
         let slices = if services.iter().any(|s| s.external_local) {
             match self.ctx.pods().endpoint_slices().await {
@@ -226,6 +246,30 @@ impl Agent {
         let r = tokio::task::spawn_blocking(move || nat.sync(&rules, &egress)).await;
         if let Ok(Err(e)) = r {
             tracing::warn!(error = %e, "host Service NAT not applied");
+        }
+    }
+
+    /// Logs and reports (a Warning event on this Node) each Service address newly refused
+    /// by [`crate::service_address_guard`].
+    async fn report_service_refusals(&self, now: Vec<String>) {
+        let new: Vec<String> = {
+            let mut last = self
+                .service_refusals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let new = now.iter().filter(|r| !last.contains(r)).cloned().collect();
+            *last = now;
+            new
+        };
+        for r in new {
+            tracing::warn!(refusal = %r, "Service address refused on this host: no route, no NAT rule");
+            self.ctx
+                .node_event(
+                    crate::report::EventType::Warning,
+                    api::keys::REASON_SERVICE_ADDRESS_REFUSED,
+                    format!("{r}: not routed or NATed on this node"),
+                )
+                .await;
         }
     }
 

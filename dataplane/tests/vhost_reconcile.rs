@@ -169,6 +169,7 @@ fn reconcile_never_re_adds_a_port_a_request_in_flight_removed() {
                 vswitchd_ctl: None,
                 gateway: None,
                 uplink_bridge: "br-phy".into(),
+                external_ips: Default::default(),
             },
             ovs,
             Box::new(LabSource::new(d.path().join("no-store.sock"))),

@@ -82,8 +82,9 @@ pub fn agent_args(
     layout: &Layout,
     node: &NodeState,
     shim: Option<&Path>,
-    gateway: crate::Gateway,
+    cfg: &crate::LabConfig,
 ) -> Vec<String> {
+    let gateway = cfg.gateway;
     let i = node.index;
     let s = |p: PathBuf| p.to_string_lossy().into_owned();
     let mut a = vec![
@@ -110,6 +111,16 @@ pub fn agent_args(
         "--metrics-addr".into(),
         format!("127.0.0.1:{AGENT_METRICS_PORT}"),
     ]);
+    if !cfg.external_ip_cidrs.is_empty() {
+        a.extend([
+            "--service-external-ip-cidrs".into(),
+            cfg.external_ip_cidrs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ]);
+    }
     if gateway == crate::Gateway::Shared {
         // br-phy holds the uplink and the node's address; the nodes have no default route
         a.extend([
@@ -159,9 +170,9 @@ pub fn start(
     node: &NodeState,
     agent: &Path,
     shim: Option<&Path>,
-    gateway: crate::Gateway,
+    cfg: &crate::LabConfig,
 ) -> Result<DaemonRecord> {
-    start_with_args(layout, node, agent, agent_args(layout, node, shim, gateway))
+    start_with_args(layout, node, agent, agent_args(layout, node, shim, cfg))
 }
 
 /// As [`start`], with the agent's arguments given (e.g. [`agent_args`] edited by a test).

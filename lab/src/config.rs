@@ -102,6 +102,10 @@ pub struct LabConfig {
     /// existed is standalone.
     #[serde(default)]
     pub mode: ControllerMode,
+    /// The Service `externalIPs` the controller and the agents allow
+    /// (`--service-external-ip-cidrs`, `zovn lab up --external-ip-cidrs`); empty: none.
+    #[serde(default)]
+    pub external_ip_cidrs: Vec<IpNet>,
 }
 
 /// The lab's gateway mode (`zovn lab up --gateway-mode`).
@@ -172,6 +176,7 @@ impl LabConfig {
             cluster_cidr: default_cluster_cidr(),
             gateway: Gateway::Local,
             mode: ControllerMode::Standalone,
+            external_ip_cidrs: Vec::new(),
         }
     }
 

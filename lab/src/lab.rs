@@ -441,7 +441,7 @@ impl Lab {
                 out.push(old.clone());
                 continue;
             }
-            let rec = crate::agent::start(&self.layout, node, agent, shim, self.config().gateway);
+            let rec = crate::agent::start(&self.layout, node, agent, shim, self.config());
             if let Ok(rec) = &rec {
                 self.manifest.agents.retain(|a| a.name != name);
                 self.manifest.agents.push(rec.clone());
@@ -473,7 +473,7 @@ impl Lab {
         if let Some(old) = self.manifest.agents.iter().find(|a| a.name == name) {
             crate::process::stop_daemon(old)?;
         }
-        let mut args = crate::agent::agent_args(&self.layout, &node, shim, self.config().gateway);
+        let mut args = crate::agent::agent_args(&self.layout, &node, shim, self.config());
         edit(&mut args);
         let rec = crate::agent::start_with_args(&self.layout, &node, agent, args)?;
         self.manifest.agents.retain(|a| a.name != name);

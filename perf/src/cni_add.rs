@@ -42,7 +42,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use api::keys::VHOST_USER;
 use lab::apiserver::ApiClient;
-use lab::{Dpdk, Encap, Lab, LabConfig};
+use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 
 use crate::host::{heavy_lock, run_ok, which};
@@ -591,15 +591,9 @@ impl Bench {
         self.lab_started = true;
         let mut lab = Lab::up(LabConfig {
             cluster_cidr: Vec::new(),
-            dir: self.lab_dir.clone(),
-            prefix: self.prefix.clone(),
             nodes: nodes.len(),
-            raft: false,
-            dpdk: Dpdk::Off,
             datapath: nodes.iter().map(|(d, _)| d.clone()).collect(),
-            encap: Encap::Geneve,
-            gateway: lab::Gateway::Local,
-            mode: lab::ControllerMode::Standalone,
+            ..LabConfig::new(self.lab_dir.clone(), &self.prefix)
         })
         .context("lab up")?;
         lab.keep_running();
@@ -836,7 +830,7 @@ impl Bench {
     fn start_agent(&mut self, lab: &Lab, st: &lab::state::NodeState, agent: &Path) -> Result<()> {
         let node = self.node(st.index)?.clone();
         let layout = lab::state::Layout::new(lab.dir());
-        let mut args = lab::agent::agent_args(&layout, st, None, lab.config().gateway);
+        let mut args = lab::agent::agent_args(&layout, st, None, lab.config());
         for flag in ["--cni-conf-dir", "--cni-bin-dir"] {
             if let Some(i) = args.iter().position(|a| a == flag) {
                 args.drain(i..(i + 2).min(args.len()));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use lab::apiserver::ApiClient;
 use lab::apiserver::protocol::ResourceKind;
-use lab::{Dpdk, Encap, Lab, LabConfig};
+use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 
 /// One lab node as the agent sees it.
@@ -59,16 +59,8 @@ impl AgentLab {
             stopped: Vec::new(),
         };
         let mut lab = Lab::up(LabConfig {
-            cluster_cidr: lab::default_cluster_cidr(),
-            dir: dir.clone(),
-            prefix: scratch.prefix.clone(),
             nodes: 2,
-            raft: false,
-            dpdk: Dpdk::Off,
-            datapath: Vec::new(),
-            encap: Encap::Geneve,
-            gateway: lab::Gateway::Local,
-            mode: lab::ControllerMode::Standalone,
+            ..LabConfig::new(dir.clone(), &scratch.prefix)
         })
         .expect("lab up");
         lab.keep_running();

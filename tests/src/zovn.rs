@@ -298,11 +298,27 @@ pub fn start_lab_with_gateway(
     datapath: &[&str],
     gateway: lab::Gateway,
 ) -> (Lab, Zovn, DownOnDrop) {
+    start_lab_with(scratch, nodes, datapath, |c| c.gateway = gateway)
+}
+
+/// Allows the externalIPs of `examples/services/` (192.0.2.0/24): a lab allows none
+/// unless told (`--external-ip-cidrs`).
+pub fn allow_example_external_ips(cfg: &mut lab::LabConfig) {
+    cfg.external_ip_cidrs = vec!["192.0.2.0/24".parse().expect("CIDR")];
+}
+
+/// [`start_lab`] with the lab's configuration edited by `edit` first.
+pub fn start_lab_with(
+    scratch: &crate::Scratch,
+    nodes: usize,
+    datapath: &[&str],
+    edit: impl FnOnce(&mut lab::LabConfig),
+) -> (Lab, Zovn, DownOnDrop) {
     let dir = scratch.dir.path().join("lab");
     let mut cfg = lab::LabConfig::new(&dir, &scratch.prefix);
     cfg.nodes = nodes;
-    cfg.gateway = gateway;
     cfg.datapath = datapath.iter().map(|d| d.to_string()).collect();
+    edit(&mut cfg);
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();
     let down = DownOnDrop(dir.clone());

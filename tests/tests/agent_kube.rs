@@ -26,7 +26,7 @@ use api::pod_networks::{NODE_MGMT_PORT, POD_NETWORKS, decode_pod_networks};
 use api::subnet::Subnet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use lab::{Dpdk, Encap, Lab, LabConfig};
+use lab::{Lab, LabConfig};
 use nix::sched::{CloneFlags, setns};
 use serde_json::{Value, json};
 use tests::agent::{self, in_ns, ovs_ifaces, ping, result_ip, shim};
@@ -202,16 +202,8 @@ async fn kube_lab(s: &tests::Scratch, n: usize) -> KubeLab {
         lab_dir: Some(lab_dir.clone()),
     };
     let mut lab = Lab::up(LabConfig {
-        cluster_cidr: lab::default_cluster_cidr(),
-        dir: lab_dir.clone(),
-        prefix: s.prefix.clone(),
         nodes: n,
-        raft: false,
-        dpdk: Dpdk::Off,
-        datapath: Vec::new(),
-        encap: Encap::Geneve,
-        gateway: lab::Gateway::Local,
-        mode: lab::ControllerMode::Standalone,
+        ..LabConfig::new(lab_dir.clone(), &s.prefix)
     })
     .expect("lab up");
     lab.keep_running();

@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use lab::node::UNDERLAY_NET6;
 use lab::pods::record::{PortSpec, Proto};
 use lab::pods::responder::{ResponderDaemon, parse_source_reply, spawn_daemon};
-use tests::zovn::{Zovn, netns_of, start_agents, start_lab_with_gateway, wait_until};
+use tests::zovn::{
+    Zovn, allow_example_external_ips, netns_of, start_agents, start_lab_with, wait_until,
+};
 
 /// The external host's addresses on the lab's external network.
 const EXTERNAL_HOST: &str = "198.51.100.10";
@@ -191,7 +193,10 @@ fn run(name: &str, gateway: lab::Gateway) {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("ecl");
-    let (mut lab, z, _down) = start_lab_with_gateway(&s, 2, &[], gateway);
+    let (mut lab, z, _down) = start_lab_with(&s, 2, &[], |c| {
+        c.gateway = gateway;
+        allow_example_external_ips(c);
+    });
     let nodes = lab.nodes().to_vec();
     let underlay = lab.names().underlay_netns();
     start_agents(&mut lab);

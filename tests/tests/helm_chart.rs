@@ -299,6 +299,11 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
         })
         .expect("controller Deployment");
     let a = args(container(ctl, "controller"));
+    // the default allows no externalIP: the flag is there, empty
+    assert!(
+        a.contains(&"--service-external-ip-cidrs=".to_string()),
+        "{a:?}"
+    );
     for want in [
         "--gateway-mode=shared",
         "--join-cidr=100.64.0.0/16",
@@ -306,6 +311,30 @@ fn tunnel_interface_adds_the_uplink_keeper_and_the_agent_reads_br_phy() {
     ] {
         assert!(a.contains(&want.to_string()), "{a:?}");
     }
+    // the externalIPs allowlist reaches the controller and every agent, the same
+    let objs = helm::render_with(
+        &helm,
+        "single",
+        "zs",
+        NS,
+        &[
+            "--set-json",
+            r#"services.externalIPs.allowedCIDRs=["192.0.2.0/24","2001:db8:ee::/64"]"#,
+        ],
+    )
+    .expect("render with allowed externalIPs");
+    let want = "--service-external-ip-cidrs=192.0.2.0/24,2001:db8:ee::/64".to_string();
+    let mut agents = 0;
+    for o in &objs {
+        let c = helm::containers(o);
+        for name in ["agent", "controller"] {
+            if let Some(c) = c.iter().find(|c| c["name"] == name) {
+                assert!(args(c).contains(&want), "{name}: {:?}", args(c));
+                agents += usize::from(name == "agent");
+            }
+        }
+    }
+    assert!(agents > 0, "no agent container rendered");
     // the operator's own mappings, or none (the key left alone)
     for (set, want) in [
         (
@@ -892,6 +921,10 @@ fn schema_refuses_bad_values_naming_the_key() {
         (
             &["--set", "gateway.nextHopV6=192.0.2.1"],
             &["gateway.nextHopV6"],
+        ),
+        (
+            &["--set-json", r#"services.externalIPs.allowedCIDRs=["all"]"#],
+            &["services.externalIPs.allowedCIDRs"],
         ),
         (
             &["--set", "ovn.standalone.haMode=HA"],

@@ -101,16 +101,8 @@ fn central_raft_leader_failover() {
 
 fn lab_config(dir: &Path, prefix: &str, nodes: usize) -> LabConfig {
     LabConfig {
-        cluster_cidr: lab::default_cluster_cidr(),
-        dir: dir.join("lab"),
-        prefix: prefix.to_string(),
         nodes,
-        raft: false,
-        dpdk: Dpdk::Off,
-        datapath: Vec::new(),
-        encap: Encap::Geneve,
-        gateway: lab::Gateway::Local,
-        mode: lab::ControllerMode::Standalone,
+        ..LabConfig::new(dir.join("lab"), prefix)
     }
 }
 

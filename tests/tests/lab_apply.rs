@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use lab::apiserver::ApiClient;
-use lab::{Dpdk, Encap, Lab, LabConfig};
+use lab::{Lab, LabConfig};
 use serde_json::Value;
 
 /// Takes the lab in the directory down when dropped (also when the test panics).
@@ -161,16 +161,8 @@ fn lab_apply_examples_restart_and_delete() {
     let s = tests::scratch("lap");
     let dir = s.dir.path().join("lab");
     let cfg = LabConfig {
-        cluster_cidr: lab::default_cluster_cidr(),
-        dir: dir.clone(),
-        prefix: s.prefix.clone(),
         nodes: 2,
-        raft: false,
-        dpdk: Dpdk::Off,
-        datapath: Vec::new(),
-        encap: Encap::Geneve,
-        gateway: lab::Gateway::Local,
-        mode: lab::ControllerMode::Standalone,
+        ..LabConfig::new(dir.clone(), &s.prefix)
     };
     let mut lab = Lab::up(cfg).expect("lab up");
     lab.keep_running();

@@ -17,7 +17,9 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tests::zovn::{Zovn, alive, start_agents, start_lab, wait_until};
+use tests::zovn::{
+    Zovn, alive, allow_example_external_ips, start_agents, start_lab_with, wait_until,
+};
 
 const ITP: &str = r#"apiVersion: v1
 kind: Service
@@ -117,7 +119,7 @@ fn node_local_and_host_services_on_real_traffic() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("svh");
-    let (mut lab, z, _down) = start_lab(&s, 2, &[]);
+    let (mut lab, z, _down) = start_lab_with(&s, 2, &[], allow_example_external_ips);
     let nodes = lab.nodes().to_vec();
     // a table of someone else's in node 1's host: never touched
     let foreign = "table inet h2-foreign {\n  chain keep {\n    ip daddr 203.0.113.9 counter accept\n  }\n}\n";

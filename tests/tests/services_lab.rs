@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tests::nbctl::nbctl;
-use tests::zovn::{Zovn, pod_ip, start_agents, start_lab, wait_dataplane_synced};
+use tests::zovn::{
+    Zovn, allow_example_external_ips, pod_ip, start_agents, start_lab_with, wait_dataplane_synced,
+};
 
 /// One probe: Ok(who answered) or Err(why not).
 fn probe(z: &Zovn, from: &str, target: &str, udp: bool) -> Result<String, String> {
@@ -142,7 +144,8 @@ fn services_on_real_traffic() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("svl");
-    let (mut lab, z, _down) = start_lab(&s, 2, &[]);
+    // the externalIPs of examples/services are allowed (the default allows none)
+    let (mut lab, z, _down) = start_lab_with(&s, 2, &[], allow_example_external_ips);
     start_agents(&mut lab);
     let nb = lab.nb_remote();
 
@@ -333,5 +336,131 @@ fn services_on_real_traffic() {
     wait_dataplane_synced(&lab, Duration::from_secs(60));
     let seen = backends(&z, &nb, c2, &vip(&web4, 80), false, 8);
     assert_eq!(seen, BTreeSet::from([w1.to_string()]), "web-2 deleted");
+
+    let across = format!("{}:8080", pod_ip(&pods[w1]));
+    tenant_services_take_no_host_address(&lab, &z, &nb, (c2, w1, &across));
     tests::record_real_run("services_lab");
+}
+
+/// A namespace's user claims node2's underlay address as an externalIP (TCP 80 and the
+/// Geneve port, UDP 6081): refused by the controller (outside the allowlist: an event on
+/// the Service, no VIP) and by every agent (no host route, no NAT rule); then a
+/// load-balancer controller writes that address as an ingress IP (not governed by the
+/// allowlist): still no host route or NAT rule, an event on the Nodes. After each, node1
+/// still routes node2's address as before and pods across the nodes still talk.
+fn tenant_services_take_no_host_address(
+    lab: &lab::Lab,
+    z: &Zovn,
+    nb: &str,
+    (across_from, across_to, across_ip): (&str, &str, &str),
+) {
+    let n1 = lab.node(1).expect("node1").clone();
+    let n2_addr = lab.node(2).expect("node2").encap_ip.clone();
+    let route_to_n2 = || {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns", "exec", &n1.netns, "ip", "-o", "route", "get", &n2_addr,
+            ])
+            .output()
+            .expect("ip route get");
+        // "172.16.0.12 dev br-phy src 172.16.0.11 uid 0 \    cache": the device matters
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .skip_while(|w| *w != "dev")
+            .nth(1)
+            .unwrap_or("none")
+            .to_string()
+    };
+    let before = route_to_n2();
+    assert_ne!(
+        before, "ovn-k8s-mp0",
+        "node1 reaches node2 through its underlay"
+    );
+    // the message of an event `reason` containing `needle`, waited for
+    let event = |what: &str, reason: &str, needle: &str| -> String {
+        wait_for(what, Duration::from_secs(30), || {
+            z.items("events")
+                .iter()
+                .filter(|e| e["reason"] == reason)
+                .filter_map(|e| e["message"].as_str())
+                .find(|m| m.contains(needle))
+                .map(str::to_string)
+        })
+    };
+    let apply = |name: &str, yaml: String| {
+        let f = lab.dir().join(format!("{name}.yaml"));
+        std::fs::write(&f, yaml).expect("write the manifest");
+        z.ok(&["apply", "-f", f.to_str().expect("utf-8")]);
+    };
+    let still_fine = |what: &str| {
+        assert_eq!(
+            route_to_n2(),
+            before,
+            "{what}: node1's route to node2 moved"
+        );
+        let nft = tests::egress::nft_table(&n1.netns);
+        assert!(
+            !nft.contains(&n2_addr),
+            "{what}: node1's NAT table takes node2's address:\n{nft}"
+        );
+        reachable(z, across_from, across_ip, false, &[across_to]);
+    };
+    let manifest = |name: &str, external: &str, status: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: svc}}\n\
+             spec:\n  type: LoadBalancer\n{external}  selector: {{app: web}}\n  ports:\n\
+             \x20 - {{name: http, port: 80, targetPort: 8080}}\n\
+             \x20 - {{name: geneve, port: 6081, targetPort: 8080, protocol: UDP}}\n{status}"
+        )
+    };
+
+    // 1. spec.externalIPs, as any namespace's user writes it
+    apply(
+        "grab-node",
+        manifest("grab-node", &format!("  externalIPs: [{n2_addr}]\n"), ""),
+    );
+    let refused = event(
+        "the controller's ServiceProblem event on svc/grab-node",
+        "ServiceProblem",
+        &format!("externalIP {n2_addr} refused"),
+    );
+    eprintln!("refused by the controller: {refused}");
+    let lb_vips: Vec<String> = nb_vips(nb)
+        .into_iter()
+        .filter(|(name, _)| name.contains("svc/grab-node"))
+        .flat_map(|(_, v)| v.into_keys())
+        .collect();
+    // its cluster IP and node ports (node2's address at a nodePort is a NodePort, as for
+    // every LoadBalancer Service), not node2's address at the claimed ports
+    assert!(
+        !lb_vips.is_empty()
+            && !lb_vips.contains(&format!("{n2_addr}:80"))
+            && !lb_vips.contains(&format!("{n2_addr}:6081")),
+        "svc/grab-node's VIPs: {lb_vips:?}"
+    );
+    still_fine("externalIPs: [node2]");
+
+    // 2. the same address as a LoadBalancer ingress IP (a load-balancer controller's
+    // status): the agents' own guard
+    apply(
+        "lb-on-node",
+        manifest(
+            "lb-on-node",
+            "",
+            &format!("status:\n  loadBalancer: {{ingress: [{{ip: {n2_addr}}}]}}\n"),
+        ),
+    );
+    let refused = event(
+        "node1's ServiceAddressRefused event for svc/lb-on-node",
+        "ServiceAddressRefused",
+        &format!("svc/lb-on-node: {n2_addr} is in "),
+    );
+    eprintln!("refused by node1's agent: {refused}");
+    // node2's agent refuses it as its own address
+    event(
+        "node2's ServiceAddressRefused event for svc/lb-on-node",
+        "ServiceAddressRefused",
+        &format!("svc/lb-on-node: {n2_addr} is an address of this host"),
+    );
+    still_fine("ingress IP node2");
 }

@@ -5,7 +5,8 @@
 //! that Service's row (1 update, nothing else); a restart writes nothing; a foreign load
 //! balancer with one of our names is never touched; deleting a Service deletes its rows.
 //! A Service with a part that cannot be used is served without it and gets one Warning
-//! event. SCTP: this kernel has no SCTP, so SCTP Services are checked here, at the NB/SB
+//! event. An externalIP outside the administrator's allowlist gets no VIP and a Warning
+//! event (the allowlist is empty by default). SCTP: this kernel has no SCTP, so SCTP Services are checked here, at the NB/SB
 //! level.
 
 use std::collections::BTreeMap;
@@ -43,13 +44,21 @@ async fn settle(ctl: &mut Controller<MemoryStore>, rx: &mut UnboundedReceiver<Ev
 }
 
 async fn controller(nb: &str, store: &MemoryStore) -> Controller<MemoryStore> {
+    controller_with(nb, store, ClusterConfig::default()).await
+}
+
+async fn controller_with(
+    nb: &str,
+    store: &MemoryStore,
+    cfg: ClusterConfig,
+) -> Controller<MemoryStore> {
     let client = Client::connect(ClientConfig::parse(nb).expect("remote"))
         .await
         .expect("connect NB");
     let rec = Reconciler::start(client, "zstack-ovn")
         .await
         .expect("replica");
-    Controller::new(ClusterConfig::default(), rec, store.clone())
+    Controller::new(cfg, rec, store.clone())
 }
 
 fn node(name: &str, ip: &str) -> NodeInfo {
@@ -367,6 +376,57 @@ async fn service_load_balancers_on_real_nb() {
     );
     assert!(!left.contains("Service_demo/web_UDP"), "{left}");
     tests::record_real_run("services_nb");
+}
+
+/// A namespace's user claims an allowed externalIP and a node's address: the first is a
+/// VIP, the second is refused (no VIP, one Warning event naming the allowlist).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_ips_outside_the_allowlist_get_no_vip_on_real_nb() {
+    let Some((_scratch, central)) = central("svcext") else {
+        return;
+    };
+    let nb = central.nb_remote();
+    let (store, mut rx) = store_with_subnet();
+    store.apply_node(node("n1", "172.18.0.11"));
+    store.apply_node(node("n2", "172.18.0.12"));
+    // a namespace's user claims an allowed address and node n2's
+    let mut grab = service("grab", "10.96.0.50", &[("", Proto::Tcp, 80, None)]);
+    grab.external_ips = vec![
+        "192.0.2.5".parse().expect("ip"),
+        "172.18.0.12".parse().expect("ip"),
+    ];
+    store.apply_service(grab);
+    store.apply_endpoint_slice(slice(
+        "grab",
+        &[("10.16.0.5", "n1")],
+        &[("", Proto::Tcp, 80)],
+    ));
+    store.mark_synced();
+    let cfg = ClusterConfig {
+        external_ips: api::services::ExternalIpPolicy::parse("192.0.2.0/28").expect("allowlist"),
+        ..ClusterConfig::default()
+    };
+    let mut ctl = controller_with(&nb, &store, cfg).await;
+    settle(&mut ctl, &mut rx).await;
+    let vips = get(
+        &nb,
+        "Load_Balancer",
+        &lb_uuid(&nb, "Service_demo/grab_TCP"),
+        "vips",
+    );
+    assert!(vips.contains(r#""192.0.2.5:80"="10.16.0.5:80""#), "{vips}");
+    assert!(
+        !vips.contains("172.18.0.12"),
+        "node n2's address taken: {vips}"
+    );
+    assert_eq!(
+        store.service_events(),
+        vec![
+            "demo/grab: externalIP 172.18.0.12 refused: outside \
+             services.externalIPs.allowedCIDRs (192.0.2.0/28)"
+                .to_string()
+        ]
+    );
 }
 
 /// `internalTrafficPolicy: Local` on template load balancers: the cluster IP moves to

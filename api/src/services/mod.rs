@@ -6,13 +6,16 @@
 //! |---|---|
 //! | [`model`] | [`ServiceInfo`], [`EndpointSliceInfo`] |
 //! | `convert` (feature `k8s`) | Kubernetes `Service`, `EndpointSlice`, `Endpoints` → the model, with the problems found |
+//! | [`external_ips`] | which `spec.externalIPs` a Service may claim (the administrator's allowlist; empty refuses all) |
 //! | [`select`] | which endpoints back a Service port (ready, else serving+terminating; per family; per node), for the controller's load balancers and the agent's `externalTrafficPolicy: Local` rules alike |
 
 #[cfg(feature = "k8s")]
 pub mod convert;
+pub mod external_ips;
 pub mod model;
 pub mod select;
 
+pub use external_ips::ExternalIpPolicy;
 pub use model::{
     EndpointInfo, EndpointPort, EndpointSliceInfo, Proto, ServiceInfo, ServicePort, TargetPort,
 };

@@ -78,6 +78,12 @@ struct Args {
     /// only.
     #[arg(long)]
     join_cidr_v6: Option<ipnet::IpNet>,
+    /// The Service `externalIPs` an administrator allows (CIDRs, comma-separated; the
+    /// node agents' flag of the same name). Every other externalIP is refused with a
+    /// Warning event on its Service: any namespace's user writes them, and a claimed
+    /// address (the API server's, a node's) would be captured. Empty (the default): none.
+    #[arg(long, env = "SERVICE_EXTERNAL_IP_CIDRS", default_value = "")]
+    service_external_ip_cidrs: String,
     /// Service CIDR(s), comma-separated (Subnets may not overlap them).
     #[arg(long, default_value = "10.96.0.0/16", value_delimiter = ',')]
     service_cidr: Vec<ipnet::IpNet>,
@@ -181,6 +187,8 @@ fn cluster_config(args: &Args) -> Result<ClusterConfig> {
             })?),
         },
         service_cidrs: args.service_cidr.clone(),
+        external_ips: api::services::ExternalIpPolicy::parse(&args.service_external_ip_cidrs)
+            .context("--service-external-ip-cidrs")?,
         default_subnet: default_subnet(args)?,
         gateway: match args.gateway_mode {
             GatewayModeArg::Local => GatewayMode::Local,

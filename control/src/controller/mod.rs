@@ -173,7 +173,19 @@ impl<W: Writer> Controller<W> {
 
     /// Applies a source event (without running a pass).
     pub fn apply(&mut self, ev: Event) {
-        self.state.apply(ev);
+        self.state.apply(self.police(ev));
+    }
+
+    /// A Service loses the externalIPs the administrator's allowlist does not cover (each
+    /// becomes one of its problems, reported on it).
+    fn police(&self, ev: Event) -> Event {
+        match ev {
+            Event::Service(mut s) => {
+                self.cfg.external_ips.apply(&mut s);
+                Event::Service(s)
+            }
+            ev => ev,
+        }
     }
 
     /// The addresses a pod holds.
@@ -193,7 +205,7 @@ impl<W: Writer> Controller<W> {
         loop {
             tokio::select! {
                 ev = rx.recv() => match ev {
-                    Some(ev) => self.state.apply(ev),
+                    Some(ev) => self.apply(ev),
                     None => return Ok(()),
                 },
                 changed = nb_changes.changed() => {

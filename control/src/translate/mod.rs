@@ -57,6 +57,9 @@ pub struct ClusterConfig {
     pub default_subnet: Option<DefaultSubnet>,
     /// How pods reach addresses outside the cluster ([`egress`]).
     pub gateway: GatewayMode,
+    /// The Service `externalIPs` an administrator allows (`--service-external-ip-cidrs`);
+    /// the others are refused (a `ServiceProblem` event) and get no VIP.
+    pub external_ips: api::services::ExternalIpPolicy,
 }
 
 /// The join network's IPv6 part (`--join-cidr-v6`).
@@ -135,6 +138,7 @@ impl Default for ClusterConfig {
             ))],
             default_subnet: None,
             gateway: GatewayMode::Local,
+            external_ips: Default::default(),
         }
     }
 }

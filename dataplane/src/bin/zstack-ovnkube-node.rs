@@ -79,6 +79,11 @@ struct Args {
     /// router carries the pods' IPv6 too (needs --join-cidr-v6 on the controller).
     #[arg(long)]
     gateway_next_hop_v6: Option<std::net::Ipv6Addr>,
+    /// The Service `externalIPs` an administrator allows (CIDRs, comma-separated; the
+    /// controller's flag of the same name): others get no host route and no NAT rule on
+    /// this node. Empty (the default): none.
+    #[arg(long, env = "SERVICE_EXTERNAL_IP_CIDRS", default_value = "")]
+    service_external_ip_cidrs: String,
     /// Pod MTU. Default: the MTU of the interface holding the tunnel endpoint address
     /// minus the encapsulation overhead (Geneve 100, VXLAN 50; +20 on IPv6), e.g. 1400 on
     /// a 1500-byte underlay with Geneve.
@@ -386,6 +391,8 @@ async fn main() -> anyhow::Result<()> {
                 }
             }),
             uplink_bridge: args.gateway_interface.clone(),
+            external_ips: api::services::ExternalIpPolicy::parse(&args.service_external_ip_cidrs)
+                .context("--service-external-ip-cidrs")?,
         },
         ovs,
         pods,

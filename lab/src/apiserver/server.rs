@@ -116,6 +116,7 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
             lab_gateway::Shared => GatewayMode::Shared,
             lab_gateway::Off => GatewayMode::Off,
         },
+        external_ips: api::services::ExternalIpPolicy::new(lab.config().external_ip_cidrs.clone()),
         ..ClusterConfig::default()
     };
     let nb = ClientConfig::parse(&nb_remote).with_context(|| format!("NB remote {nb_remote}"))?;

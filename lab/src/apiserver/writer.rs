@@ -39,13 +39,14 @@ impl PersistingWriter {
     }
 }
 
-impl Writer for PersistingWriter {
-    async fn node_event(&self, name: &str, reason: &str, message: &str) -> Result<(), WriteError> {
+impl PersistingWriter {
+    /// A Warning event of the controller about `object` into the lab's event log.
+    fn warning(&self, object: Value, reason: &str, message: &str) {
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
         let mut log = self.events.lock().unwrap_or_else(|e| e.into_inner());
         log.push_back(json!({
             "apiVersion": "v1", "kind": "Event",
-            "involvedObject": {"kind": "Node", "name": name},
+            "involvedObject": object,
             "reason": reason, "message": message, "type": "Warning",
             "source": {"component": "zstack-ovnkube-controller"},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
@@ -53,7 +54,27 @@ impl Writer for PersistingWriter {
         while log.len() > super::protocol::MAX_EVENTS {
             log.pop_front();
         }
+    }
+}
+
+impl Writer for PersistingWriter {
+    async fn node_event(&self, name: &str, reason: &str, message: &str) -> Result<(), WriteError> {
+        self.warning(json!({"kind": "Node", "name": name}), reason, message);
         Ok(())
+    }
+
+    async fn service_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+    ) -> Result<(), WriteError> {
+        self.warning(
+            json!({"kind": "Service", "namespace": namespace, "name": name}),
+            control::services::SERVICE_PROBLEM,
+            message,
+        );
+        self.mem.service_event(namespace, name, message).await
     }
 
     async fn policy_event(

@@ -326,6 +326,7 @@ spec:
             - --metrics-addr=0.0.0.0:{{ $v.node.metricsPort }}
             - --datapath-config=/etc/zstack-ovn/datapath.yaml
             - --gateway-mode={{ $v.gateway.mode }}
+            - --service-external-ip-cidrs={{ join "," $v.services.externalIPs.allowedCIDRs }}
             {{- if eq $v.gateway.mode "shared" }}
             {{- if not (or $tunnelIf $v.ovs.hostManaged) }}
             {{- fail "gateway.mode=shared needs tunnel.interface (br-phy must hold the node's uplink and address, which its gateway router shares)" }}

@@ -377,6 +377,10 @@ pub struct UpArgs {
     /// `externalLogicalSwitch` puts its pods on a platform switch).
     #[arg(long, value_enum, default_value = "standalone")]
     pub mode: ModeArg,
+    /// The Service externalIPs the controller and the agents allow (CIDRs, comma
+    /// separated); every other externalIP is refused. Empty (the default): none.
+    #[arg(long, default_value = "")]
+    pub external_ip_cidrs: String,
 }
 
 /// `zovn lab up --mode`.

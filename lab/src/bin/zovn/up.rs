@@ -32,6 +32,10 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
             ModeArg::Standalone => ControllerMode::Standalone,
             ModeArg::External => ControllerMode::External,
         },
+        external_ip_cidrs: api::services::ExternalIpPolicy::parse(&a.external_ip_cidrs)
+            .context("--external-ip-cidrs")?
+            .allowed()
+            .to_vec(),
     };
     println!("lab up in {}", dir.display());
     let mut lab = Lab::up_with_progress(cfg, |s| {
