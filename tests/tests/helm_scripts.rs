@@ -92,8 +92,10 @@ async fn the_ha_start_script_forms_a_three_member_raft_cluster() {
             .append(true)
             .open(scratch.dir.path().join(format!("member-{i}.log")))
             .expect("log");
+        // its own PID namespace, as in its container: killing the member (its `unshare`,
+        // whose child dies with it) kills the script and its server together
         let child = Command::new("ip")
-            .args(["netns", "exec", &ns, "bash", "-c"])
+            .args(["netns", "exec", &ns, "unshare", "-p", "-f", "--kill-child", "bash", "-c"])
             .arg(r#"mount --bind "$RUNDIR" /run && mount --bind "$DATA" /var/lib/ovn && exec bash "$SCRIPTS/ovsdb-central.sh""#)
             .env("DATA", &data)
             .env("RUNDIR", &run)
@@ -629,7 +631,11 @@ fn a_new_pods_node_scripts_wait_for_the_old_pods_daemons() {
 
 /// OVN central `single`, for real: the pod's three containers (`ovsdb-central.sh` for NB
 /// and SB, `northd.sh` on their unix sockets, as the Deployment sets them) in one private
-/// mount and network namespace; a logical switch written to NB reaches SB through northd.
+/// mount and network namespace, each script the PID 1 of its own PID namespace as in its
+/// container; a logical switch written to NB reaches SB through northd. SIGTERM to each
+/// script (what kubelet sends a container) stops its daemon by that signal (status 143):
+/// an OVS daemon exec'd as PID 1 ignores the signal it raises again and ends in a
+/// general-protection trap (status 139).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_single_central_scripts_run_nb_sb_and_northd() {
     use std::process::{Command, Stdio};
@@ -675,8 +681,9 @@ async fn the_single_central_scripts_run_nb_sb_and_northd() {
     cmd.args(["-m", "-n", "--propagation", "private", "bash", "-c"])
         .arg(concat!(
             "mount -t tmpfs tmpfs /run && mount --bind \"$DATA\" /var/lib/ovn && ip link set lo up && ",
-            "(DB=nb bash \"$SCRIPTS/ovsdb-central.sh\" & DB=sb bash \"$SCRIPTS/ovsdb-central.sh\" & ",
-            "bash \"$SCRIPTS/northd.sh\" & wait)"
+            "pid1() { unshare -p -f bash \"$SCRIPTS/$2\"; echo \"$1 exited $?\"; }; ",
+            "(DB=nb pid1 nb ovsdb-central.sh & DB=sb pid1 sb ovsdb-central.sh & ",
+            "pid1 northd northd.sh & wait)"
         ))
         .env("SCRIPTS", &scripts)
         .env("DATA", &data)
@@ -722,6 +729,38 @@ async fn the_single_central_scripts_run_nb_sb_and_northd() {
     )
     .await;
     assert!(data.join("ovnnb_db.db").is_file() && data.join("ovnsb_db.db").is_file());
+
+    // kubelet stopping each container: SIGTERM to its PID 1 (the child of its `unshare`)
+    let log = scratch.dir.path().join("central.log");
+    let pid_ones = namespace_inits(group.id());
+    assert_eq!(pid_ones.len(), 3, "nb, sb and northd: {pid_ones:?}");
+    for pid in pid_ones {
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        assert!(killed.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+    }
+    let exits = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let exits: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains(" exited "))
+            .map(str::to_string)
+            .collect();
+        (exits.len() == 3).then_some(exits)
+    };
+    let exits = tests::kube_objects::eventually(
+        "the three scripts exit after SIGTERM",
+        Duration::from_secs(30),
+        || async { exits() },
+    )
+    .await;
+    for line in &exits {
+        assert!(
+            line.ends_with(" exited 143"),
+            "a daemon stopped by SIGTERM exits by it (143), not by a trap (139): {exits:?}"
+        );
+    }
 }
 
 /// One run of `node-uplink.sh` in [`the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own`]:
@@ -1185,6 +1224,42 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             "{what}: the IPv6 address is not back on eth1"
         );
     }
+}
+
+/// The first process of every PID namespace process group `pgid` made with
+/// `unshare -p -f` (each one's only child of its `unshare`).
+fn namespace_inits(pgid: u32) -> Vec<i32> {
+    let arg0 = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .ok()
+            .and_then(|c| {
+                c.split(|b| *b == 0)
+                    .next()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+            })
+    };
+    let in_group = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(2).map(str::to_string))
+                .is_some_and(|g| g == pgid.to_string())
+        })
+    };
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|&pid| in_group(pid) && arg0(pid).as_deref() == Some("unshare"))
+                .flat_map(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                        .unwrap_or_default()
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<i32>().ok())
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The pids of process group `pgid`'s `script` processes (the script itself, not its
