@@ -12,7 +12,7 @@
 //! 2. Node by node (node2, then node1), the OVS pod deleted: its successor runs the current
 //!    image; every probe's longest gap printed beside the target (≤ 1 s on the
 //!    AF_XDP node, ≤ 2 s on the DPDK node) and asserted against what this machine meets
-//!    (`day2::GAP_POD_RECREATED`).
+//!    (`day2::recreation_over`).
 //!
 //! Then no test pod was re-created or changed address, every release pod runs the current
 //! image, and Helm records the current chart version. The step's namespace is deleted so
@@ -30,8 +30,8 @@ use tests::e2e::ping_probe::Probe;
 use tests::e2e::wait_until;
 
 use super::day2::{
-    GAP_DPDK, GAP_KERNEL_AFXDP, GAP_POD_RECREATED, Recreated, identities, images_of, print_runs,
-    recreate_ovs_pod, release_pods, rollouts_complete, stop_probes_in,
+    GAP_DPDK, GAP_KERNEL_AFXDP, Recreated, identities, images_of, print_runs, recreate_ovs_pod,
+    recreation_over, release_pods, rollouts_complete, stop_probes_in,
 };
 use super::{E2e, INSTANCE, RELEASE, SYS, pods_ready};
 
@@ -222,8 +222,8 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
         );
         print_runs(&runs);
         for (what, r) in runs {
-            if r.longest_gap > GAP_POD_RECREATED {
-                over.push(format!("{node}: {what}: {r}"));
+            if let Some(why) = recreation_over(r.longest_gap, created_secs) {
+                over.push(format!("{node}: {what}: {r}: {why}"));
             }
         }
     }
