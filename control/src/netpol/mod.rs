@@ -18,6 +18,7 @@
 //! the entry matches nothing (an `except` outside the `cidr` excludes nothing, as in
 //! Kubernetes), and the problem is reported for events and logs.
 
+mod ip_block;
 pub mod report;
 mod rules;
 pub mod selector;
@@ -180,18 +181,51 @@ impl Direction {
 /// The port group name of `key` (a policy `ns/name`, or `deny/ingress`...): an OVN
 /// identifier (`@name` in matches), unique per cluster ([`api::names::policy_port_group`]).
 pub fn port_group_name(cluster_id: &str, key: &str) -> String {
+    // a hash collision cannot be produced on demand: tests force one (tests::collide)
+    #[cfg(test)]
+    if let Some(name) = tests::forced_name(key) {
+        return name;
+    }
     api::names::policy_port_group(cluster_id, key)
 }
 
 /// The address set name of peer `key` for `family` (`$name` in matches,
 /// [`api::names::policy_address_set`]).
 pub fn address_set_name(cluster_id: &str, key: &str, family: Family) -> String {
+    #[cfg(test)]
+    if let Some(name) = tests::forced_name(key) {
+        return format!("{name}_{}", family.field());
+    }
     api::names::policy_address_set(cluster_id, key, family == Family::V4)
 }
 
-/// The key of the default-deny port group of `dir`.
+/// The key of the default-deny port group of `dir`: `/deny/ingress`, which no policy's
+/// `namespace/name` can spell (a namespace is never empty, a name holds no `/`). It was
+/// `deny/ingress` until 0.2: the policy `ingress` of a namespace named `deny` shared the
+/// cluster's deny group (an upgrade renames the two groups: the new ones are written
+/// before the old lose their ACLs, so no pod is unisolated meanwhile).
 pub fn deny_key(dir: Direction) -> String {
-    format!("deny/{}", dir.word())
+    format!("/deny/{}", dir.word())
+}
+
+/// The OVN names given out in one translation, each with the key it was given to: names
+/// are 64-bit hashes of keys, so a second key on a name is a collision, refused (the first
+/// holder keeps it) rather than letting two objects share one row.
+#[derive(Default)]
+pub(crate) struct Claims(BTreeMap<String, String>);
+
+impl Claims {
+    /// Gives `name` to `key`; `Err(holder)` when another key holds it.
+    pub(crate) fn claim(&mut self, name: &str, key: &str) -> Result<(), String> {
+        match self.0.get(name) {
+            Some(holder) if holder != key => Err(holder.clone()),
+            Some(_) => Ok(()),
+            None => {
+                self.0.insert(name.to_string(), key.to_string());
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The port group of policy `ns/name`.
@@ -213,16 +247,44 @@ pub fn translate(input: &PolicyInput<'_>) -> Translation {
         .collect();
     let mut ctx = rules::Ctx::new(input, families);
     let mut deny: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
+    let mut groups = Claims::default();
+    for dir in [Direction::Ingress, Direction::Egress] {
+        let key = deny_key(dir);
+        // the first claims of an empty set: they cannot fail
+        let _ = groups.claim(&port_group_name(input.cluster_id, &key), &key);
+    }
+    // oldest first: on a name collision the policy that was there first keeps its name
     let mut policies = input.policies.clone();
-    policies.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
+    policies.sort_by_key(|p| {
+        (
+            p.metadata.creation_timestamp.clone(),
+            p.metadata.namespace.clone(),
+            p.metadata.name.clone(),
+        )
+    });
     for p in policies {
         let Some(pol) = rules::policy(&mut ctx, p, &mut t.problems) else {
             continue;
         };
+        // its pods are isolated even when its rules are refused below: fail closed
         for dir in &pol.directions {
             deny.entry(dir.word())
                 .or_default()
                 .extend(pol.group.ports.iter().cloned());
+        }
+        let key = object_of(&pol.group.row.external_ids)
+            .unwrap_or_default()
+            .to_string();
+        if let Err(holder) = groups.claim(&pol.group.row.name, &key) {
+            t.problems.push(Problem {
+                message: format!(
+                    "its OVN port group name {} is already {holder}'s (a hash collision): \
+                     its rules are not applied and its pods stay isolated; rename the policy",
+                    pol.group.row.name
+                ),
+                policy: key,
+            });
+            continue;
         }
         t.nb.port_groups
             .insert(pol.group.row.name.clone(), pol.group);

@@ -4,16 +4,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use k8s_openapi::api::networking::v1::{
-    IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort,
-};
+use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use ovsdb::nb::{AddressSet, PortGroup};
 
+use super::ip_block;
 use super::selector::{self, NAMESPACE_NAME_LABEL};
 use super::{
-    DesiredPortGroup, Direction, Family, KIND_PEER, KIND_POLICY, PRIORITY_ALLOW,
+    Claims, DesiredPortGroup, Direction, Family, KIND_PEER, KIND_POLICY, PRIORITY_ALLOW,
     PRIORITY_NODE_ALLOW, PolicyInput, Problem, acl, address_set_name, port_group_name,
 };
 use crate::model::PodInfo;
@@ -37,6 +36,8 @@ pub(super) struct Ctx<'a> {
     node_cidrs: Vec<IpNet>,
     /// Peer key → addresses of its pods.
     peers: BTreeMap<String, BTreeSet<IpAddr>>,
+    /// Address set names given to peer keys (a collision refuses the later peer).
+    peer_names: Claims,
 }
 
 impl<'a> Ctx<'a> {
@@ -75,6 +76,7 @@ impl<'a> Ctx<'a> {
             families,
             node_cidrs: input.node_cidrs.clone(),
             peers: BTreeMap::new(),
+            peer_names: Claims::default(),
         }
     }
 
@@ -338,12 +340,17 @@ fn peers_term(
                 ));
                 continue;
             }
-            match ip_block_term(block, dir) {
+            match ip_block::term(block, dir) {
                 Ok((t, warnings)) => {
                     for w in warnings {
                         problem(format!("{at}: {w}"));
                     }
-                    terms.push(t);
+                    match t {
+                        Some(t) => terms.push(t),
+                        None => problem(format!(
+                            "{at}: ipBlock.except covers the whole cidr; the peer matches nothing"
+                        )),
+                    }
                 }
                 Err(e) => problem(format!("{at}: {e}; the peer matches nothing")),
             }
@@ -362,6 +369,15 @@ fn peers_term(
                 selector::canonical(&pod_sel)
             ),
         };
+        // the v6 name is the same hash as the v4 one: one claim covers both
+        let set_name = address_set_name(ctx.cluster_id, &key, Family::V4);
+        if let Err(holder) = ctx.peer_names.claim(&set_name, &key) {
+            problem(format!(
+                "{at}: its OVN address set name {set_name} is already peer {holder:?}'s \
+                 (a hash collision); the peer matches nothing"
+            ));
+            continue;
+        }
         if ctx.peers.contains_key(&key) {
             // the same peer in another rule or policy: one address set, computed once
             terms.push(ctx.peer_set_term(key, None, dir));
@@ -381,40 +397,6 @@ fn peers_term(
     } else {
         Some(or(terms))
     }
-}
-
-/// `ip4.src == 10.0.0.0/16 && ip4.src != {10.0.1.0/24}`, with warnings for ignored
-/// excepts; an error when the block is unusable.
-fn ip_block_term(block: &IPBlock, dir: Direction) -> Result<(String, Vec<String>), String> {
-    let cidr: IpNet = block
-        .cidr
-        .trim()
-        .parse()
-        .map_err(|_| format!("ipBlock.cidr {:?} is not a CIDR", block.cidr))?;
-    let cidr = cidr.trunc();
-    let field = format!("{}.{}", Family::of(&cidr.addr()).field(), dir.peer_field());
-    let mut excepts = Vec::new();
-    let mut warnings = Vec::new();
-    for e in block.except.iter().flatten() {
-        let ex: IpNet = e
-            .trim()
-            .parse()
-            .map_err(|_| format!("ipBlock.except {e:?} is not a CIDR"))?;
-        let ex = ex.trunc();
-        if cidr.contains(&ex) {
-            excepts.push(ex.to_string());
-        } else {
-            warnings.push(format!(
-                "ipBlock.except {ex} is outside cidr {cidr}; it excludes nothing"
-            ));
-        }
-    }
-    let t = if excepts.is_empty() {
-        format!("{field} == {cidr}")
-    } else {
-        format!("{field} == {cidr} && {field} != {{{}}}", excepts.join(", "))
-    };
-    Ok((t, warnings))
 }
 
 /// The ports of a rule as a match term: `Some("")` for every port, `None` for none.

@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ipnet::IpNet;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -8,6 +8,29 @@ use super::*;
 use crate::model::{Mac, NamespaceInfo, PodAddresses, PodInfo, PodPort};
 
 const CID: &str = "test-cluster";
+
+thread_local! {
+    /// Keys whose OVN name a test forces (key → name): a 64-bit hash collision made on
+    /// demand, which real keys cannot produce in a test's time.
+    static FORCED: std::cell::RefCell<BTreeMap<String, String>> = const {
+        std::cell::RefCell::new(BTreeMap::new())
+    };
+}
+
+/// The name a test forced for `key` ([`collide`]).
+pub(super) fn forced_name(key: &str) -> Option<String> {
+    FORCED.with(|f| f.borrow().get(key).cloned())
+}
+
+/// Gives every key of `keys` the OVN name `name` in this test's thread.
+fn collide(name: &str, keys: &[&str]) {
+    FORCED.with(|f| {
+        let mut f = f.borrow_mut();
+        for k in keys {
+            f.insert(k.to_string(), name.to_string());
+        }
+    });
+}
 
 fn pod(ns: &str, name: &str, ip: &str, labels: &[(&str, &str)]) -> (PodInfo, PodAddresses) {
     let info = PodInfo {
@@ -239,7 +262,8 @@ fn ip_block_except_and_bad_blocks_fail_closed() {
     );
     assert!(
         a.match_
-            .contains("ip4.dst == 10.16.0.0/16 && ip4.dst != {10.16.2.0/24}"),
+            .contains("ip4.dst == {10.16.0.0/23, 10.16.3.0/24, 10.16.4.0/22,")
+            && !a.match_.contains("!="),
         "{}",
         a.match_
     );
@@ -415,4 +439,116 @@ fn rows_grow_linearly() {
     let t = run(&pols, &pods, &nss);
     // per policy: 1 group + node acl + 1 rule acl + 1 own peer set; shared: 1 ns peer set, deny group + acl
     assert_eq!(t.nb.len(), 30 * 4 + 1 + 2, "{}", t.nb.len());
+}
+
+fn created(v: serde_json::Value, at: &str) -> NetworkPolicy {
+    let mut p = policy(v);
+    p.metadata.creation_timestamp = Some(serde_json::from_value(json!(at)).expect("timestamp"));
+    p
+}
+
+/// Two policies whose port group names collide: the older keeps the name with its rules;
+/// the newer is refused with a problem naming the holder, and its pods stay isolated
+/// (fail closed). Which one is older decides, not their names.
+#[test]
+fn a_port_group_name_collision_refuses_the_newer_policy() {
+    let allow_all = |ns: &str| {
+        json!({"metadata": {"namespace": ns, "name": "p"},
+            "spec": {"podSelector": {}, "ingress": [{}]}})
+    };
+    for (x_at, y_at, winner, loser) in [
+        ("2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", "x/p", "y/p"),
+        ("2026-03-01T00:00:00Z", "2026-02-01T00:00:00Z", "y/p", "x/p"),
+    ] {
+        collide("np_forced", &["x/p", "y/p"]);
+        let t = run(
+            &[created(allow_all("x"), x_at), created(allow_all("y"), y_at)],
+            &cluster(),
+            &namespaces(),
+        );
+        let g = &t.nb.port_groups["np_forced"];
+        assert_eq!(object_of(&g.row.external_ids), Some(winner));
+        let loser_ns = &loser[..1];
+        assert!(
+            g.ports.iter().all(|p| !p.starts_with(loser_ns)),
+            "the group holds only {winner}'s pods: {:?}",
+            g.ports
+        );
+        let msgs: Vec<String> = t.problems.iter().map(ToString::to_string).collect();
+        assert!(
+            msgs.iter()
+                .any(|m| m.starts_with(&format!("NetworkPolicy {loser}:"))
+                    && m.contains(&format!("already {winner}'s (a hash collision)"))),
+            "{msgs:?}"
+        );
+        let deny = pg(&t, &deny_key(Direction::Ingress));
+        for n in ["a", "b", "c"] {
+            assert!(
+                deny.ports.contains(&format!("{loser_ns}_{n}")),
+                "{loser} isolates"
+            );
+        }
+    }
+}
+
+/// Two different peers whose address set names collide: the first keeps the set and
+/// its pods; the later peer matches nothing (its rule allows no one) and is reported.
+#[test]
+fn an_address_set_name_collision_refuses_the_later_peer() {
+    let from = |ns: &str, pod: &str| {
+        json!({"metadata": {"namespace": ns, "name": "p"},
+            "spec": {"podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": pod}}}]}]}})
+    };
+    let victim = "ns=x pods={pod=a}";
+    let attacker = "ns=y pods={pod=b}";
+    collide("np_peer", &[victim, attacker]);
+    let t = run(
+        &[
+            created(from("x", "a"), "2026-01-01T00:00:00Z"),
+            created(from("y", "b"), "2026-02-01T00:00:00Z"),
+        ],
+        &cluster(),
+        &namespaces(),
+    );
+    let set = &t.nb.address_sets["np_peer_ip4"];
+    assert_eq!(object_of(&set.external_ids), Some(victim), "{set:?}");
+    assert_eq!(set.addresses, BTreeSet::from(["10.16.1.10".to_string()]));
+    assert!(
+        rule(&t, "x/p", "ingress[0]").is_some(),
+        "the victim's rule stands"
+    );
+    assert!(
+        rule(&t, "y/p", "ingress[0]").is_none(),
+        "the colliding peer allows nothing"
+    );
+    assert!(
+        t.problems.iter().any(|p| p.policy == "y/p"
+            && p.message
+                .contains(&format!("already peer {victim:?}'s (a hash collision)"))),
+        "{:?}",
+        t.problems
+    );
+}
+
+/// The policy `ingress` of a namespace named `deny` is a policy like any other: its own
+/// group and rules, and the cluster's deny group apart.
+#[test]
+fn a_namespace_named_deny_shares_nothing_with_the_deny_groups() {
+    let mut pods = cluster();
+    pods.push(pod("deny", "a", "10.16.9.10", &[("pod", "a")]));
+    let p = policy(json!({"metadata": {"namespace": "deny", "name": "ingress"},
+        "spec": {"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]}}));
+    let q = policy(json!({"metadata": {"namespace": "x", "name": "q"},
+        "spec": {"podSelector": {}}}));
+    let t = run(&[p, q], &pods, &namespaces());
+    assert!(t.problems.is_empty(), "{:?}", t.problems);
+    let own = pg(&t, "deny/ingress");
+    assert_eq!(object_of(&own.row.external_ids), Some("deny/ingress"));
+    assert!(own.acls.contains_key("ingress[0]"));
+    let deny = pg(&t, &deny_key(Direction::Ingress));
+    assert_ne!(own.row.name, deny.row.name);
+    assert_eq!(
+        deny.ports.iter().cloned().collect::<Vec<_>>(),
+        ["deny_a", "x_a", "x_b", "x_c"]
+    );
 }
