@@ -22,6 +22,12 @@
 //! | `zstack_ovn_port_rx_packets_total`, `zstack_ovn_port_tx_packets_total` | `port`, `pod` |
 //! | `zstack_ovn_port_bytes_total`, `zstack_ovn_port_dropped_total`, `zstack_ovn_port_errors_total` | `port`, `pod`, `direction=rx\|tx` |
 //! | `zstack_ovn_datapath_scrape_seconds` | |
+//! | `zstack_ovn_datapath_collections_total` | |
+//!
+//! A scrape costs ovs-vswitchd two unixctl commands: the agent collects at most once per
+//! [`MIN_COLLECT_INTERVAL`], and scrapes arriving meanwhile (or while a collection runs)
+//! get the last snapshot, so whoever reaches `/metrics` cannot make ovs-vswitchd's main
+//! thread serve unixctl in a loop.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,6 +49,9 @@ use crate::unixctl::Unixctl;
 
 /// Bound of one collection (each source alone; they run concurrently).
 pub const COLLECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The agent's `/metrics` collects from ovs-vswitchd at most once per this interval.
+pub const MIN_COLLECT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The Interface `statistics` keys exported (others, e.g. `xsk_queue_0_rx_dropped`, are
 /// kept in the snapshot but not exported per key).
@@ -94,6 +103,8 @@ pub struct DatapathSnapshot {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ports_error: Option<String>,
     pub collect_seconds: f64,
+    /// Collections made by the agent's collector so far (this one included).
+    pub collections: u64,
 }
 
 /// Where the port counters come from.
@@ -232,6 +243,9 @@ pub struct DatapathCollector {
     ctl: Unixctl,
     ovs: Ovs,
     last: Arc<Mutex<DatapathSnapshot>>,
+    /// When the last collection ended; held during a collection, so concurrent scrapes
+    /// wait for it and share its snapshot.
+    gate: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl DatapathCollector {
@@ -241,17 +255,30 @@ impl DatapathCollector {
             ctl: Unixctl::new(ctl).with_timeout(COLLECT_TIMEOUT),
             ovs,
             last: Arc::default(),
+            gate: tokio::sync::Mutex::new(None),
         }
     }
 
-    /// Collects a fresh snapshot and keeps it for the next encode.
+    /// Collects a fresh snapshot and keeps it for the next encode, unless the last one is
+    /// younger than [`MIN_COLLECT_INTERVAL`]: then that one.
     pub async fn refresh(&self) -> DatapathSnapshot {
+        let mut ended = self.gate.lock().await;
+        if ended.is_some_and(|at| at.elapsed() < MIN_COLLECT_INTERVAL) {
+            return self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        }
+        let collections = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .collections;
         let source = if self.ovs.is_synced() {
             PortSource::Replica(self.ovs.replica())
         } else {
             PortSource::Unavailable
         };
-        let snap = collect(&self.ctl, source).await;
+        let mut snap = collect(&self.ctl, source).await;
+        snap.collections = collections + 1;
+        *ended = Some(Instant::now());
         if let Some(e) = &snap.vswitchd_error {
             tracing::debug!(socket = %self.ctl.socket().display(), error = %e, "datapath metrics: vswitchd not answering");
         }
@@ -339,6 +366,14 @@ impl Collector for SnapshotEncoder {
             .samples
             .push((Vec::new(), ConstGauge::new(s.collect_seconds)));
         scrape.encode(&mut encoder)?;
+        let mut collections = Family::<ConstCounter<u64>>::new(
+            "zstack_ovn_datapath_collections",
+            "Collections from ovs-vswitchd and the database (at most one per second; scrapes in between get the last)",
+        );
+        collections
+            .samples
+            .push((Vec::new(), ConstCounter::new(s.collections)));
+        collections.encode(&mut encoder)?;
 
         let mut packets = Family::<ConstCounter<u64>>::new(
             "zstack_ovn_pmd_packets",

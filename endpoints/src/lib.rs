@@ -114,9 +114,41 @@ impl Endpoints {
     }
 }
 
-/// Binds `addr` and returns the listener and its actual address (for port 0).
+/// Parses a listen address: `IP:PORT`, `[IPv6]:PORT`, or `IPv6:PORT` without brackets
+/// (what `--metrics-addr=$(HOST_IP):PORT` gives in a pod spec on an IPv6 node: the last
+/// `:` starts the port).
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = || format!("{s:?} is not IP:PORT (e.g. 10.0.0.5:10665 or [fd00::5]:10665)");
+    let (ip, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Binds `addr` and returns the listener and its actual address (for port 0). A specific
+/// address is bound with `IP_FREEBIND`: a node's address may be between interfaces when
+/// the daemon starts (the uplink keeper moves the NIC's address onto br-phy), and the
+/// socket serves it once it is back.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
-    let l = TcpListener::bind(addr).await?;
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    if !addr.ip().is_unspecified() {
+        let freebind = match addr {
+            SocketAddr::V4(_) => sock.set_freebind_v4(true),
+            SocketAddr::V6(_) => sock.set_freebind_v6(true),
+        };
+        if let Err(e) = freebind {
+            tracing::debug!(error = %e, "endpoints: IP_FREEBIND refused; binding without it");
+        }
+    }
+    sock.bind(&addr.into())?;
+    sock.listen(128)?;
+    sock.set_nonblocking(true)?;
+    let l = TcpListener::from_std(sock.into())?;
     let a = l.local_addr()?;
     Ok((l, a))
 }

@@ -55,3 +55,30 @@ async fn unknown_path_and_method() {
     let (code, _) = request(addr, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").await;
     assert_eq!(code, 405);
 }
+
+#[test]
+fn listen_addresses_with_and_without_brackets() {
+    let ok = |s: &str| parse_listen_addr(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+    assert_eq!(ok("10.0.0.5:10665").to_string(), "10.0.0.5:10665");
+    assert_eq!(ok("[fd00::5]:10665").to_string(), "[fd00::5]:10665");
+    // $(HOST_IP):PORT on an IPv6 node
+    assert_eq!(ok("fd00::5:10665").to_string(), "[fd00::5]:10665");
+    assert_eq!(ok("0.0.0.0:0").port(), 0);
+    for bad in ["10.0.0.5", "node1:10665", "10.0.0.5:99999", ":10665", ""] {
+        let e = parse_listen_addr(bad).expect_err(bad);
+        assert!(e.contains("is not IP:PORT"), "{bad}: {e}");
+    }
+}
+
+/// An address the host does not hold (yet) is bound all the same (`IP_FREEBIND`): the
+/// daemon starts while the node's address moves between interfaces.
+#[tokio::test]
+async fn binds_an_address_not_on_the_host() {
+    // TEST-NET-2: on no interface of a test machine
+    let (l, bound) = bind("198.51.100.77:0".parse().expect("addr"))
+        .await
+        .expect("freebind");
+    assert_eq!(bound.ip().to_string(), "198.51.100.77");
+    assert_ne!(bound.port(), 0);
+    drop(l);
+}

@@ -100,7 +100,7 @@ fn standalone_single_runs_nb_sb_and_northd_in_one_pod() {
             "--cluster-cidr=10.244.0.0/16",
             "--leader-elect",
             "--leader-elect-lease-name=zs-zstack-ovn-controller",
-            "--metrics-addr=0.0.0.0:10660",
+            "--metrics-addr=$(HOST_IP):10660",
         ],
     );
     let c = container(ctl, "controller");

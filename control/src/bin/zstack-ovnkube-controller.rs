@@ -111,8 +111,9 @@ struct Args {
     #[arg(long)]
     log_json: bool,
     /// Listen address of `/metrics` (Prometheus), `/healthz` and `/readyz` (port 0: any; the
-    /// bound address is logged).
-    #[arg(long)]
+    /// bound address is logged): `IP:PORT`, `[IPv6]:PORT` or `IPv6:PORT`. The chart gives
+    /// the node's address, not every address of the host.
+    #[arg(long, value_parser = endpoints::parse_listen_addr)]
     metrics_addr: Option<std::net::SocketAddr>,
     /// Elect a leader on a coordination.k8s.io/v1 Lease: only the holder connects to the NB
     /// and reconciles; the others stand by.

@@ -92,8 +92,10 @@ struct Args {
     /// Per-sandbox state (restart safety).
     #[arg(long, default_value = "/var/lib/zstack-ovn/node")]
     state_dir: PathBuf,
-    /// Listen address of `/metrics` (Prometheus), `/healthz` and `/readyz` (port 0: any).
-    #[arg(long)]
+    /// Listen address of `/metrics` (Prometheus), `/healthz` and `/readyz` (port 0: any):
+    /// `IP:PORT`, `[IPv6]:PORT` or `IPv6:PORT`. The chart gives the node's address, not
+    /// every address of the host.
+    #[arg(long, value_parser = endpoints::parse_listen_addr)]
     metrics_addr: Option<SocketAddr>,
     /// Log as JSON lines.
     #[arg(long)]

@@ -323,7 +323,8 @@ spec:
             - --cni-conf-dir=/host/cni-conf
             - --cni-bin-dir=/host/cni-bin
             - --cni-shim=/usr/local/bin/zstack-ovn-cni
-            - --metrics-addr=0.0.0.0:{{ $v.node.metricsPort }}
+            # the node's address only (not every address of the host: pods reach some)
+            - --metrics-addr=$(HOST_IP):{{ $v.node.metricsPort }}
             - --datapath-config=/etc/zstack-ovn/datapath.yaml
             - --gateway-mode={{ $v.gateway.mode }}
             - --service-external-ip-cidrs={{ join "," $v.services.externalIPs.allowedCIDRs }}
