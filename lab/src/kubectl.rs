@@ -21,14 +21,30 @@ pub enum KubectlError {
     Json { args: String, detail: String },
 }
 
-/// The kubeconfig and context every call uses (kubectl's own defaults when unset).
+/// The namespace the chart is installed in when `--release-namespace` does not say
+/// (docs/install.md installs it there).
+pub const DEFAULT_RELEASE_NAMESPACE: &str = "kube-system";
+
+/// The kubeconfig and context every call uses (kubectl's own defaults when unset), and
+/// the namespace of the zstack-ovn release.
 #[derive(Debug, Clone, Default)]
 pub struct Kubectl {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
+    /// Where the release's pods and DaemonSets are looked for, and only there: a tenant's
+    /// look-alike pod elsewhere is never exec'd into ([`DEFAULT_RELEASE_NAMESPACE`] when
+    /// unset).
+    pub release_namespace: Option<String>,
 }
 
 impl Kubectl {
+    /// The release's namespace.
+    pub fn release_namespace(&self) -> &str {
+        self.release_namespace
+            .as_deref()
+            .unwrap_or(DEFAULT_RELEASE_NAMESPACE)
+    }
+
     /// A `kubectl` command with the kubeconfig and context set.
     pub fn command(&self) -> Command {
         let mut c = Command::new("kubectl");

@@ -28,8 +28,10 @@ use crate::release::NAME_LABEL;
 pub enum UpgradeError {
     #[error(transparent)]
     Kubectl(#[from] KubectlError),
-    #[error("no OVS DaemonSet of a zstack-ovn release ({NAME_LABEL}) is visible")]
-    NoDaemonSet,
+    #[error(
+        "no OVS DaemonSet of a zstack-ovn release ({NAME_LABEL}) in namespace {0} (--release-namespace)"
+    )]
+    NoDaemonSet(String),
     #[error("DaemonSet {0}: {1}")]
     Revision(String, String),
     #[error("pod {pod}: {what} after {secs} s")]
@@ -284,8 +286,12 @@ pub fn upgrade(
     opts: &Options,
     mut report: impl FnMut(&PodOutcome),
 ) -> Result<Vec<PodOutcome>, UpgradeError> {
-    let dss: Vec<Value> = k
-        .list_all("daemonsets")?
+    // the release's namespace only: a namespace admin may create a look-alike DaemonSet
+    let ns = k.release_namespace();
+    let dss: Vec<Value> = k.get_json(&["daemonsets", "-n", ns])?["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
         .into_iter()
         .filter(|d| {
             d["metadata"]["labels"]["app.kubernetes.io/name"] == "zstack-ovn"
@@ -295,7 +301,7 @@ pub fn upgrade(
         })
         .collect();
     if dss.is_empty() {
-        return Err(UpgradeError::NoDaemonSet);
+        return Err(UpgradeError::NoDaemonSet(ns.to_string()));
     }
     let mut out = Vec::new();
     for ds in &dss {

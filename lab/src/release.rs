@@ -145,23 +145,31 @@ pub enum ReleaseError {
     #[error(transparent)]
     Kubectl(#[from] KubectlError),
     #[error(
-        "no zstack-ovn release in this cluster (no pod labelled {NAME_LABEL}); install the chart (docs/install.md)"
+        "no zstack-ovn release in namespace {0} (no pod labelled {NAME_LABEL} there); install the chart (docs/install.md), or name its namespace with --release-namespace"
     )]
-    NotInstalled,
+    NotInstalled(String),
     #[error("no {0} of the zstack-ovn release is Ready")]
     Missing(String),
 }
 
 impl Release {
-    /// The pods labelled as the chart's, in every namespace.
+    /// The pods labelled as the chart's in the release's namespace only
+    /// ([`Kubectl::release_namespace`]): anyone who may create pods somewhere can label
+    /// them so, and the diagnostics exec into what they find.
     pub fn discover(k: &Kubectl) -> Result<Release, ReleaseError> {
-        let v = k.get_json(&["pods", "--all-namespaces", "-l", NAME_LABEL])?;
+        let ns = k.release_namespace();
+        let v = k.get_json(&["pods", "-n", ns, "-l", NAME_LABEL])?;
         let pods: Vec<ReleasePod> = v["items"]
             .as_array()
-            .map(|a| a.iter().filter_map(ReleasePod::from_json).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(ReleasePod::from_json)
+                    .filter(|p| p.namespace == ns)
+                    .collect()
+            })
             .unwrap_or_default();
         if pods.is_empty() {
-            return Err(ReleaseError::NotInstalled);
+            return Err(ReleaseError::NotInstalled(ns.to_string()));
         }
         Ok(Release { pods })
     }

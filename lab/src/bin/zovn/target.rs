@@ -28,6 +28,10 @@ pub struct TargetArgs {
     /// The kubeconfig context to use (as kubectl's flag).
     #[arg(long)]
     pub context: Option<String>,
+    /// The namespace the zstack-ovn release is installed in: its pods and DaemonSets are
+    /// looked for there only [default: kube-system].
+    #[arg(long, env = "ZOVN_RELEASE_NAMESPACE")]
+    pub release_namespace: Option<String>,
 }
 
 /// What to diagnose.
@@ -60,6 +64,7 @@ impl TargetArgs {
             Target::Cluster(Kubectl {
                 kubeconfig: self.kubeconfig.clone(),
                 context: self.context.clone(),
+                release_namespace: self.release_namespace.clone(),
             })
         };
         if self.kubeconfig.is_some() || self.context.is_some() {
