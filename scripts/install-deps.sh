@@ -13,7 +13,7 @@ PACKAGES=(
   etcd-server                                  # etcd 3.4 for the tests' private kube-apiserver
   containerd runc busybox-static               # a real container runtime for the CNI tests (ctr run --cni)
   containernetworking-plugins                  # zovn cluster: the loopback CNI plugin containerd's CRI runs
-  python3                                      # licence check, lab reachability matrix
+  python3                                      # dependency policy check, lab reachability matrix
   nftables                                     # nft: the node agent's host Service NAT table (inet zstack-ovn)
   mmdebstrap umoci                             # make images: the Debian root filesystem, the OCI layout (no daemon)
 )

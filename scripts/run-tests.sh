@@ -14,13 +14,14 @@ LOG=target/test.log
 export ZOVN_REAL_LOG=$PWD/target/real-tests.log
 rm -f "$ZOVN_REAL_LOG"
 status=0
-echo "== lint (fmt, clippy, dependency licences)"
+echo "== lint (fmt, clippy, dependency policy)"
 cargo fmt --all --check || status=1
-cargo clippy --workspace --all-targets -q -- -D warnings || status=1
-python3 scripts/check-licences.py || status=1
+# --locked: the builds use Cargo.lock as committed (the policy below checks what it holds)
+cargo clippy --locked --workspace --all-targets -q -- -D warnings || status=1
+python3 scripts/check-deps.py || status=1
 
 echo "== build (every binary: tests run the real zovn, zstack-ovnkube-controller, ...)"
-cargo build --workspace --bins || status=1
+cargo build --locked --workspace --bins || status=1
 
 echo "== tests"
 # the machine's 2 MiB hugepage reservation: the tests must leave it as they found it
@@ -28,7 +29,7 @@ NR_HP=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 hp_before=$(cat "$NR_HP" 2>/dev/null || echo 0)
 export ZOVN_HUGEPAGES_LOG=$PWD/target/hugepages-leaks.log
 rm -f "$ZOVN_HUGEPAGES_LOG"
-ZOVN_REQUIRE_REAL=1 cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG"
+ZOVN_REQUIRE_REAL=1 cargo test --locked --workspace --no-fail-fast 2>&1 | tee "$LOG"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 if [ -s "$ZOVN_HUGEPAGES_LOG" ]; then
   echo "run-tests: heavy tests that left more 2 MiB hugepages reserved than they found:" >&2

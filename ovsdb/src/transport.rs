@@ -9,6 +9,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, pki_types};
 
 use crate::error::{Error, Result};
@@ -123,7 +125,7 @@ impl TlsConfig {
         let tls = |e: &dyn fmt::Display| Error::Tls(e.to_string());
         let mut roots = rustls::RootCertStore::empty();
         let mut n = 0;
-        for c in rustls_pemfile::certs(&mut &ca_cert[..]) {
+        for c in CertificateDer::pem_slice_iter(ca_cert) {
             roots.add(c.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
             n += 1;
         }
@@ -138,15 +140,19 @@ impl TlsConfig {
         .with_root_certificates(roots);
         let config = match client {
             Some((cert, key)) => {
-                let chain = rustls_pemfile::certs(&mut &cert[..])
+                let chain = CertificateDer::pem_slice_iter(cert)
                     .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(|e| tls(&e))?;
                 if chain.is_empty() {
                     return Err(Error::Tls("no client certificate found in PEM".into()));
                 }
-                let key = rustls_pemfile::private_key(&mut &key[..])
-                    .map_err(|e| tls(&e))?
-                    .ok_or_else(|| Error::Tls("no private key found in PEM".into()))?;
+                let key = match PrivateKeyDer::from_pem_slice(key) {
+                    Ok(k) => k,
+                    Err(pem::Error::NoItemsFound) => {
+                        return Err(Error::Tls("no private key found in PEM".into()));
+                    }
+                    Err(e) => return Err(tls(&e)),
+                };
                 builder
                     .with_client_auth_cert(chain, key)
                     .map_err(|e| tls(&e))?
@@ -193,6 +199,51 @@ pub async fn connect(remote: &Remote, tls: Option<&TlsConfig>) -> Result<Box<dyn
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CA and a client certificate with its key, as PEM.
+    fn pems() -> (String, String, String) {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().expect("key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).expect("ca");
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::new(vec!["client".to_string()])
+            .expect("params")
+            .signed_by(&key, &issuer)
+            .expect("client");
+        (ca_cert.pem(), cert.pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn pem_material_is_read_and_its_absence_named() {
+        let (ca, cert, key) = pems();
+        assert!(TlsConfig::from_pem(ca.as_bytes(), None).is_ok());
+        assert!(
+            TlsConfig::from_pem(ca.as_bytes(), Some((cert.as_bytes(), key.as_bytes()))).is_ok()
+        );
+        // the CA bundle may hold text around its certificates (as openssl writes it)
+        let noisy = format!("subject=CN = test\n{ca}\n");
+        assert!(TlsConfig::from_pem(noisy.as_bytes(), None).is_ok());
+        let err = |r: Result<TlsConfig>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err(TlsConfig::from_pem(b"", None)).contains("no CA certificate"));
+        assert!(
+            err(TlsConfig::from_pem(
+                ca.as_bytes(),
+                Some((b"", key.as_bytes()))
+            ))
+            .contains("no client certificate")
+        );
+        // a certificate where the key should be: no key in it
+        assert!(
+            err(TlsConfig::from_pem(
+                ca.as_bytes(),
+                Some((cert.as_bytes(), cert.as_bytes()))
+            ))
+            .contains("no private key")
+        );
+    }
 
     #[test]
     fn parse_remotes() {
