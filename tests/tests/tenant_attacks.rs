@@ -8,6 +8,12 @@
 //!   namespace, are neither found by the diagnostics (`kubectl zovn status/trace/capture`
 //!   exec into what they find) nor patched by `kubectl zovn upgrade-ovs`; the release in
 //!   its own namespace is found, alone.
+//! - `forged_address_annotations_take_nothing_at_a_leader_change`: the controller (on a
+//!   real NB + northd) gave a pod of team B an address of team B's Subnet; a tenant then
+//!   copies that pod's address annotations onto a Pending pod and onto a scheduled pod of
+//!   its own namespace, and claims a free address of team B's Subnet on a third; at the
+//!   next leader change (a new controller's first pass) the victim keeps its address and
+//!   port, and the tenant's pods get addresses of the Subnet serving their namespace.
 
 use std::time::Duration;
 
@@ -17,6 +23,189 @@ use lab::release::{Release, ReleaseError};
 use serde_json::json;
 
 const TENANT: &str = "tenant-a";
+
+mod forged {
+    use std::collections::BTreeMap;
+
+    use api::pod_networks::{POD_NETWORKS, POD_SUBNET, decode_pod_networks};
+    use api::subnet::{Subnet, SubnetSpec};
+    use control::controller::Controller;
+    use control::model::{NodeInfo, PodInfo};
+    use control::reconcile::Reconciler;
+    use control::source::Event;
+    use control::source::memory::MemoryStore;
+    use control::translate::ClusterConfig;
+    use lab::central::{Central, CentralConfig};
+    use ovsdb::{Client, ClientConfig};
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    pub fn subnet(name: &str, cidr: &str, namespaces: &[&str], default: bool) -> Subnet {
+        let mut s = Subnet::new(
+            name,
+            SubnetSpec {
+                cidr: cidr.into(),
+                namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+                default,
+                ..Default::default()
+            },
+        );
+        s.metadata.generation = Some(1);
+        s
+    }
+
+    pub fn pod(
+        ns: &str,
+        name: &str,
+        node: Option<&str>,
+        ann: &BTreeMap<String, String>,
+    ) -> PodInfo {
+        PodInfo {
+            namespace: ns.into(),
+            name: name.into(),
+            uid: format!("uid-{ns}-{name}"),
+            node: node.map(str::to_string),
+            host_network: false,
+            labels: BTreeMap::new(),
+            annotations: ann.clone(),
+            completed: false,
+            ports: Vec::new(),
+        }
+    }
+
+    pub fn node(name: &str) -> NodeInfo {
+        NodeInfo {
+            name: name.into(),
+            addresses: vec![],
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    pub fn central(s: &tests::Scratch) -> Central {
+        Central::start(CentralConfig {
+            dir: s.dir.path().join("central"),
+            raft: false,
+            northd: true,
+            tcp: false,
+        })
+        .expect("start OVN central")
+    }
+
+    pub async fn controller(nb: &str, store: &MemoryStore) -> Controller<MemoryStore> {
+        let client = Client::connect(ClientConfig::parse(nb).expect("remote"))
+            .await
+            .expect("connect NB");
+        let rec = Reconciler::start(client, "zstack-ovn")
+            .await
+            .expect("reconciler");
+        Controller::new(ClusterConfig::default(), rec, store.clone())
+    }
+
+    /// Passes until one writes nothing (the controller's own writes come back as events).
+    pub async fn settle(ctl: &mut Controller<MemoryStore>, rx: &mut UnboundedReceiver<Event>) {
+        for _ in 0..6 {
+            while let Ok(ev) = rx.try_recv() {
+                ctl.apply(ev);
+            }
+            let r = ctl.sync().await.expect("sync");
+            if r.nb.transactions == 0 && r.annotations_written == 0 && r.statuses_written == 0 {
+                return;
+            }
+        }
+        panic!("controller did not settle in 6 passes");
+    }
+
+    /// The pod's primary address (its annotation, as the controller wrote it), if any.
+    pub fn ip_of(store: &MemoryStore, key: &str) -> Option<String> {
+        let p = store.pod(key)?;
+        let net = decode_pod_networks(p.annotations.get(POD_NETWORKS)?).ok()?;
+        net.ip_addresses.first().cloned()
+    }
+
+    /// `ann` with its address (and the Subnet annotation) replaced: a forged claim.
+    pub fn with_address(
+        ann: &BTreeMap<String, String>,
+        from: &str,
+        to: &str,
+    ) -> BTreeMap<String, String> {
+        let mut a = ann.clone();
+        if let Some(v) = a.get_mut(POD_NETWORKS) {
+            *v = v.replace(from, to);
+        }
+        assert!(a.contains_key(POD_SUBNET), "{a:?}");
+        a
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_address_annotations_take_nothing_at_a_leader_change() {
+    use forged::*;
+    let test = "tenant_attacks::forged_address_annotations_take_nothing_at_a_leader_change";
+    if !tests::require_real(
+        test,
+        &["ovsdb-server", "ovsdb-tool", "ovn-nbctl", "ovn-northd"],
+    ) {
+        return;
+    }
+    let s = tests::scratch("forge");
+    let central = central(&s);
+    let nb = central.nb_remote();
+    let (store, mut rx) = control::source::memory::MemoryStore::new();
+    store.apply_subnet(subnet("team-b", "10.1.0.0/24", &["team-b"], false));
+    store.apply_subnet(subnet("shared", "10.2.0.0/24", &[], true));
+    store.apply_node(node("node1"));
+    let none = Default::default();
+    store.apply_pod(pod("team-b", "victim", Some("node1"), &none));
+    store.mark_synced();
+    let mut ctl = controller(&nb, &store).await;
+    settle(&mut ctl, &mut rx).await;
+    let victim_ip = ip_of(&store, "team-b/victim").expect("the victim's address");
+    assert!(victim_ip.starts_with("10.1.0."), "{victim_ip}");
+    let victim_ann = store.pod("team-b/victim").expect("victim").annotations;
+
+    // the leader goes; meanwhile the tenant (namespace `aaa`: its pods sort before the
+    // victim) writes address annotations on pods of its own
+    drop(ctl);
+    let free = victim_ip.replace(victim_ip.split('.').nth(3).unwrap_or_default(), "77/24");
+    let victim_addr = victim_ip.split('/').next().unwrap_or_default().to_string();
+    let free_addr = free.split('/').next().unwrap_or_default().to_string();
+    store.apply_pod(pod("aaa", "pending", None, &victim_ann));
+    store.apply_pod(pod("aaa", "running", Some("node1"), &victim_ann));
+    store.apply_pod(pod(
+        "aaa",
+        "other-team",
+        Some("node1"),
+        &with_address(&victim_ann, &victim_addr, &free_addr),
+    ));
+    let mut replay = store.replay();
+    let mut ctl = controller(&nb, &store).await;
+    settle(&mut ctl, &mut replay).await;
+
+    // team B's switch holds no pod port of the tenant; the victim's keeps its address
+    let ports = tests::nbctl::nbctl(&nb, &["lsp-list", "subnet-team-b"]);
+    assert!(
+        ports.contains("team-b_victim") && !ports.contains("aaa_"),
+        "{ports}"
+    );
+    let addrs = tests::nbctl::nbctl(&nb, &["lsp-get-addresses", "team-b_victim"]);
+    assert!(
+        addrs.contains(&format!("{victim_addr}\"")) || addrs.trim_end().ends_with(&victim_addr),
+        "{addrs}"
+    );
+    assert_eq!(
+        ip_of(&store, "team-b/victim").as_deref(),
+        Some(victim_ip.as_str()),
+        "the victim keeps its address"
+    );
+    for key in ["aaa/running", "aaa/other-team"] {
+        let ip = ip_of(&store, key).unwrap_or_default();
+        assert!(
+            ip.starts_with("10.2.0."),
+            "{key} gets an address of the Subnet serving its namespace, not {ip}"
+        );
+    }
+    drop(ctl);
+}
 
 fn kubectl_apply(k: &Kubectl, manifest: &serde_json::Value) {
     use std::io::Write;

@@ -6,9 +6,10 @@
 //! 1. validate every Subnet (oldest first) — a Subnet that turns invalid keeps serving its
 //!    last valid spec, and its status says why it is Failed;
 //! 2. bring IPAM's subnets in line (a deleted Subnet's addresses are released);
-//! 3. on the first pass only, rebuild IPAM from pod/node annotations and, for pods whose
-//!    annotation was never written (a crash between the NB write and the patch), from our
-//!    NB ports — so no address is handed out twice and none leaks;
+//! 3. on the first pass only, rebuild IPAM from our NB ports first (state only the
+//!    controller writes), then from the annotations of scheduled pods that have none
+//!    (a lost NB) when their Subnet serves their namespace ([`restore`]) — so no address
+//!    is handed out twice, none leaks, and a tenant's forged annotation takes nothing;
 //! 4. give addresses to pods and nodes that have none, release those of pods gone;
 //! 5. translate and reconcile the NB (only rows we own, batched);
 //! 6. write pod/node annotations (after the NB commit) and Subnet status, each only when
@@ -21,6 +22,7 @@
 
 pub mod context;
 pub mod default_subnet;
+mod restore;
 mod secondary;
 mod services;
 pub mod state;
@@ -408,118 +410,6 @@ impl<W: Writer> Controller<W> {
             }
         }
         released
-    }
-
-    /// Rebuilds IPAM from what pods and nodes already hold.
-    fn restore(&mut self) {
-        let pods: Vec<PodInfo> = self.state.pods.values().cloned().collect();
-        let mut missing: BTreeSet<String> = BTreeSet::new();
-        for pod in &pods {
-            match annotation::pod_addresses(&pod.annotations) {
-                Some(Ok(addrs)) => self.restore_pod(pod, &addrs),
-                Some(Err(e)) => {
-                    tracing::warn!(pod = %pod.key(), error = %e, "unreadable pod annotation")
-                }
-                None => {
-                    missing.insert(pod.key());
-                }
-            }
-        }
-        // Pods whose NB port was written but whose annotation was not.
-        let from_nb: Vec<(String, PodAddresses)> = self.rec.replica().read(|v| {
-            v.rows(LogicalSwitchPort::TABLE)
-                .filter(|r| r.map_get("external_ids", OWNER) == Some(self.cfg.cluster_id.as_str()))
-                .filter(|r| r.map_get("external_ids", KIND) == Some("pod"))
-                .filter_map(|r| {
-                    let key = r.map_get("external_ids", crate::names::OBJECT)?.to_string();
-                    let subnet = r.map_get("external_ids", SUBNET)?.to_string();
-                    let addresses: Vec<String> = r.get_as("addresses").ok()?;
-                    let addrs = parse_lsp_addresses(addresses.first()?, &subnet, &self.served)?;
-                    Some((key, addrs))
-                })
-                .collect()
-        });
-        self.restore_secondary();
-        for (key, addrs) in from_nb {
-            if missing.contains(&key)
-                && let Some(pod) = self.state.pods.get(&key).cloned()
-            {
-                self.restore_pod(&pod, &addrs);
-            }
-        }
-        let nodes: Vec<(String, Option<String>)> = self
-            .state
-            .nodes
-            .values()
-            .map(|n| (n.name.clone(), n.annotations.get(NODE_MGMT_PORT).cloned()))
-            .collect();
-        for (name, ann) in nodes {
-            let Some(ann) = ann else { continue };
-            let parsed = serde_json::from_str::<annotation::PodNetwork>(&ann)
-                .ok()
-                .and_then(|n| n.to_addresses(JOIN_POOL).ok());
-            if let Some(addrs) = parsed {
-                let (ips, ips6): (Vec<IpAddr>, Vec<IpAddr>) = addrs
-                    .ips
-                    .iter()
-                    .map(|n| n.addr())
-                    .partition(IpAddr::is_ipv4);
-                match self
-                    .ipam
-                    .restore(&node_key(&name), JOIN_POOL, &ips, addrs.mac)
-                {
-                    Ok(()) => {
-                        self.nodes_assigned.insert(name.clone());
-                    }
-                    Err(e) => {
-                        tracing::warn!(node = %name, error = %e, "cannot restore join address")
-                    }
-                }
-                // the IPv6 lease: the same address again, after the IPv4 one (which keeps
-                // the port's MAC; this lease's own MAC is never used)
-                if !ips6.is_empty()
-                    && self.cfg.join_v6.is_some()
-                    && let Err(e) = self.ipam.assign(
-                        &node6_key(&name),
-                        JOIN6_POOL,
-                        &PodIpRequest {
-                            static_ips: ips6,
-                            ..PodIpRequest::default()
-                        },
-                    )
-                {
-                    tracing::warn!(node = %name, error = %e, "cannot restore the IPv6 join address");
-                }
-            }
-        }
-    }
-
-    fn restore_pod(&mut self, pod: &PodInfo, addrs: &PodAddresses) {
-        let vm = pod_request(pod).ok().and_then(|r| r.vm);
-        let key = match &vm {
-            Some(vmi) => vm_key(&pod.namespace, vmi),
-            None => pod.key(),
-        };
-        let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
-        match self.ipam.restore(&key, &addrs.subnet, &ips, addrs.mac) {
-            Ok(()) => {
-                if vm.is_some() {
-                    // ties the pod to its VM's lease (restore records the lease only), so
-                    // the pod's addresses (and its LSP) are found through its key
-                    let req = PodIpRequest {
-                        vm,
-                        ..PodIpRequest::default()
-                    };
-                    if let Err(e) = self.ipam.assign(&pod.key(), &addrs.subnet, &req) {
-                        tracing::warn!(pod = %pod.key(), error = %e, "cannot tie the pod to its VM's addresses");
-                    }
-                }
-                self.assigned.insert(pod.key());
-            }
-            Err(e) => {
-                tracing::warn!(pod = %pod.key(), error = %e, "cannot restore pod addresses");
-            }
-        }
     }
 
     fn release_pod(&mut self, key: &str) {
