@@ -108,6 +108,15 @@ pub fn selections(
         if name.is_empty() || namespace.is_empty() {
             return Err(bad(format!("entry {} has no network name", i + 1)));
         }
+        // as Multus' namespaceIsolation: a NAD of another namespace is another team's
+        // network (its vhost-user socket directory, its addresses)
+        if namespace != pod_ns {
+            return Err(bad(format!(
+                "entry {} names NetworkAttachmentDefinition {namespace}/{name} of another namespace: \
+                 a pod may use its own namespace's ({pod_ns}) only",
+                i + 1
+            )));
+        }
         let interface = iface.unwrap_or_else(|| format!("net{}", i + 1));
         if out
             .iter()
@@ -220,7 +229,7 @@ mod tests {
 
     #[test]
     fn selection_forms() {
-        let s = selections("vms", &ann("a, other/b@dpdk0,c")).unwrap();
+        let s = selections("vms", &ann("a, vms/b@dpdk0,c")).unwrap();
         let got: Vec<(String, String)> = s
             .iter()
             .map(|s| (s.nad_key(), s.interface.clone()))
@@ -229,13 +238,13 @@ mod tests {
             got,
             [
                 ("vms/a".to_string(), "net1".to_string()),
-                ("other/b".into(), "dpdk0".into()),
+                ("vms/b".into(), "dpdk0".into()),
                 ("vms/c".into(), "net3".into())
             ]
         );
         let s = selections(
             "vms",
-            &ann(r#"[{"name":"vhost-net","interface":"pod16367aacb67"},{"name":"x","namespace":"n"}]"#),
+            &ann(r#"[{"name":"vhost-net","interface":"pod16367aacb67"},{"name":"x","namespace":"vms"}]"#),
         )
         .unwrap();
         assert_eq!(s[0].nad_key(), "vms/vhost-net");
@@ -249,6 +258,17 @@ mod tests {
             "b"
         );
         assert!(selections("vms", &BTreeMap::new()).unwrap().is_empty());
+        // another namespace's NAD, in either form: refused, naming it
+        for other in [
+            "a, other/b@dpdk0",
+            r#"[{"name":"b","namespace":"other"}]"#,
+        ] {
+            let e = selections("vms", &ann(other)).unwrap_err().to_string();
+            assert!(
+                e.contains("other/b of another namespace") && e.contains("(vms) only"),
+                "{e}"
+            );
+        }
         assert!(selections("vms", &ann("[{]")).is_err());
         assert!(
             selections("vms", &ann("a@x,b@x"))

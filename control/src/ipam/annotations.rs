@@ -21,6 +21,24 @@ pub struct AnnotationError {
     pub reason: String,
 }
 
+/// Whether a pod may ask for `mac`: not all zeros, and not in `0a:xx:xx:xx:xx:xx`, the
+/// plugin's own range (router ports and the gateway routers: `0a` + a hash of the port's
+/// name; pods: `0a:58` + their IPv4 address). A pod holding its subnet's router MAC would
+/// draw the subnet's traffic to the gateway; one holding a derived MAC would take it from
+/// the pod whose address it encodes.
+pub fn static_mac_allowed(mac: Mac) -> Result<(), String> {
+    let b = mac.octets();
+    if b == [0; 6] {
+        return Err("the all-zero MAC is no address".into());
+    }
+    if b[0] == 0x0a {
+        return Err(
+            "0a:xx:xx:xx:xx:xx is the plugin's own range (router ports, addresses' derived MACs): choose another MAC".into(),
+        );
+    }
+    Ok(())
+}
+
 /// The request of `pod`.
 pub fn pod_request(pod: &PodInfo) -> Result<PodIpRequest, AnnotationError> {
     parse_request(&pod.annotations, &pod.labels)
@@ -45,6 +63,7 @@ pub fn parse_request(
         let mac = v
             .parse::<Mac>()
             .map_err(|e| err(MAC_ADDRESS, &v, e.to_string()))?;
+        static_mac_allowed(mac).map_err(|reason| err(MAC_ADDRESS, &v, reason))?;
         req.static_mac = Some(mac);
     }
     if let Some(v) = get(annotations, IP_POOL) {
@@ -179,6 +198,17 @@ mod tests {
         let e = parse_request(&map(&[(MAC_ADDRESS, "01:00:00:00:00:01")]), &map(&[])).unwrap_err();
         assert_eq!(e.key, MAC_ADDRESS);
         assert!(e.to_string().contains("01:00:00:00:00:01"), "{e}");
+        // a subnet's router port MAC, a pod's derived MAC, the zero MAC: refused by name
+        let router = api::names::router_mac("ovn_cluster_router-subnet-blue").to_string();
+        for (bad, why) in [
+            (router.as_str(), "the plugin's own range"),
+            ("0a:58:0a:10:00:05", "the plugin's own range"),
+            ("00:00:00:00:00:00", "all-zero"),
+        ] {
+            let e = parse_request(&map(&[(MAC_ADDRESS, bad)]), &map(&[])).unwrap_err();
+            assert_eq!(e.key, MAC_ADDRESS, "{bad}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! | key | kind | value | effect |
 //! |---|---|---|---|
 //! | `ovn.kubernetes.io/ip_address` | annotation | `10.16.0.15`, or one per family `10.16.0.15,fd00:10:16::15`; a `/len` suffix is accepted and ignored | static address(es): must be inside the subnet, not excluded, not reserved, not held by another pod |
-//! | `ovn.kubernetes.io/mac_address` | annotation | `00:00:00:53:6b:b6` (`:` or `-`, unicast) | static MAC, unique in the cluster |
+//! | `ovn.kubernetes.io/mac_address` | annotation | `00:00:00:53:6b:b6` (`:` or `-`, unicast) | static MAC, unique in the cluster; not all zeros and not in `0a:…`, the plugin's own range (router ports, derived MACs) |
 //! | `ovn.kubernetes.io/ip_pool` | annotation | addresses separated by `,` or `;` (`10.16.0.15,10.16.0.16;fd00::15`) | the pod takes, per family, the first free address of the list inside its subnet |
 //! | `kubevirt.io/domain` | annotation | VMI name | KubeVirt sets it on every virt-launcher pod: the pod belongs to that VMI |
 //! | `kubevirt.io/vm` | label | VMI name | fallback when the annotation is absent (KubeVirt's `VirtualMachineLabel`, commonly put on the VMI template and copied to the pod) |

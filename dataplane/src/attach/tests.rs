@@ -145,7 +145,7 @@ struct Node {
 }
 
 const NETS: &str = r#"{"default":{"ip_addresses":["10.1.0.5/24"],"mac_address":"0a:58:0a:01:00:05","gateway_ips":["10.1.0.1"]},
-    "vms/sec":{"ip_addresses":["10.77.0.5/16"],"mac_address":"0a:58:0a:4d:00:05"}}"#;
+    "ns/sec":{"ip_addresses":["10.77.0.5/16"],"mac_address":"0a:58:0a:4d:00:05"}}"#;
 
 fn node() -> Node {
     let dir = tempfile::tempdir().expect("dir");
@@ -166,7 +166,7 @@ fn node_in(dir: tempfile::TempDir) -> Node {
         let mut annotations =
             BTreeMap::from([("k8s.ovn.org/pod-networks".to_string(), NETS.to_string())]);
         if name == "vm" {
-            annotations.insert("k8s.v1.cni.cncf.io/networks".into(), "vms/sec".into());
+            annotations.insert("k8s.v1.cni.cncf.io/networks".into(), "sec".into());
         }
         pods.0.lock().expect("pods").insert(
             format!("ns/{name}"),
@@ -287,7 +287,7 @@ async fn vhost_and_secondary_add_check_del() {
     let iface = n.ovs.interface(&sec.sandbox.host_ifname).expect("iface");
     assert_eq!(
         iface.external_ids.get("iface-id").map(String::as_str),
-        Some("ns_vm_vms.sec"),
+        Some("ns_vm_ns.sec"),
         "bound to the pod's LSP on the secondary network"
     );
     check(&n.ctx, &n.req(Command::Check, "c2", "vm", "net1", VHOST))
