@@ -259,10 +259,7 @@ mod tests {
         );
         assert!(selections("vms", &BTreeMap::new()).unwrap().is_empty());
         // another namespace's NAD, in either form: refused, naming it
-        for other in [
-            "a, other/b@dpdk0",
-            r#"[{"name":"b","namespace":"other"}]"#,
-        ] {
+        for other in ["a, other/b@dpdk0", r#"[{"name":"b","namespace":"other"}]"#] {
             let e = selections("vms", &ann(other)).unwrap_err().to_string();
             assert!(
                 e.contains("other/b of another namespace") && e.contains("(vms) only"),

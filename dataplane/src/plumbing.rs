@@ -91,7 +91,11 @@ impl Plumbing for KernelPlumbing {
         Box::pin(blocking("socket dir", move || {
             socket_dir::prepare(&layout, &cfg, clear_stale).map_err(|e| e.to_string())?;
             if let Some(t) = volume_target {
-                socket_dir::bind_into(&layout.dir, &t).map_err(|e| e.to_string())?;
+                let kubelet = cfg
+                    .kubelet_dir
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(vhost::config::DEFAULT_KUBELET_DIR));
+                socket_dir::bind_into(&layout, &kubelet, &t).map_err(|e| e.to_string())?;
             }
             Ok(())
         }))

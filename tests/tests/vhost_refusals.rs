@@ -3,7 +3,10 @@
 //! code a runtime acts on, and leaves no OVS port, socket directory or record behind.
 //!
 //! - a NetworkAttachmentDefinition config whose socket path cannot fit `sun_path`;
-//! - bad configs (queues 0, an unknown field, an unknown interface type) → 7;
+//! - bad configs (queues 0, an unknown field, an unknown interface type, a socket directory
+//!   mode that lets every user write) → 7;
+//! - host paths a NAD may not name (a `socketDir` outside the agent's socket root, another
+//!   `kubeletDir`) → 101;
 //! - a pod annotation naming a host path → 7;
 //! - a valid request on a node that is not on a DPDK datapath → 101.
 
@@ -36,7 +39,8 @@ fn vhost_user_refusals_are_clear_and_leave_nothing() {
     let (na, nb) = (lab.add_netns("va"), lab.add_netns("vb"));
     let node = lab.nodes[0].clone();
     let vhost = |block: Value| json!({"interfaceType": "vhost-user", "vhostUser": block});
-    let long_root = format!("/tmp/{}", "r".repeat(90));
+    // a path too long below the agent's socket root (this lab's agents use the default)
+    let long_root = format!("{}/{}", "/var/run/zstack-ovn/vhost", "r".repeat(90));
     let cases: Vec<(&str, Value, u64, &str)> = vec![
         (
             "socket path too long",
@@ -61,6 +65,24 @@ fn vhost_user_refusals_are_clear_and_leave_nothing() {
             vhost(json!({"mode": "0644"})),
             7,
             "must give the owner rwx",
+        ),
+        (
+            "a socket directory every user may write",
+            vhost(json!({"mode": "0777"})),
+            7,
+            "lets every user of the node write into the socket directory",
+        ),
+        (
+            "a socket directory outside the agent's root",
+            vhost(json!({"socketDir": "/etc"})),
+            101,
+            "is outside the agent's socket root",
+        ),
+        (
+            "another kubelet directory",
+            vhost(json!({"kubeletDir": "/etc/kubernetes", "socketVolume": "vhost"})),
+            101,
+            "is not kubelet's directory the agent serves",
         ),
         (
             "unknown interface type",

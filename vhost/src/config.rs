@@ -166,6 +166,15 @@ fn parse_mode(where_: &str, v: &Value) -> Result<u32, ConfigError> {
             format!("mode {m:o} has bits beyond 0777 (setuid/setgid/sticky are not allowed)"),
         ));
     }
+    if m & 0o002 != 0 {
+        return Err(invalid(
+            where_,
+            format!(
+                "mode {m:03o} lets every user of the node write into the socket directory \
+                 (replace the socket, or put their own in its place): clear the others' w bit, e.g. 0775"
+            ),
+        ));
+    }
     if m & 0o700 != 0o700 {
         return Err(invalid(
             where_,
@@ -385,6 +394,12 @@ mod tests {
         assert!(bad(json!({"mode": "0888"})).contains("not an octal"));
         assert!(bad(json!({"mode": "4775"})).contains("setuid"));
         assert!(bad(json!({"mode": "0575"})).contains("owner rwx"));
+        for writable in ["0777", "0773", "0702"] {
+            assert!(
+                bad(json!({"mode": writable})).contains("lets every user of the node write"),
+                "{writable}"
+            );
+        }
         assert!(bad(json!({"socketDir": "run/v"})).contains("absolute"));
         assert!(bad(json!({"socketDir": "/run/../etc"})).contains("absolute"));
         assert!(bad(json!({"socketVolume": "Vol_1"})).contains("DNS-1123"));

@@ -156,6 +156,7 @@ pub async fn add(
     phases.datapath = crate::datapath::Datapath::Dpdk.to_string();
     // what the request itself gets wrong first, then what the node lacks
     let owner = owner_name(&pod.name, &pod.annotations).to_string();
+    confine(&cfg, ctx.vhost().root()).map_err(|e| refused(format!("pod {key}: {e}")))?;
     let root = cfg
         .socket_root
         .clone()
@@ -466,9 +467,70 @@ pub async fn readd_port(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError
         })
 }
 
+/// The host paths a NetworkAttachmentDefinition may name, which anyone who may write NADs
+/// in a namespace controls: `socketDir` at or below the agent's socket root (`root`),
+/// `kubeletDir` only kubelet's directory the agent serves ([`DEFAULT_KUBELET_DIR`]: the
+/// chart mounts `/var/lib/kubelet/pods`). The privileged agent creates, chowns and
+/// bind-mounts there.
+pub(crate) fn confine(cfg: &VhostUserConfig, root: &Path) -> Result<(), String> {
+    if let Some(dir) = &cfg.socket_root
+        && !dir.starts_with(root)
+    {
+        return Err(format!(
+            "vhostUser.socketDir {} is outside the agent's socket root {}: a \
+             NetworkAttachmentDefinition may only name a directory at or below it",
+            dir.display(),
+            root.display()
+        ));
+    }
+    if let Some(dir) = &cfg.kubelet_dir
+        && dir != Path::new(DEFAULT_KUBELET_DIR)
+    {
+        return Err(format!(
+            "vhostUser.kubeletDir {} is not kubelet's directory the agent serves ({DEFAULT_KUBELET_DIR})",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nad_host_paths_are_confined_to_the_agents_roots() {
+        let root = Path::new("/var/run/zstack-ovn/vhost");
+        let cfg = |socket: Option<&str>, kubelet: Option<&str>| VhostUserConfig {
+            socket_root: socket.map(PathBuf::from),
+            kubelet_dir: kubelet.map(PathBuf::from),
+            ..Default::default()
+        };
+        for ok in [
+            cfg(None, None),
+            cfg(Some("/var/run/zstack-ovn/vhost"), None),
+            cfg(
+                Some("/var/run/zstack-ovn/vhost/team-a"),
+                Some("/var/lib/kubelet"),
+            ),
+        ] {
+            assert_eq!(confine(&ok, root), Ok(()), "{ok:?}");
+        }
+        for (bad, why) in [
+            (cfg(Some("/etc"), None), "outside the agent's socket root"),
+            (
+                cfg(Some("/var/run/zstack-ovn/vhost2"), None),
+                "outside the agent's socket root",
+            ),
+            (
+                cfg(None, Some("/etc/kubernetes")),
+                "not kubelet's directory",
+            ),
+        ] {
+            let e = confine(&bad, root).expect_err("refused");
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
 
     fn rec(root: &Path) -> VhostRecord {
         VhostRecord {
