@@ -508,12 +508,29 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     };
     let pid0 = vswitchd_pid();
 
-    // 1. DPDK init fails for real: an EAL argument DPDK rejects
+    // 0. an EAL option outside the allowlist (`-d` loads a shared object into the
+    // privileged ovs-vswitchd) is a configuration error naming it; DPDK keeps running
     z.annotate_node(
         &node,
         BTreeMap::from([(
             CONFIG.to_string(),
-            json!({"extraEalArgs": "--zovn-no-such-eal-option"}).to_string(),
+            json!({"extraEalArgs": "-d /nonexistent/zovn-evil.so"}).to_string(),
+        )]),
+    );
+    let s = wait_status(&z, &node, "the -d option refused", |s| {
+        s["errors"]
+            .to_string()
+            .contains("\\\"-d\\\" is refused (loads a shared object")
+    });
+    assert_eq!(s["datapath"], "dpdk", "{s:#}");
+    assert_eq!(vswitchd_pid(), pid0, "no restart for a refused argument");
+
+    // 1. DPDK init fails for real: an allowed EAL option with a value DPDK rejects
+    z.annotate_node(
+        &node,
+        BTreeMap::from([(
+            CONFIG.to_string(),
+            json!({"extraEalArgs": "--iova-mode=zovn-bogus"}).to_string(),
         )]),
     );
     let s = wait_status(&z, &node, "fallback to afxdp (dpdk_init)", |s| {
@@ -536,7 +553,7 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     );
     let log = std::fs::read_to_string(z.dir.join("node1/log/ovs-vswitchd.log")).unwrap_or_default();
     assert!(
-        log.contains("zovn-no-such-eal-option"),
+        log.contains("zovn-bogus"),
         "DPDK saw the argument (and failed on it)"
     );
     assert!(has_event(

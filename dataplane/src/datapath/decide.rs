@@ -446,14 +446,27 @@ pub fn decide(
         set(&mut oc, "dpdk-lcore-mask", l);
     }
     let no_pci = cfg.no_pci.unwrap_or(true);
-    let extra = [
-        no_pci.then(|| "--no-pci".to_string()),
-        cfg.extra_eal_args.clone().filter(|s| !s.trim().is_empty()),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(" ");
+    let extra_eal = match cfg
+        .extra_eal_args
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+    {
+        None => None,
+        Some(a) => match super::eal_args::check(a) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                errors.push(format!(
+                    "extraEalArgs: {e}: no extra argument passed to DPDK"
+                ));
+                None
+            }
+        },
+    };
+    let extra = [no_pci.then(|| "--no-pci".to_string()), extra_eal]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
     if !extra.is_empty() {
         set(&mut oc, "dpdk-extra", extra);
     }

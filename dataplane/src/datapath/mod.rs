@@ -3,7 +3,7 @@
 //!
 //! - [`config`]: what the operator asks for (agent config file, Node annotation override);
 //! - [`probe`]: what the node has (CPUs, hugepages, XDP sockets, the ovs-vswitchd build);
-//! - [`decide`]: the decision, pure;
+//! - [`decide`]: the decision, pure ([`eal_args`]: the allowlist of `extraEalArgs`);
 //! - [`apply`]: writing `Open_vSwitch.other_config`, allocating hugepages, restarting
 //!   ovs-vswitchd when a start-time setting changed, waiting for DPDK;
 //! - [`pm_qos`]: the CPU wake-up latency request (`cpuDmaLatencyUs`);
@@ -14,6 +14,7 @@ pub mod apply;
 pub mod config;
 pub mod cpus;
 pub mod decide;
+pub mod eal_args;
 pub mod manager;
 pub mod pm_qos;
 pub mod probe;

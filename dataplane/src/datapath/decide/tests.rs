@@ -437,3 +437,18 @@ fn pod_rx_steering_avoids_pmd_and_isolated_cpus() {
     let d = dp(&format!("allowCpu0: true\n{auto}"), &one);
     assert_eq!(d.afxdp.rx_cpus, None, "{d:?}");
 }
+
+/// `extraEalArgs` reaches ovs-vswitchd only through the EAL allowlist: an option that
+/// loads code is an error naming it, and no extra argument goes to DPDK.
+#[test]
+fn extra_eal_args_outside_the_allowlist_are_an_error_and_dropped() {
+    let c = cfg("extraEalArgs: \"--iova-mode=va -d /tmp/evil.so\"\n");
+    let d = decide(&c, vec![], &host(512), &dpdk_ovs(), &tunnels());
+    let all = d.errors.join("\n");
+    assert!(
+        all.contains("extraEalArgs") && all.contains("\"-d\" is refused (loads a shared object"),
+        "{all}"
+    );
+    assert_eq!(d.other_config["dpdk-extra"], "--no-pci");
+    assert_eq!(d.datapath, Datapath::Dpdk, "the node keeps its datapath");
+}
