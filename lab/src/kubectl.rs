@@ -38,10 +38,12 @@ pub struct Kubectl {
 }
 
 impl Kubectl {
-    /// The release's namespace.
+    /// The release's namespace (an empty one given is the default).
     pub fn release_namespace(&self) -> &str {
         self.release_namespace
             .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
             .unwrap_or(DEFAULT_RELEASE_NAMESPACE)
     }
 
@@ -130,5 +132,21 @@ impl Kubectl {
             "--raw".into(),
             format!("/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/{path}"),
         ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_release_namespace_defaults_and_an_empty_one_is_no_namespace() {
+        let k = |ns: Option<&str>| Kubectl {
+            release_namespace: ns.map(str::to_string),
+            ..Default::default()
+        };
+        assert_eq!(k(None).release_namespace(), DEFAULT_RELEASE_NAMESPACE);
+        assert_eq!(k(Some("  ")).release_namespace(), DEFAULT_RELEASE_NAMESPACE);
+        assert_eq!(k(Some("net-system")).release_namespace(), "net-system");
     }
 }

@@ -166,9 +166,10 @@ async fn forged_address_annotations_take_nothing_at_a_leader_change() {
     // the leader goes; meanwhile the tenant (namespace `aaa`: its pods sort before the
     // victim) writes address annotations on pods of its own
     drop(ctl);
-    let free = victim_ip.replace(victim_ip.split('.').nth(3).unwrap_or_default(), "77/24");
     let victim_addr = victim_ip.split('/').next().unwrap_or_default().to_string();
-    let free_addr = free.split('/').next().unwrap_or_default().to_string();
+    // team B's Subnet is 10.1.0.0/24 and the victim its only pod: .77 is free
+    let free_addr = "10.1.0.77".to_string();
+    assert_ne!(victim_addr, free_addr);
     store.apply_pod(pod("aaa", "pending", None, &victim_ann));
     store.apply_pod(pod("aaa", "running", Some("node1"), &victim_ann));
     store.apply_pod(pod(
