@@ -5,6 +5,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`api_timeouts`] | how long the Kubernetes clients trust a connection (read, watch) |
+//! | [`chassis_cert`] | per-chassis OVN certificates: the signer's name, the requester's identity |
 //! | [`keys`] | every annotation key, label and event reason the parts share |
 //! | [`pod_networks`] | the `k8s.ovn.org/pod-networks` and mgmt-port codec (typed IPs, MACs) |
 //! | [`multus`] | `k8s.v1.cni.cncf.io/networks` selections, NetworkAttachmentDefinitions |
@@ -21,6 +22,7 @@
 //! update.
 
 pub mod api_timeouts;
+pub mod chassis_cert;
 pub mod gateway;
 pub mod hash;
 pub mod keys;

@@ -22,6 +22,7 @@
 //! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease (client-go's protocol) |
 //! | [`metrics`] | the controller's Prometheus metrics |
 //! | [`chassis`] | SB chassis cleanup when a node is deleted |
+//! | [`chassis_signer`] | approves and signs the node agents' per-chassis OVN certificates |
 //! | [`annotation`] | re-export of [`api::pod_networks`] (the `k8s.ovn.org/pod-networks` codec) |
 //! | [`source`] | object sources (kube-rs watchers, in-process store) and writers |
 //! | [`reconcile`] | diff desired rows against the NB replica → batched transactions |
@@ -31,6 +32,7 @@
 
 pub mod annotation;
 pub mod chassis;
+pub mod chassis_signer;
 pub mod controller;
 pub mod crd;
 pub mod desired;

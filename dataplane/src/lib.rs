@@ -41,6 +41,7 @@
 //! | [`uplink`] | the node's uplink port (br-phy's NIC): AF_XDP on the userspace datapaths, with a kernel-port fallback |
 //! | [`host_nat`] | Services reached through the host: NodePort, externalIPs and LoadBalancer IPs DNATed to the cluster IP (or, for `externalTrafficPolicy: Local` from outside, to this node's endpoints) in our nf_tables table `inet zstack-ovn`; pods' egress masquerade |
 //! | [`service_address_guard`] | what a Service may not take from the host (its addresses, next hops, attached networks): such externalIPs/ingress IPs get no host route and no NAT rule |
+//! | [`chassis_cert`] | the node's own OVN client certificate (CN = its chassis): key made here, certificate through a CertificateSigningRequest, renewed |
 //! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
 //! | [`mtu`] | the pod MTU from the underlay and the encapsulation |
 //! | [`pods`] | pod/node/Subnet/Service sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`, reflector stores) |
@@ -59,6 +60,7 @@
 
 pub mod agent;
 pub mod attach;
+pub mod chassis_cert;
 pub mod datapath;
 pub mod datapath_metrics;
 pub mod gateway;

@@ -556,6 +556,23 @@ impl Drop for Watches {
     }
 }
 
+/// The agent's Kubernetes client, from `kubeconfig` or the in-cluster / default
+/// configuration.
+pub async fn kube_client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, SourceError> {
+    let e = |e: &dyn std::fmt::Display| SourceError::Kube(e.to_string());
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(&path)
+                .map_err(|x| SourceError::Kube(format!("{}: {x}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|x| e(&x))?
+        }
+        None => kube::Config::infer().await.map_err(|x| e(&x))?,
+    };
+    client_with_timeouts(config).map_err(|x| e(&x))
+}
+
 /// A Kubernetes API server (kube-rs): reads from reflector stores, writes (the Node's
 /// annotations, events) through the API.
 #[derive(Clone)]
@@ -576,18 +593,7 @@ impl KubeSource {
     /// `node`'s pods (field selector `spec.nodeName`), the Node itself (`metadata.name`),
     /// every Subnet, every Service and every EndpointSlice (or core Endpoints).
     pub async fn new(kubeconfig: Option<PathBuf>, node: &str) -> Result<KubeSource, SourceError> {
-        let e = |e: &dyn std::fmt::Display| SourceError::Kube(e.to_string());
-        let config = match kubeconfig {
-            Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(&path)
-                    .map_err(|x| SourceError::Kube(format!("{}: {x}", path.display())))?;
-                kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                    .await
-                    .map_err(|x| e(&x))?
-            }
-            None => kube::Config::infer().await.map_err(|x| e(&x))?,
-        };
-        let client = client_with_timeouts(config).map_err(|x| e(&x))?;
+        let client = kube_client(kubeconfig).await?;
         let mut tasks = Vec::new();
         let by_node = watch_config().fields(&format!("spec.nodeName={node}"));
         let by_name = watch_config().fields(&format!("metadata.name={node}"));

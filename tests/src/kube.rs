@@ -354,7 +354,23 @@ impl KubeApi {
         }
     }
 
+    /// A kube-rs client that authenticates with `token` (a service account's, a tenant's)
+    /// instead of the admin's.
+    pub async fn client_with_token(&self, token: &str) -> Result<::kube::Client> {
+        use ::kube::config::{KubeConfigOptions, Kubeconfig};
+        let yaml = self.kubeconfig_yaml_for(token);
+        let kc = Kubeconfig::from_yaml(&yaml).context("kubeconfig for a token")?;
+        let config = ::kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .context("kube config for a token")?;
+        ::kube::Client::try_from(config).context("build kube client")
+    }
+
     fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_yaml_for(&self.token)
+    }
+
+    fn kubeconfig_yaml_for(&self, token: &str) -> String {
         format!(
             "apiVersion: v1\n\
              kind: Config\n\
@@ -375,7 +391,6 @@ impl KubeApi {
              current-context: zovn\n",
             server = self.server_url,
             ca = self.ca_cert.display(),
-            token = self.token,
         )
     }
 

@@ -67,6 +67,22 @@ struct Args {
     nb_key: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "standalone")]
     mode: ModeArg,
+    /// Chassis CA certificate (PEM): with --chassis-ca-key, the controller approves and
+    /// signs the node agents' requests for their per-chassis OVN client certificate
+    /// (signer `network.zstack.io/ovn-chassis`), after checking each came from the agent
+    /// pod running on the node its CN names.
+    #[arg(long, requires = "chassis_ca_key")]
+    chassis_ca_cert: Option<PathBuf>,
+    /// Chassis CA private key (PEM).
+    #[arg(long, requires = "chassis_ca_cert")]
+    chassis_ca_key: Option<PathBuf>,
+    /// The node agent's service account, `NAMESPACE/NAME`: the only requester whose chassis
+    /// certificates are signed without an administrator's approval.
+    #[arg(long, default_value = "kube-system/zstack-ovn-node")]
+    chassis_agent_account: String,
+    /// Days a chassis certificate is valid (agents renew at two thirds of it).
+    #[arg(long, default_value = "365")]
+    chassis_cert_days: u32,
     /// Value of external_ids:zstack.io/owner on every row we create.
     #[arg(long, default_value = "zstack-ovn")]
     cluster_id: String,
@@ -228,6 +244,36 @@ fn default_subnet(args: &Args) -> Result<Option<DefaultSubnet>> {
     Ok(Some(DefaultSubnet {
         name: args.default_subnet_name.clone(),
         cidrs,
+    }))
+}
+
+/// The chassis certificate signer's configuration, when the CA was given.
+fn chassis_signer(args: &Args) -> Result<Option<control::chassis_signer::SignerConfig>> {
+    let (Some(cert), Some(key)) = (&args.chassis_ca_cert, &args.chassis_ca_key) else {
+        return Ok(None);
+    };
+    let ca = control::chassis_signer::ChassisCa::from_files(cert, key)
+        .context("--chassis-ca-cert/--chassis-ca-key")?;
+    let Some((namespace, name)) = args
+        .chassis_agent_account
+        .split_once('/')
+        .filter(|(n, a)| !n.is_empty() && !a.is_empty() && !a.contains('/'))
+    else {
+        bail!(
+            "--chassis-agent-account {:?}: expected NAMESPACE/NAME",
+            args.chassis_agent_account
+        );
+    };
+    if args.chassis_cert_days == 0 {
+        bail!("--chassis-cert-days must be at least 1");
+    }
+    Ok(Some(control::chassis_signer::SignerConfig {
+        ca,
+        agent: control::chassis_signer::check::AgentAccount {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        },
+        validity: Duration::from_secs(u64::from(args.chassis_cert_days) * 86_400),
     }))
 }
 
@@ -429,6 +475,9 @@ async fn run_controller(
                 tracing::warn!(error = %e, "--apply-crd: the Subnet CRD could not be applied (RBAC: customresourcedefinitions get/patch)")
             }
         }
+    }
+    if let Some(signer) = chassis_signer(args)? {
+        tokio::spawn(control::chassis_signer::run(kube.clone(), signer));
     }
     let client = connect(args, &args.nb).await?;
     let rec = Reconciler::start(client, &cfg.cluster_id)

@@ -52,6 +52,13 @@ struct Args {
     /// OVN Southbound remote for ovn-controller (written to OVS when given).
     #[arg(long)]
     sb: Option<String>,
+    /// Keep this node's OVN client certificate (CN = the chassis, --node-name) in this
+    /// directory: `chassis.key` is made here and never leaves the node, `chassis.crt` comes
+    /// from the controller's signer through a CertificateSigningRequest (needs `--pods
+    /// kube` and a pod-bound service-account token), renewed at two thirds of its life.
+    /// ovn-controller reads both.
+    #[arg(long)]
+    chassis_cert_dir: Option<PathBuf>,
     #[arg(long, default_value = "geneve")]
     encap_type: String,
     /// Tunnel endpoint IP (with --sb: this or --encap-ip-interface).
@@ -463,6 +470,22 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(socket = %args.cni_socket.display(), node = %args.node_name, "CNI server ready");
     cni_listening.store(true, std::sync::atomic::Ordering::SeqCst);
 
+    if let Some(dir) = &args.chassis_cert_dir {
+        if args.pods != "kube" {
+            anyhow::bail!("--chassis-cert-dir needs --pods kube (the certificate comes through the Kubernetes API)");
+        }
+        let kube = dataplane::pods::kube_client(args.kubeconfig.clone())
+            .await
+            .context("Kubernetes client for the chassis certificate")?;
+        tokio::spawn(dataplane::chassis_cert::keep_current(
+            kube,
+            dataplane::chassis_cert::CertOptions {
+                dir: dir.clone(),
+                chassis: args.node_name.clone(),
+                wait: Duration::from_secs(60),
+            },
+        ));
+    }
     tokio::spawn(agent.clone().watch());
     // fast-start pod ports move to AF_XDP in the background
     tokio::spawn(agent.clone().run_promotions());
