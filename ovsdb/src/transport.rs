@@ -97,6 +97,9 @@ impl fmt::Display for Remote {
 #[derive(Clone)]
 pub struct TlsConfig {
     connector: TlsConnector,
+    /// The name the server's certificate must hold, when not the remote's host (OVN
+    /// central dialled by ClusterIP, its certificate naming the service).
+    server_name: Option<pki_types::ServerName<'static>>,
 }
 
 impl fmt::Debug for TlsConfig {
@@ -161,7 +164,17 @@ impl TlsConfig {
         };
         Ok(TlsConfig {
             connector: TlsConnector::from(Arc::new(config)),
+            server_name: None,
         })
+    }
+
+    /// Verifies the server's certificate against `name` (a DNS name or an IP address)
+    /// instead of the host of the remote dialled.
+    pub fn with_server_name(mut self, name: &str) -> Result<Self> {
+        let n = pki_types::ServerName::try_from(name.to_string())
+            .map_err(|e| Error::Tls(format!("bad server name {name:?}: {e}")))?;
+        self.server_name = Some(n);
+        Ok(self)
     }
 }
 
@@ -182,8 +195,11 @@ pub async fn connect(remote: &Remote, tls: Option<&TlsConfig>) -> Result<Box<dyn
             let tls = tls.ok_or_else(|| {
                 Error::Config(format!("remote {remote} needs a TLS configuration"))
             })?;
-            let name = pki_types::ServerName::try_from(host.clone())
-                .map_err(|e| Error::Tls(format!("bad server name {host:?}: {e}")))?;
+            let name = match &tls.server_name {
+                Some(n) => n.clone(),
+                None => pki_types::ServerName::try_from(host.clone())
+                    .map_err(|e| Error::Tls(format!("bad server name {host:?}: {e}")))?,
+            };
             let s = TcpStream::connect((host.as_str(), *port)).await?;
             s.set_nodelay(true)?;
             let s = tls

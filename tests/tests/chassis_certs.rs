@@ -116,7 +116,7 @@ async fn only_the_agent_pod_on_a_node_gets_that_chassis_certificate() {
     let (ca_cert, ca_key) =
         control::chassis_signer::issue::new_ca("zstack-ovn chassis CA").expect("CA");
     let signer = SignerConfig {
-        ca: ChassisCa::from_pem(&ca_cert, &ca_key).expect("CA"),
+        ca: std::sync::Arc::new(ChassisCa::from_pem(&ca_cert, &ca_key).expect("CA")),
         agent: AgentAccount {
             namespace: NS.into(),
             name: AGENT_SA.into(),

@@ -65,6 +65,10 @@ struct Args {
     /// Client private key for ssl: remotes.
     #[arg(long, requires = "nb_cert")]
     nb_key: Option<PathBuf>,
+    /// The name OVN central's certificate holds, checked instead of the host of the remote
+    /// dialled (the chart dials ClusterIPs; its certificate names the central service).
+    #[arg(long, requires = "nb_ca")]
+    ovn_server_name: Option<String>,
     #[arg(long, value_enum, default_value = "standalone")]
     mode: ModeArg,
     /// Chassis CA certificate (PEM): with --chassis-ca-key, the controller approves and
@@ -268,7 +272,7 @@ fn chassis_signer(args: &Args) -> Result<Option<control::chassis_signer::SignerC
         bail!("--chassis-cert-days must be at least 1");
     }
     Ok(Some(control::chassis_signer::SignerConfig {
-        ca,
+        ca: Arc::new(ca),
         agent: control::chassis_signer::check::AgentAccount {
             namespace: namespace.to_string(),
             name: name.to_string(),
@@ -282,8 +286,12 @@ async fn connect(args: &Args, remote: &str) -> Result<Client> {
     let mut cfg = ClientConfig::parse(remote).with_context(|| format!("remote {remote}"))?;
     if let Some(ca) = &args.nb_ca {
         let client_cert = args.nb_cert.as_ref().zip(args.nb_key.as_ref());
-        let tls = TlsConfig::from_files(ca, client_cert.map(|(c, k)| (c.as_path(), k.as_path())))
-            .context("load TLS files")?;
+        let mut tls =
+            TlsConfig::from_files(ca, client_cert.map(|(c, k)| (c.as_path(), k.as_path())))
+                .context("load TLS files")?;
+        if let Some(n) = &args.ovn_server_name {
+            tls = tls.with_server_name(n).context("--ovn-server-name")?;
+        }
         cfg = cfg.with_tls(tls);
     }
     // OVN central may still be starting (a Raft cluster electing its first leader on a
@@ -476,7 +484,9 @@ async fn run_controller(
             }
         }
     }
-    if let Some(signer) = chassis_signer(args)? {
+    let signer = chassis_signer(args)?;
+    let chassis_ca = signer.as_ref().map(|s| s.ca.clone());
+    if let Some(signer) = signer {
         tokio::spawn(control::chassis_signer::run(kube.clone(), signer));
     }
     let client = connect(args, &args.nb).await?;
@@ -487,8 +497,21 @@ async fn run_controller(
     spawn_watchers(kube.clone(), tx);
     tracing::info!(nb = %args.nb, mode = ?cfg.mode, cluster_id = %cfg.cluster_id, "controller started");
     let mut controller = Controller::new(cfg, rec, KubeWriter::new(kube)).with_metrics(metrics);
-    if let Some(sb) = &args.sb {
-        controller = controller.with_southbound(connect(args, sb).await?);
+    match (&args.sb, chassis_ca, &args.nb_ca) {
+        // the chart's PKI: the Southbound's RBAC lets a chassis delete only its own rows,
+        // so a deleted node's rows are removed as that node
+        (Some(sb), Some(ca), Some(server_ca)) => {
+            let login = control::chassis::ChassisLogin {
+                config: ClientConfig::parse(sb).with_context(|| format!("remote {sb}"))?,
+                server_ca_pem: std::fs::read(server_ca)
+                    .with_context(|| format!("read {}", server_ca.display()))?,
+                server_name: args.ovn_server_name.clone(),
+                ca,
+            };
+            controller = controller.with_southbound_as_chassis(login);
+        }
+        (Some(sb), _, _) => controller = controller.with_southbound(connect(args, sb).await?),
+        (None, _, _) => {}
     }
     controller.run(rx).await.context("controller stopped")
 }

@@ -113,29 +113,44 @@ impl ChassisCa {
         Self::from_pem(&read(cert)?, &read(key)?)
     }
 
-    /// Issues the client certificate of `req` valid for `validity` (from 5 minutes ago:
-    /// clocks differ), as PEM. The subject, usages and lifetime are the CA's, whatever the
-    /// request asked.
+    /// Issues the client certificate of `req` valid for `validity`, as PEM. The subject,
+    /// usages and lifetime are the CA's, whatever the request asked.
     pub fn sign(&self, req: &ParsedRequest, validity: Duration) -> Result<String, CaError> {
-        let mut p = CertificateParams::default();
-        p.distinguished_name = DistinguishedName::new();
-        p.distinguished_name
-            .push(DnType::CommonName, req.chassis.as_str());
-        p.is_ca = IsCa::ExplicitNoCa;
-        p.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        p.use_authority_key_identifier_extension = true;
-        let now = time::OffsetDateTime::now_utc();
-        p.not_before = now - time::Duration::minutes(5);
-        p.not_after = now + validity;
-        let cert = p
+        let cert = client_params(&req.chassis, validity)
             .signed_by(&req.csr.public_key, &self.issuer)
             .map_err(|e| CaError::Sign(e.to_string()))?;
         Ok(cert.pem())
     }
+
+    /// A certificate and key (PEM) of `chassis` made here, for the controller's own use:
+    /// it removes a deleted node's chassis rows as that chassis, the only identity OVN's
+    /// Southbound RBAC lets delete them.
+    pub fn mint(&self, chassis: &str, validity: Duration) -> Result<(String, String), CaError> {
+        let key = KeyPair::generate().map_err(|e| CaError::Key(e.to_string()))?;
+        let cert = client_params(chassis, validity)
+            .signed_by(&key, &self.issuer)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+}
+
+/// What every chassis certificate says: `CN=<chassis>`, client authentication, not a CA,
+/// valid from 5 minutes ago (clocks differ) for `validity`.
+fn client_params(chassis: &str, validity: Duration) -> CertificateParams {
+    let mut p = CertificateParams::default();
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, chassis);
+    p.is_ca = IsCa::ExplicitNoCa;
+    p.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    p.use_authority_key_identifier_extension = true;
+    let now = time::OffsetDateTime::now_utc();
+    p.not_before = now - time::Duration::minutes(5);
+    p.not_after = now + validity;
+    p
 }
 
 /// A new self-signed CA (tests, and the lab's own PKI): certificate and key as PEM.

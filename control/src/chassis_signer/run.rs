@@ -24,7 +24,7 @@ use api::chassis_cert::SIGNER_NAME;
 /// How the signer runs.
 #[derive(Debug)]
 pub struct SignerConfig {
-    pub ca: ChassisCa,
+    pub ca: std::sync::Arc<ChassisCa>,
     /// The node agent's service account (`namespace`/`name`).
     pub agent: AgentAccount,
     /// Lifetime of an issued certificate (agents renew at two thirds of it).

@@ -101,7 +101,7 @@ pub struct Controller<W: Writer> {
     pod_errors: BTreeMap<String, String>,
     restored: bool,
     /// Southbound client for node-deletion cleanup (standalone mode).
-    sb: Option<ovsdb::Client>,
+    sb: Option<crate::chassis::Southbound>,
     /// Chassis name of every node seen (annotation, else the node name).
     chassis_of: BTreeMap<String, String>,
     /// Deleted nodes whose chassis still has to be removed: (node, chassis).
@@ -160,7 +160,13 @@ impl<W: Writer> Controller<W> {
     /// Gives the controller a Southbound client: a deleted node's chassis is then removed
     /// (standalone mode only).
     pub fn with_southbound(mut self, sb: ovsdb::Client) -> Self {
-        self.sb = Some(sb);
+        self.sb = Some(crate::chassis::Southbound::Shared(sb));
+        self
+    }
+
+    /// The Southbound, reached as each deleted chassis in turn (OVN's SB RBAC).
+    pub fn with_southbound_as_chassis(mut self, login: crate::chassis::ChassisLogin) -> Self {
+        self.sb = Some(crate::chassis::Southbound::AsChassis(Box::new(login)));
         self
     }
 
@@ -326,7 +332,7 @@ impl<W: Writer> Controller<W> {
         };
         let mut deleted = 0;
         for (node, chassis) in std::mem::take(&mut self.chassis_cleanup) {
-            match crate::chassis::delete_node_chassis(sb, &node, &chassis).await {
+            match sb.delete_node_chassis(&node, &chassis).await {
                 Ok(n) => {
                     if n > 0 {
                         tracing::info!(%node, %chassis, "deleted node's chassis from the SB");

@@ -472,7 +472,9 @@ async fn main() -> anyhow::Result<()> {
 
     if let Some(dir) = &args.chassis_cert_dir {
         if args.pods != "kube" {
-            anyhow::bail!("--chassis-cert-dir needs --pods kube (the certificate comes through the Kubernetes API)");
+            anyhow::bail!(
+                "--chassis-cert-dir needs --pods kube (the certificate comes through the Kubernetes API)"
+            );
         }
         let kube = dataplane::pods::kube_client(args.kubeconfig.clone())
             .await
