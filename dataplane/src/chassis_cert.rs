@@ -271,15 +271,42 @@ async fn wait_gone(
     Ok(())
 }
 
-/// Keeps the certificate current for the life of the agent: at start (retrying every
-/// 10 s until it has one), then every hour.
-pub async fn keep_current(kube: kube::Client, opts: CertOptions) {
+/// File name of OVN central's CA beside the chassis certificate.
+pub const CA_FILE: &str = "ovn-ca.crt";
+
+/// Copies OVN central's CA (the chart's ConfigMap, mounted in the agent) beside the
+/// chassis certificate, where ovn-controller can read it; only when it differs.
+fn copy_ca(source: &Path, dir: &Path) -> Result<PathBuf, CertError> {
+    let ca = std::fs::read(source).map_err(io(source))?;
+    let dest = dir.join(CA_FILE);
+    if std::fs::read(&dest).ok().as_deref() != Some(&ca[..]) {
+        write_atomic(&dest, &ca, 0o644)?;
+    }
+    Ok(dest)
+}
+
+/// Keeps the certificate current for the life of the agent, at start (retrying every
+/// 10 s until it has one) and then every hour, and points ovn-controller at it through
+/// the OVS `SSL` row with `ca` (OVN central's CA) copied beside it.
+pub async fn keep_current(
+    kube: kube::Client,
+    opts: CertOptions,
+    ovs: crate::ovs::Ovs,
+    ca: PathBuf,
+) {
     loop {
         let next = match ensure(&kube, &opts).await {
-            Ok(CertState::Current { .. }) => Duration::from_secs(3600),
-            Ok(CertState::Issued { not_after, request }) => {
-                tracing::info!(chassis = %opts.chassis, %request, not_after = %not_after, dir = %opts.dir.display(), "chassis certificate issued");
-                Duration::from_secs(3600)
+            Ok(state) => {
+                if let CertState::Issued { not_after, request } = &state {
+                    tracing::info!(chassis = %opts.chassis, %request, not_after = %not_after, dir = %opts.dir.display(), "chassis certificate issued");
+                }
+                match point_ovn_controller(&opts.dir, &ca, &ovs).await {
+                    Ok(()) => Duration::from_secs(3600),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "ovn-controller not pointed at the chassis certificate; retrying in 10 s");
+                        Duration::from_secs(10)
+                    }
+                }
             }
             Err(e) => {
                 tracing::warn!(chassis = %opts.chassis, error = %e, "no current chassis certificate: ovn-controller cannot reach the Southbound; retrying in 10 s");
@@ -288,6 +315,21 @@ pub async fn keep_current(kube: kube::Client, opts: CertOptions) {
         };
         tokio::time::sleep(next).await;
     }
+}
+
+async fn point_ovn_controller(
+    dir: &Path,
+    ca: &Path,
+    ovs: &crate::ovs::Ovs,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let ca_cert = copy_ca(ca, dir)?;
+    ovs.set_ovn_ssl(&crate::ovs::ssl::SslFiles {
+        private_key: dir.join(KEY_FILE),
+        certificate: dir.join(CERT_FILE),
+        ca_cert,
+    })
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

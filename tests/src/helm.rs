@@ -232,3 +232,35 @@ pub fn write_scripts(objs: &[Value], dir: &Path) -> PathBuf {
     }
     out
 }
+
+/// Writes the rendered Secret `name`'s `data` (base64, decoded with `base64 -d`) into
+/// `dir`, one file per key, as kubelet mounts a Secret volume.
+pub fn write_secret(objs: &[Value], name: &str, dir: &Path) {
+    let secret = objs
+        .iter()
+        .find(|o| o["kind"] == "Secret" && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no Secret {name} rendered"));
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+    let data = secret["data"]
+        .as_object()
+        .unwrap_or_else(|| panic!("Secret {name} has no data"));
+    for (key, v) in data {
+        let b64 = v
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}/{key} is not a string"));
+        let mut child = std::process::Command::new("base64")
+            .arg("-d")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("base64");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(b64.as_bytes()).expect("write base64");
+        }
+        let out = child.wait_with_output().expect("base64 -d");
+        assert!(out.status.success(), "{name}/{key}: not base64");
+        std::fs::write(dir.join(key), out.stdout).unwrap_or_else(|e| panic!("write {key}: {e}"));
+    }
+}

@@ -16,6 +16,9 @@
 //!    machine by `scripts/previous-release.sh`), and `upgrade-release`
 //!    (`cluster_e2e/upgrade_release.rs`) upgrades it to this tree's chart and image, node
 //!    by node, while pods talk across nodes: every step after it tests the current release.
+//!    `ovn-tls` (`cluster_e2e/ovn_tls.rs`): the chart's PKI as a compromised node meets it
+//!    (chassis certificates granted per node, plain TCP unanswered, node1's certificate
+//!    refused by NB and by SB's RBAC for another chassis's rows).
 //! 2. `pods`: a Deployment spread over both nodes (kubelet → containerd → the conflist →
 //!    the shim → the agent pod) gets addresses from the default Subnet; HTTP and ping
 //!    between pods on the same node and across nodes.
@@ -77,6 +80,8 @@ use tests::e2e::{
 mod day2;
 #[path = "cluster_e2e/diagnose.rs"]
 mod diagnose;
+#[path = "cluster_e2e/ovn_tls.rs"]
+mod ovn_tls;
 #[path = "cluster_e2e/single_nic.rs"]
 mod single_nic;
 #[path = "cluster_e2e/uninstall_safety.rs"]
@@ -211,6 +216,7 @@ fn cluster_e2e() {
     }
     let later = [
         "upgrade-release",
+        "ovn-tls",
         "pods",
         "service",
         "netpol",
@@ -245,6 +251,7 @@ fn cluster_e2e() {
     if step!("install", install(&e)) {
         // everything after it tests the current release
         step!("upgrade-release", upgrade_release::upgrade_release(&e));
+        step!("ovn-tls", ovn_tls::ovn_tls(&e));
         if step!("pods", pods(&e)) {
             step!("service", service(&e));
             step!("netpol", netpol(&e));

@@ -95,8 +95,13 @@ fn standalone_single_runs_nb_sb_and_northd_in_one_pod() {
         &a,
         &[
             "--mode=standalone",
-            "--nb=tcp:$(ZS_ZSTACK_OVN_NBDB_SERVICE_HOST):6641",
-            "--sb=tcp:$(ZS_ZSTACK_OVN_SBDB_SERVICE_HOST):6642",
+            "--nb=ssl:$(ZS_ZSTACK_OVN_NBDB_SERVICE_HOST):6641",
+            "--sb=ssl:$(ZS_ZSTACK_OVN_SBDB_SERVICE_HOST):6642",
+            // the chart's PKI, on by default
+            "--nb-ca=/etc/zstack-ovn/tls/ca.crt",
+            "--ovn-server-name=zstack-ovn-central",
+            "--chassis-ca-cert=/etc/zstack-ovn/tls/chassis-ca.crt",
+            "--chassis-agent-account=kube-system/zs-zstack-ovn-node",
             "--cluster-cidr=10.244.0.0/16",
             "--leader-elect",
             "--leader-elect-lease-name=zs-zstack-ovn-controller",
@@ -492,7 +497,28 @@ fn standalone_ha_is_a_parallel_raft_statefulset_with_a_pdb() {
     assert_eq!(ctl["spec"]["replicas"], 3);
     let a = args(container(ctl, "controller"));
     let nb = a.iter().find(|x| x.starts_with("--nb=")).expect("--nb");
-    assert_eq!(nb.matches("tcp:$(ZS_ZSTACK_OVN_NBDB_").count(), 3, "{nb}");
+    assert_eq!(nb.matches("ssl:$(ZS_ZSTACK_OVN_NBDB_").count(), 3, "{nb}");
+    // SB applies OVN's RBAC to every network client: northd writes beside each SB member,
+    // through its unix socket
+    let sb = named(&objs, "StatefulSet", "zs-zstack-ovn-sbdb").expect("sbdb");
+    let northd = container(sb, "northd");
+    let env = northd["env"].as_array().expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "SB_REMOTE" && e["value"] == "unix:/var/run/ovn/ovnsb_db.sock"),
+        "{env:?}"
+    );
+    let nbdb = named(&objs, "StatefulSet", "zs-zstack-ovn-nbdb").expect("nbdb");
+    assert!(containers(nbdb).iter().all(|c| c["name"] != "northd"));
+    let sbdb_env = container(sb, "sbdb")["env"]
+        .as_array()
+        .expect("env")
+        .clone();
+    assert!(
+        sbdb_env
+            .iter()
+            .any(|e| e["name"] == "SB_RBAC" && e["value"] == "true")
+    );
     let newer = helm::render_with(&helm, "ha", RELEASE, NS, &["--kube-version", "1.25.0"])
         .expect("render 1.25");
     assert!(
@@ -748,7 +774,7 @@ fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>
         (
             "zs-zstack-ovn-controller",
             r(&[
-                ("", "pods", &["list", "watch", "patch"]),
+                ("", "pods", &["get", "list", "watch", "patch"]),
                 ("", "nodes", &["list", "watch", "patch"]),
                 ("", "namespaces", &["list", "watch"]),
                 ("", "services", &["list", "watch"]),
@@ -769,6 +795,27 @@ fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>
                 ),
                 ("kubevirt.io", "virtualmachines", &["list", "watch"]),
                 ("events.k8s.io", "events", &["create", "patch"]),
+                // the chassis certificate signer (the chart's PKI)
+                (
+                    "certificates.k8s.io",
+                    "certificatesigningrequests",
+                    &["get", "list", "watch"],
+                ),
+                (
+                    "certificates.k8s.io",
+                    "certificatesigningrequests/approval",
+                    &["patch", "update"],
+                ),
+                (
+                    "certificates.k8s.io",
+                    "certificatesigningrequests/status",
+                    &["patch", "update"],
+                ),
+                (
+                    "certificates.k8s.io",
+                    "signers[network.zstack.io/ovn-chassis]",
+                    &["approve", "sign"],
+                ),
             ]),
         ),
         (
@@ -783,6 +830,12 @@ fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>
                 ("", "events", &["create"]),
                 ("events.k8s.io", "events", &["create", "patch"]),
                 ("apps", "daemonsets", &["get"]),
+                // its own chassis certificate request
+                (
+                    "certificates.k8s.io",
+                    "certificatesigningrequests",
+                    &["create", "get", "delete"],
+                ),
             ]),
         ),
         (
@@ -951,6 +1004,19 @@ fn schema_refuses_bad_values_naming_the_key() {
             &["--set", "ovn.ssl.enabled=true"],
             &["ovn.ssl.caCert", "ovn.ssl.clientCert", "ovn.ssl.clientKey"],
         ),
+        // one certificate for every node, where the chart makes one per chassis
+        (
+            &[
+                "--set",
+                "ovn.ssl.enabled=true",
+                "--set",
+                "ovn.ssl.secretName=mine",
+            ],
+            &[
+                "standalone mode makes its own PKI",
+                "ovn.standalone.tls.enabled=false",
+            ],
+        ),
         (
             &["--set", "network.clusterCIDR=10.244.0.0"],
             &["network.clusterCIDR"],
@@ -1032,6 +1098,8 @@ fn schema_refuses_bad_values_naming_the_key() {
             "ovn.ssl.enabled=true",
             "--set",
             "ovn.ssl.secretName=mine",
+            "--set",
+            "ovn.standalone.tls.enabled=false",
         ][..],
         &[
             "--set-json",

@@ -676,13 +676,29 @@ async fn the_single_central_scripts_run_nb_sb_and_northd() {
     };
     let data = scratch.dir.path().join("data");
     std::fs::create_dir_all(&data).expect("mkdir");
+    // the chart's PKI as rendered: central's Secret where the pod mounts it, the
+    // controller's certificate for the clients below
+    let tls = scratch.dir.path().join("tls");
+    let client = scratch.dir.path().join("client");
+    helm::write_secret(&objs, "zs-zstack-ovn-ovn-central-tls", &tls);
+    helm::write_secret(&objs, "zs-zstack-ovn-ovn-controller-tls", &client);
     let log = std::fs::File::create(scratch.dir.path().join("central.log")).expect("log");
+    let sb_env = |name: &str| {
+        container(central, "sbdb")["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["value"].as_str())
+            .unwrap_or_else(|| panic!("sbdb env {name}"))
+            .replace("/etc/zstack-ovn/tls", &tls.display().to_string())
+    };
     let mut cmd = Command::new("unshare");
     cmd.args(["-m", "-n", "--propagation", "private", "bash", "-c"])
         .arg(concat!(
             "mount -t tmpfs tmpfs /run && mount --bind \"$DATA\" /var/lib/ovn && ip link set lo up && ",
             "pid1() { unshare -p -f bash \"$SCRIPTS/$2\"; echo \"$1 exited $?\"; }; ",
-            "(DB=nb pid1 nb ovsdb-central.sh & DB=sb pid1 sb ovsdb-central.sh & ",
+            "(DB=nb pid1 nb ovsdb-central.sh & DB=sb SB_RBAC=\"$SB_RBAC_SB\" SSL_CA=\"$SSL_CA_SB\" pid1 sb ovsdb-central.sh & ",
             "pid1 northd northd.sh & wait)"
         ))
         .env("SCRIPTS", &scripts)
@@ -691,20 +707,28 @@ async fn the_single_central_scripts_run_nb_sb_and_northd() {
         .env("POD_IP", "127.0.0.1")
         .env("NB_REMOTE", env("NB_REMOTE"))
         .env("SB_REMOTE", env("SB_REMOTE"))
-        .env("OVN_SSL", "false")
-        .env("TLS_DIR", "/nonexistent")
+        .env("OVN_SSL", "true")
+        .env("TLS_DIR", &tls)
+        .env("SB_RBAC_SB", sb_env("SB_RBAC"))
+        .env("SSL_CA_SB", sb_env("SSL_CA"))
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
         .stdin(Stdio::null());
     // the whole process group (bash and the daemons) goes when the test ends
     let group = ProcessGroup::spawn(&mut cmd).expect("start the central scripts");
     let inside = |args: &[&str]| group.inside(args);
-    // clients reach the servers on the pod address (what the Services target)
+    let key = format!("--private-key={}", client.join("tls.key").display());
+    let cert = format!("--certificate={}", client.join("tls.crt").display());
+    let ca = format!("--ca-cert={}", client.join("ca.crt").display());
+    // clients reach the servers on the pod address (what the Services target), over TLS
     tests::kube_objects::eventually("NB accepts a switch", Duration::from_secs(60), || async {
         inside(&[
             "ovn-nbctl",
             "--timeout=5",
-            "--db=tcp:127.0.0.1:6641",
+            &key,
+            &cert,
+            &ca,
+            "--db=ssl:127.0.0.1:6641",
             "--may-exist",
             "ls-add",
             "chart-single",
@@ -712,13 +736,16 @@ async fn the_single_central_scripts_run_nb_sb_and_northd() {
     })
     .await;
     tests::kube_objects::eventually(
-        "northd puts it into SB",
+        "northd puts it into SB, served on TLS with role=ovn-controller",
         Duration::from_secs(60),
         || async {
             inside(&[
                 "ovn-sbctl",
                 "--timeout=5",
-                "--db=tcp:127.0.0.1:6642",
+                &key,
+                &cert,
+                &ca,
+                "--db=ssl:127.0.0.1:6642",
                 "--bare",
                 "--columns=external_ids",
                 "list",
@@ -728,6 +755,44 @@ async fn the_single_central_scripts_run_nb_sb_and_northd() {
         },
     )
     .await;
+    let conn = inside(&[
+        "ovn-sbctl",
+        "--db=unix:/var/run/ovn/ovnsb_db.sock",
+        "--bare",
+        "--columns=target,role",
+        "list",
+        "Connection",
+    ])
+    .expect("SB connections");
+    assert_eq!(
+        conn.split_whitespace().collect::<Vec<_>>(),
+        ["pssl:6642:127.0.0.1", "ovn-controller"]
+    );
+    // plain TCP: no answer on either port; the controller's certificate writes nothing to SB
+    for port in ["6641", "6642"] {
+        assert!(
+            inside(&[
+                "ovsdb-client",
+                "--timeout=3",
+                "list-dbs",
+                &format!("tcp:127.0.0.1:{port}")
+            ])
+            .is_none(),
+            "plain TCP answered on {port}"
+        );
+    }
+    let write = inside(&[
+        "ovsdb-client",
+        "--timeout=5",
+        &key,
+        &cert,
+        &ca,
+        "transact",
+        "ssl:127.0.0.1:6642",
+        r#"["OVN_Southbound",{"op":"delete","table":"Datapath_Binding","where":[]}]"#,
+    ])
+    .unwrap_or_default();
+    assert!(write.contains("permission error"), "{write}");
     assert!(data.join("ovnnb_db.db").is_file() && data.join("ovnsb_db.db").is_file());
 
     // kubelet stopping each container: SIGTERM to its PID 1 (the child of its `unshare`)

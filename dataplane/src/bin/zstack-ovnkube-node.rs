@@ -57,8 +57,12 @@ struct Args {
     /// from the controller's signer through a CertificateSigningRequest (needs `--pods
     /// kube` and a pod-bound service-account token), renewed at two thirds of its life.
     /// ovn-controller reads both.
-    #[arg(long)]
+    #[arg(long, requires = "ovn_ca")]
     chassis_cert_dir: Option<PathBuf>,
+    /// The CA of OVN central's certificate, copied beside the chassis certificate for
+    /// ovn-controller (which the agent points at both through the OVS `SSL` row).
+    #[arg(long, requires = "chassis_cert_dir")]
+    ovn_ca: Option<PathBuf>,
     #[arg(long, default_value = "geneve")]
     encap_type: String,
     /// Tunnel endpoint IP (with --sb: this or --encap-ip-interface).
@@ -343,6 +347,8 @@ async fn main() -> anyhow::Result<()> {
     let ovs = Ovs::connect(&args.ovs_db)
         .await
         .with_context(|| format!("connect to the local OVS database {}", args.ovs_db))?;
+    // ovn-controller's TLS row (with --chassis-cert-dir)
+    let tls_ovs = ovs.clone();
     let mtu = match args.mtu {
         Some(m) => m,
         None => derive_mtu(&args, &ovs),
@@ -479,6 +485,7 @@ async fn main() -> anyhow::Result<()> {
         let kube = dataplane::pods::kube_client(args.kubeconfig.clone())
             .await
             .context("Kubernetes client for the chassis certificate")?;
+        let ca = args.ovn_ca.clone().unwrap_or_default();
         tokio::spawn(dataplane::chassis_cert::keep_current(
             kube,
             dataplane::chassis_cert::CertOptions {
@@ -486,6 +493,8 @@ async fn main() -> anyhow::Result<()> {
                 chassis: args.node_name.clone(),
                 wait: Duration::from_secs(60),
             },
+            tls_ovs,
+            ca,
         ));
     }
     tokio::spawn(agent.clone().watch());

@@ -27,7 +27,7 @@ use super::{
 pub struct Ovs {
     remote: String,
     client: Client,
-    replica: Replica,
+    pub(super) replica: Replica,
     adds: Arc<PortBatch>,
 }
 
@@ -150,7 +150,10 @@ impl Ovs {
                         OC::DatapathTypes,
                         OC::Datapaths,
                         OC::CurCfg,
+                        OC::Ssl,
                     ]),
+                    // ovn-controller's TLS files (see `ssl`)
+                    MonitorRequest::table(ovsdb::vswitch::Ssl::TABLE),
                     // `capabilities` (see `ct_zero_snat`)
                     MonitorRequest::of_columns::<Datapath>(&[DatapathColumn::Capabilities]),
                     MonitorRequest::of_columns::<Bridge>(&[

@@ -27,6 +27,7 @@ mod ct_zero_snat;
 pub mod memory;
 pub mod node_ovs;
 mod spec;
+pub mod ssl;
 pub mod uplink_port;
 
 pub use client::Ovs;

@@ -119,7 +119,7 @@ async fn untouched(e: &E2e, i: usize, before: &BTreeSet<String>, what: &str) -> 
 }
 
 /// The agent pod on node `i`.
-async fn agent_pod(e: &E2e, i: usize) -> Result<String> {
+pub(crate) async fn agent_pod(e: &E2e, i: usize) -> Result<String> {
     let pods = e
         .pods(SYS)
         .list(&ListParams::default().labels(INSTANCE))

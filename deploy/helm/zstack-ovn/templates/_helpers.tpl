@@ -30,9 +30,22 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" $repo $tag -}}
 {{- end -}}
 
+{{/* "true" when the chart's own PKI secures OVN (standalone mode, ovn.standalone.tls) */}}
+{{- define "zovn.pki" -}}
+{{- if and (eq .Values.ovn.mode "standalone") .Values.ovn.standalone.tls.enabled -}}
+{{- if .Values.ovn.ssl.enabled -}}
+{{- fail "ovn.ssl is the platform's TLS material (external mode); standalone mode makes its own PKI (ovn.standalone.tls.enabled): set ovn.standalone.tls.enabled=false to use ovn.ssl instead" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The name OVN central's certificate holds (clients dial ClusterIPs and check this). */}}
+{{- define "zovn.centralServerName" -}}zstack-ovn-central{{- end -}}
+
 {{/* tcp or ssl */}}
 {{- define "zovn.proto" -}}
-{{- if .Values.ovn.ssl.enabled }}ssl{{ else }}tcp{{ end -}}
+{{- if or .Values.ovn.ssl.enabled (include "zovn.pki" .) }}ssl{{ else }}tcp{{ end -}}
 {{- end -}}
 
 {{/* The env var kubelet sets to a Service's ClusterIP (service links). Clients reach OVN
@@ -69,19 +82,30 @@ app.kubernetes.io/component: {{ .component }}
 {{/* Where TLS material is mounted in every container that talks to OVN. */}}
 {{- define "zovn.tlsDir" -}}/etc/zstack-ovn/tls{{- end -}}
 
+{{/* The TLS volume of a component: (dict "ctx" . "component" "central"|"controller"|"node").
+     ovn.ssl: the one Secret, everywhere. The chart's PKI: central gets its server
+     certificate, the controller its client certificate and the chassis CA; the node pods
+     get nothing secret (an agent asks for its own chassis certificate). */}}
 {{- define "zovn.tlsVolume" -}}
-{{- if .Values.ovn.ssl.enabled }}
+{{- $ctx := .ctx -}}
+{{- if $ctx.Values.ovn.ssl.enabled }}
 - name: ovn-tls
   secret:
-    secretName: {{ include "zovn.tlsSecret" . }}
+    secretName: {{ include "zovn.tlsSecret" $ctx }}
     defaultMode: 256  # 0400 (decimal: YAML 1.1 and 1.2 parsers agree)
+{{- else if and (include "zovn.pki" $ctx) (has .component (list "central" "controller")) }}
+- name: ovn-tls
+  secret:
+    secretName: {{ include "zovn.fullname" $ctx }}-ovn-{{ .component }}-tls
+    defaultMode: 256  # 0400
 {{- end }}
 {{- end -}}
 
 {{- define "zovn.tlsMount" -}}
-{{- if .Values.ovn.ssl.enabled }}
+{{- $ctx := .ctx -}}
+{{- if or $ctx.Values.ovn.ssl.enabled (and (include "zovn.pki" $ctx) (has .component (list "central" "controller"))) }}
 - name: ovn-tls
-  mountPath: {{ include "zovn.tlsDir" . }}
+  mountPath: {{ include "zovn.tlsDir" $ctx }}
   readOnly: true
 {{- end }}
 {{- end -}}
@@ -114,7 +138,7 @@ app.kubernetes.io/component: {{ .component }}
 - name: HOST_IP
   valueFrom: {fieldRef: {fieldPath: status.hostIP}}
 - name: OVN_SSL
-  value: {{ .Values.ovn.ssl.enabled | quote }}
+  value: {{ eq (include "zovn.proto" .) "ssl" | quote }}
 - name: TLS_DIR
   value: {{ include "zovn.tlsDir" . }}
 {{- end -}}

@@ -163,7 +163,7 @@ spec:
           securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
           volumeMounts:
             {{- include "zovn.scriptsMount" $ | nindent 12 }}
-            {{- include "zovn.tlsMount" $ | nindent 12 }}
+            {{- include "zovn.tlsMount" (dict "ctx" $ "component" "node") | nindent 12 }}
             - {name: ovs-run, mountPath: /var/run/openvswitch}
             - {name: ovn-run, mountPath: /var/run/ovn}
         {{- if $tunnelIf }}
@@ -203,7 +203,7 @@ spec:
         {{- end }}
       volumes:
         {{- include "zovn.scriptsVolume" $ | nindent 8 }}
-        {{- include "zovn.tlsVolume" $ | nindent 8 }}
+        {{- include "zovn.tlsVolume" (dict "ctx" $ "component" "node") | nindent 8 }}
         - {name: ovs-run, hostPath: {path: /var/run/openvswitch, type: DirectoryOrCreate}}
         - {name: ovs-etc, hostPath: {path: /etc/openvswitch, type: DirectoryOrCreate}}
         - {name: ovn-run, hostPath: {path: /var/run/ovn, type: DirectoryOrCreate}}
@@ -273,6 +273,9 @@ spec:
         checksum/datapath: {{ toYaml $dp | sha256sum }}
     spec:
       serviceAccountName: {{ $fn }}-node
+      # the API token comes from the projected volume below: bound to this pod, so the
+      # API server records which pod (and so which node) asks for a chassis certificate
+      automountServiceAccountToken: false
       # the node pods build the host's network (br-int, tunnels, pod veths): host namespace
       hostNetwork: true
       dnsPolicy: ClusterFirstWithHostNet
@@ -328,6 +331,12 @@ spec:
             - --datapath-config=/etc/zstack-ovn/datapath.yaml
             - --gateway-mode={{ $v.gateway.mode }}
             - --service-external-ip-cidrs={{ join "," $v.services.externalIPs.allowedCIDRs }}
+            {{- if include "zovn.pki" $ }}
+            # the node's own OVN certificate (CN = its chassis): key made here, certificate
+            # from the controller's signer; ovn-controller reads both through the OVS SSL row
+            - --chassis-cert-dir=/var/run/ovn/zovn-chassis
+            - --ovn-ca=/etc/zstack-ovn/ovn-ca/ca.crt
+            {{- end }}
             {{- if eq $v.gateway.mode "shared" }}
             {{- if not (or $tunnelIf $v.ovs.hostManaged) }}
             {{- fail "gateway.mode=shared needs tunnel.interface (br-phy must hold the node's uplink and address, which its gateway router shares)" }}
@@ -401,7 +410,11 @@ spec:
               add: [NET_ADMIN, NET_RAW, SYS_ADMIN, SYS_PTRACE]
             {{- end }}
           volumeMounts:
-            {{- include "zovn.tlsMount" $ | nindent 12 }}
+            {{- include "zovn.tlsMount" (dict "ctx" $ "component" "node") | nindent 12 }}
+            - {name: kube-api-access, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
+            {{- if include "zovn.pki" $ }}
+            - {name: ovn-ca, mountPath: /etc/zstack-ovn/ovn-ca, readOnly: true}
+            {{- end }}
             - {name: datapath, mountPath: /etc/zstack-ovn/datapath.yaml, subPath: datapath.yaml, readOnly: true}
             # OVS database and vswitchd control sockets (the pod's or the host's OVS)
             - {name: ovs-run, mountPath: /var/run/openvswitch}
@@ -410,8 +423,9 @@ spec:
             {{- include "zovn.scriptsMount" $ | nindent 12 }}
             # emptied on uninstall only (the OVS database, ovn-controller's sockets)
             - {name: ovs-etc, mountPath: /etc/openvswitch}
-            - {name: ovn-run, mountPath: /var/run/ovn}
             {{- end }}
+            # ovn-controller's sockets; the node's chassis certificate (zovn-chassis/)
+            - {name: ovn-run, mountPath: /var/run/ovn}
             # CNI server socket the host's shim connects to; vhost-user sockets under vhost/
             - {name: zovn-run, mountPath: /var/run/zstack-ovn}
             # per-sandbox state that survives agent restarts
@@ -429,13 +443,25 @@ spec:
             - {name: kubelet-pods, mountPath: /var/lib/kubelet/pods, mountPropagation: Bidirectional}
             {{- end }}
       volumes:
-        {{- include "zovn.tlsVolume" $ | nindent 8 }}
+        {{- include "zovn.tlsVolume" (dict "ctx" $ "component" "node") | nindent 8 }}
+        # the service-account token bound to this pod (what kubelet mounts by default from
+        # Kubernetes 1.21 on), the cluster's CA and the namespace
+        - name: kube-api-access
+          projected:
+            sources:
+              - serviceAccountToken: {path: token, expirationSeconds: 3607}
+              - configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}
+              - downwardAPI: {items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]}
+        {{- if include "zovn.pki" $ }}
+        - name: ovn-ca
+          configMap: {name: {{ $fn }}-ovn-ca}
+        {{- end }}
         - name: datapath
           configMap: {name: {{ $name }}-datapath}
         - {name: ovs-run, hostPath: {path: /var/run/openvswitch, type: DirectoryOrCreate}}
+        - {name: ovn-run, hostPath: {path: /var/run/ovn, type: DirectoryOrCreate}}
         {{- if not $v.ovs.hostManaged }}
         - {name: ovs-etc, hostPath: {path: /etc/openvswitch, type: DirectoryOrCreate}}
-        - {name: ovn-run, hostPath: {path: /var/run/ovn, type: DirectoryOrCreate}}
         {{- include "zovn.scriptsVolume" $ | nindent 8 }}
         {{- end }}
         - {name: zovn-run, hostPath: {path: /var/run/zstack-ovn, type: DirectoryOrCreate}}
