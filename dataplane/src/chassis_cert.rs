@@ -56,6 +56,9 @@ pub struct CertOptions {
     pub chassis: String,
     /// How long to wait for the signer before giving up this attempt.
     pub wait: Duration,
+    /// The chassis CA's certificate: a certificate on disk it did not sign (the CAs made
+    /// again, a reinstall) is asked for anew.
+    pub issuer: Option<PathBuf>,
 }
 
 /// What [`ensure`] found or did.
@@ -121,6 +124,26 @@ pub fn still_current(
     (cn == chassis && now < renew_at).then_some(until)
 }
 
+/// Whether the PEM certificate `pem` is signed by the PEM CA certificate `ca`.
+pub fn signed_by(pem: &str, ca: &[u8]) -> bool {
+    let parse = |b: &[u8]| {
+        x509_parser::pem::parse_x509_pem(b)
+            .ok()
+            .map(|(_, p)| p.contents)
+    };
+    let (Some(cert), Some(ca)) = (parse(pem.as_bytes()), parse(ca)) else {
+        return false;
+    };
+    use x509_parser::prelude::FromDer;
+    let (Ok((_, cert)), Ok((_, ca))) = (
+        x509_parser::certificate::X509Certificate::from_der(&cert),
+        x509_parser::certificate::X509Certificate::from_der(&ca),
+    ) else {
+        return false;
+    };
+    cert.verify_signature(Some(ca.public_key())).is_ok()
+}
+
 /// The node's key: read, or made (0600) when there is none. A new key voids the old
 /// certificate, which is removed first.
 fn key(dir: &Path) -> Result<KeyPair, CertError> {
@@ -165,8 +188,13 @@ pub async fn ensure(kube: &kube::Client, opts: &CertOptions) -> Result<CertState
     std::fs::create_dir_all(&opts.dir).map_err(io(&opts.dir))?;
     let key = key(&opts.dir)?;
     let cert_path = opts.dir.join(CERT_FILE);
+    let issuer = match &opts.issuer {
+        Some(p) => Some(std::fs::read(p).map_err(io(p))?),
+        None => None,
+    };
     if let Ok(pem) = std::fs::read_to_string(&cert_path)
         && let Some(not_after) = still_current(&pem, &opts.chassis, time::OffsetDateTime::now_utc())
+        && issuer.as_deref().is_none_or(|ca| signed_by(&pem, ca))
     {
         return Ok(CertState::Current { not_after });
     }
@@ -181,7 +209,8 @@ pub async fn ensure(kube: &kube::Client, opts: &CertOptions) -> Result<CertState
     let existing = api.get_opt(&name).await.map_err(kerr)?;
     if let Some(old) = existing
         && let Some(pem) = issued(&old)
-        && still_current(&pem, &opts.chassis, time::OffsetDateTime::now_utc()).is_none()
+        && (still_current(&pem, &opts.chassis, time::OffsetDateTime::now_utc()).is_none()
+            || issuer.as_deref().is_some_and(|ca| !signed_by(&pem, ca)))
     {
         api.delete(&name, &Default::default()).await.map_err(kerr)?;
         wait_gone(&api, &name, opts.wait).await.map_err(kerr)?;
@@ -362,6 +391,25 @@ mod tests {
         assert_eq!(still_current(&pem, "node1", t0 + day * 21), None);
         assert_eq!(still_current(&pem, "node2", t0 + day), None);
         assert_eq!(still_current("garbage", "node1", t0), None);
+    }
+
+    #[test]
+    fn a_certificate_is_checked_against_its_issuer() {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::default();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(Vec::<String>::new())
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        assert!(signed_by(&leaf.pem(), ca_cert.pem().as_bytes()));
+        let now = time::OffsetDateTime::now_utc();
+        let other = cert("x", now, now + time::Duration::days(1));
+        assert!(!signed_by(&leaf.pem(), other.as_bytes()));
+        assert!(!signed_by("junk", ca_cert.pem().as_bytes()));
     }
 
     #[test]

@@ -55,6 +55,7 @@ fn opts(dir: &std::path::Path, chassis: &str) -> CertOptions {
         dir: dir.to_path_buf(),
         chassis: chassis.to_string(),
         wait: Duration::from_secs(30),
+        issuer: None,
     }
 }
 
@@ -160,10 +161,25 @@ async fn only_the_agent_pod_on_a_node_gets_that_chassis_certificate() {
         "{approved:?}"
     );
     // asked again: the certificate on disk is current, nothing is requested
+    let ca_file = s.dir.path().join("chassis-ca.crt");
+    std::fs::write(&ca_file, &ca_cert).expect("CA file");
+    let with_issuer = CertOptions {
+        issuer: Some(ca_file.clone()),
+        ..opts(&dir1, "node1")
+    };
     assert!(matches!(
-        chassis_cert::ensure(&node1, &opts(&dir1, "node1")).await,
+        chassis_cert::ensure(&node1, &with_issuer).await,
         Ok(CertState::Current { .. })
     ));
+    // the chassis CA made again (a reinstall, a rotation): the old certificate is not
+    // current any more, the same key asks anew and gets one from the new CA
+    let (other_ca, _) = control::chassis_signer::issue::new_ca("another chassis CA").expect("CA");
+    std::fs::write(&ca_file, &other_ca).expect("CA file");
+    match chassis_cert::ensure(&node1, &with_issuer).await {
+        Ok(CertState::Issued { .. }) => {}
+        other => panic!("a certificate of another CA was kept: {other:?}"),
+    }
+    std::fs::write(&ca_file, &ca_cert).expect("CA file");
 
     // node1's agent asking for node2's chassis
     let r = chassis_cert::ensure(&node1, &opts(&s.dir.path().join("steal"), "node2")).await;

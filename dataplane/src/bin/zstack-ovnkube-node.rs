@@ -63,6 +63,10 @@ struct Args {
     /// ovn-controller (which the agent points at both through the OVS `SSL` row).
     #[arg(long, requires = "chassis_cert_dir")]
     ovn_ca: Option<PathBuf>,
+    /// The chassis CA's certificate: a chassis certificate on disk it did not sign (the CAs
+    /// made again, a reinstall) is asked for anew.
+    #[arg(long, requires = "chassis_cert_dir")]
+    chassis_ca: Option<PathBuf>,
     #[arg(long, default_value = "geneve")]
     encap_type: String,
     /// Tunnel endpoint IP (with --sb: this or --encap-ip-interface).
@@ -492,6 +496,7 @@ async fn main() -> anyhow::Result<()> {
                 dir: dir.clone(),
                 chassis: args.node_name.clone(),
                 wait: Duration::from_secs(60),
+                issuer: args.chassis_ca.clone(),
             },
             tls_ovs,
             ca,

@@ -336,6 +336,7 @@ spec:
             # from the controller's signer; ovn-controller reads both through the OVS SSL row
             - --chassis-cert-dir=/var/run/ovn/zovn-chassis
             - --ovn-ca=/etc/zstack-ovn/ovn-ca/ca.crt
+            - --chassis-ca=/etc/zstack-ovn/ovn-ca/chassis-ca.crt
             {{- end }}
             {{- if eq $v.gateway.mode "shared" }}
             {{- if not (or $tunnelIf $v.ovs.hostManaged) }}
