@@ -181,6 +181,17 @@ fn restart_agent(z: &Zovn) {
     assert_ne!(recs[0].pid, rec.pid);
 }
 
+/// Writes node 1's agent configuration file (the lab's own, `lab::node::datapath_config`,
+/// with `over`'s keys on top) and restarts the agent, which reads it at start.
+fn set_file_config(z: &Zovn, over: Value) {
+    use dataplane::datapath::config::DatapathConfig;
+    let base = DatapathConfig::parse(&lab::node::datapath_config("dpdk"), "lab").expect("lab");
+    let over = DatapathConfig::parse(&over.to_string(), "test").expect("override");
+    let text = serde_norway::to_string(&base.overlay(&over)).expect("yaml");
+    std::fs::write(z.dir.join("node1/datapath.yaml"), text).expect("write datapath.yaml");
+    restart_agent(z);
+}
+
 /// Whether node 1's agent has `/dev/cpu_dma_latency` open (its PM QoS request).
 fn agent_holds_pm_qos(z: &Zovn) -> bool {
     let lab = lab::Lab::open(&z.dir).expect("open lab");
@@ -508,15 +519,38 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     };
     let pid0 = vswitchd_pid();
 
-    // 0. an EAL option outside the allowlist (`-d` loads a shared object into the
-    // privileged ovs-vswitchd) is a configuration error naming it; DPDK keeps running
+    // 0. the Node annotation (any node agent's account may patch Nodes) cannot carry what
+    // reaches the privileged ovs-vswitchd or the host: each such key is a configuration
+    // error naming it, and ignored
     z.annotate_node(
         &node,
         BTreeMap::from([(
             CONFIG.to_string(),
-            json!({"extraEalArgs": "-d /nonexistent/zovn-evil.so"}).to_string(),
+            json!({"extraEalArgs": "-d /nonexistent/zovn-evil.so",
+                "hugepages": {"allocate": true}, "cpuDmaLatencyUs": 0})
+            .to_string(),
         )]),
     );
+    let s = wait_status(&z, &node, "file-only keys refused in the annotation", |s| {
+        let e = s["errors"].to_string();
+        ["extraEalArgs", "hugepages.allocate", "cpuDmaLatencyUs"]
+            .iter()
+            .all(|k| e.contains(&format!("{k} in the annotation")))
+    });
+    assert_eq!(s["datapath"], "dpdk", "{s:#}");
+    assert!(
+        !agent_holds_pm_qos(&z),
+        "no PM QoS request from the annotation"
+    );
+    assert_eq!(vswitchd_pid(), pid0, "nothing of it reached ovs-vswitchd");
+    z.annotate_node(
+        &node,
+        BTreeMap::from([(CONFIG.to_string(), "{}".to_string())]),
+    );
+    // in the agent's file (an administrator's), an EAL option outside the allowlist (`-d`
+    // loads a shared object into the privileged ovs-vswitchd) is still an error naming it;
+    // DPDK keeps running
+    set_file_config(&z, json!({"extraEalArgs": "-d /nonexistent/zovn-evil.so"}));
     let s = wait_status(&z, &node, "the -d option refused", |s| {
         s["errors"]
             .to_string()
@@ -526,13 +560,7 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     assert_eq!(vswitchd_pid(), pid0, "no restart for a refused argument");
 
     // 1. DPDK init fails for real: an allowed EAL option with a value DPDK rejects
-    z.annotate_node(
-        &node,
-        BTreeMap::from([(
-            CONFIG.to_string(),
-            json!({"extraEalArgs": "--iova-mode=zovn-bogus"}).to_string(),
-        )]),
-    );
+    set_file_config(&z, json!({"extraEalArgs": "--iova-mode=zovn-bogus"}));
     let s = wait_status(&z, &node, "fallback to afxdp (dpdk_init)", |s| {
         s["datapath"] == "afxdp"
             && s["fallbacks"]
@@ -576,6 +604,12 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     });
     assert_eq!(s["dpdkInitialized"], false, "{s:#}");
     tcp_reaches(&z, "p2", &p1, "p1");
+    let line = "zstack_ovn_datapath_fallbacks_total{reason=\"dpdk_init\"} 1";
+    wait_until(
+        "the dpdk_init fallback counted",
+        Duration::from_secs(10),
+        || node_metrics(&scratch.prefix).contains(line),
+    );
 
     // 2. the prerequisite returns: DPDK again, new pods on the userspace path. The node
     // also has no 2 MiB hugepages now (no DPDK process holds any, the bogus one never
@@ -588,12 +622,9 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     let nr = || lab::hugepages::nr_pages_2m().expect("nr_hugepages");
     std::fs::write(lab::hugepages::NR_2M, "0\n").expect("shrink the hugepages");
     assert_eq!(nr(), 0, "no one else holds 2 MiB pages here");
-    z.annotate_node(
-        &node,
-        BTreeMap::from([(
-            CONFIG.to_string(),
-            json!({"cpuDmaLatencyUs": 5, "hugepages": {"allocate": true}}).to_string(),
-        )]),
+    set_file_config(
+        &z,
+        json!({"cpuDmaLatencyUs": 5, "hugepages": {"allocate": true}}),
     );
     let s = wait_status(&z, &node, "back on dpdk", |s| {
         s["datapath"] == "dpdk" && s["dpdkInitialized"] == true
@@ -629,12 +660,9 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     tcp_reaches(&z, "p1", &p3, "p3");
 
     // 3. bad configuration: named in the status, the node keeps a working datapath
-    z.annotate_node(
-        &node,
-        BTreeMap::from([(
-            CONFIG.to_string(),
-            json!({"datapath": "turbo", "pmdCpus": "7", "socketMem": [999_999]}).to_string(),
-        )]),
+    set_file_config(
+        &z,
+        json!({"datapath": "turbo", "pmdCpus": "7", "socketMem": [999_999]}),
     );
     let s = wait_status(&z, &node, "config errors reported", |s| {
         s["errors"].as_array().is_some_and(|e| e.len() >= 3)
@@ -668,8 +696,16 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     wait_until("table shows the errors", Duration::from_secs(5), || {
         z.ok(&["get", "nodes"]).contains("config error")
     });
+    let line = "zstack_ovn_datapath_fallbacks_total{reason=\"config\"} 1";
+    wait_until(
+        "the config fallback counted",
+        Duration::from_secs(10),
+        || node_metrics(&scratch.prefix).contains(line),
+    );
 
     // 4. per port: jumbo MTU with native XDP asked for → this port cannot open as AF_XDP
+    // (the annotation may set both; the file back to the lab's own)
+    set_file_config(&z, json!({}));
     z.annotate_node(
         &node,
         BTreeMap::from([(
@@ -732,13 +768,12 @@ fn dpdk_init_failure_falls_back_then_recovers_and_bad_config_is_reported() {
     );
     tcp_reaches(&z, "p5", &p1, "p1");
 
-    // the fallbacks were counted by reason
+    // the fallbacks were counted by reason (since the agent's last start: dpdk_init and
+    // config were checked in their steps)
     let metrics = node_metrics(&scratch.prefix);
     for line in [
         "zstack_ovn_datapath_fallbacks_total{reason=\"afxdp_port\"} 1",
         "zstack_ovn_port_promotions_total{result=\"fallback\"} 1",
-        "zstack_ovn_datapath_fallbacks_total{reason=\"dpdk_init\"} 1",
-        "zstack_ovn_datapath_fallbacks_total{reason=\"config\"} 1",
         "zstack_ovn_datapath_info{datapath=\"dpdk\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} not in:\n{metrics}");

@@ -1240,3 +1240,80 @@ fn the_controller_rolls_without_a_surge() {
         );
     }
 }
+
+/// The PKI the chart renders is one the product can use: the controller's signer loads
+/// the chassis CA (its key must be PKCS#8) and the certificates it mints verify with
+/// OpenSSL (what ovsdb-server uses) against that CA; central's and the controller's
+/// certificates verify against the OVN CA, and central's names the service the clients
+/// check.
+#[test]
+fn the_rendered_pki_signs_and_verifies() {
+    let Some(helm) = helm::require_helm("helm_chart::the_rendered_pki_signs_and_verifies") else {
+        return;
+    };
+    let objs = render(&helm, "single");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctl, central) = (dir.path().join("ctl"), dir.path().join("central"));
+    helm::write_secret(&objs, "zs-zstack-ovn-ovn-controller-tls", &ctl);
+    helm::write_secret(&objs, "zs-zstack-ovn-ovn-central-tls", &central);
+    let ca = control::chassis_signer::ChassisCa::from_files(
+        &ctl.join("chassis-ca.crt"),
+        &ctl.join("chassis-ca.key"),
+    )
+    .expect("the controller loads the rendered chassis CA");
+    let (leaf, _) = ca
+        .mint("node1", std::time::Duration::from_secs(600))
+        .expect("mint");
+    std::fs::write(dir.path().join("node1.crt"), leaf).expect("write");
+    let verify = |ca: &std::path::Path, cert: &std::path::Path| {
+        let out = std::process::Command::new("openssl")
+            .arg("verify")
+            .arg("-CAfile")
+            .arg(ca)
+            .arg(cert)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl verify {}: {}{}",
+            cert.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    verify(&ctl.join("chassis-ca.crt"), &dir.path().join("node1.crt"));
+    // SB trusts the bundle: a chassis certificate verifies against it too
+    verify(&central.join("sb-ca.crt"), &dir.path().join("node1.crt"));
+    verify(&central.join("ca.crt"), &central.join("tls.crt"));
+    verify(&ctl.join("ca.crt"), &ctl.join("tls.crt"));
+    // NB's CA alone does not accept a chassis certificate
+    let out = std::process::Command::new("openssl")
+        .arg("verify")
+        .arg("-CAfile")
+        .arg(central.join("ca.crt"))
+        .arg(dir.path().join("node1.crt"))
+        .output()
+        .expect("openssl");
+    assert!(
+        !out.status.success(),
+        "NB's CA accepted a chassis certificate"
+    );
+    let text = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-ext", "subjectAltName", "-in"])
+        .arg(central.join("tls.crt"))
+        .output()
+        .expect("openssl");
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("DNS:zstack-ovn-central"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    // and the Rust client takes the OVN CA with the controller's certificate
+    ovsdb::TlsConfig::from_files(
+        &ctl.join("ca.crt"),
+        Some((&ctl.join("tls.crt"), &ctl.join("tls.key"))),
+    )
+    .expect("TLS config")
+    .with_server_name("zstack-ovn-central")
+    .expect("server name");
+}

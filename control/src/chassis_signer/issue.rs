@@ -102,7 +102,11 @@ pub fn parse_request(pem: &[u8]) -> Result<ParsedRequest, Refusal> {
 impl ChassisCa {
     /// From PEM: the CA certificate and its private key.
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, CaError> {
-        let key = KeyPair::from_pem(key_pem).map_err(|e| CaError::Key(e.to_string()))?;
+        let key = KeyPair::from_pem(key_pem).map_err(|e| {
+            CaError::Key(format!(
+                "{e} (a PKCS#8 key is needed, `BEGIN PRIVATE KEY`: Ed25519, ECDSA P-256/P-384 or RSA; convert a PKCS#1 `BEGIN RSA PRIVATE KEY` with `openssl pkcs8 -topk8 -nocrypt`)"
+            ))
+        })?;
         let issuer =
             Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| CaError::Cert(e.to_string()))?;
         Ok(ChassisCa { issuer })

@@ -4,8 +4,12 @@
 //! 1. built-in defaults (this file's `Default`s);
 //! 2. the agent's config file (`--datapath-config FILE`, YAML or JSON; the Helm chart
 //!    renders it per node pool from `datapath:` values);
-//! 3. the Node annotation [`CONFIG_ANNOTATION`] (a JSON object with any subset of the same
-//!    keys) for one node.
+//! 3. the Node annotation [`CONFIG_ANNOTATION`] (a JSON object) for one node, limited to
+//!    the keys of [`ANNOTATION_KEYS`]: whoever may patch the Node (every node agent's
+//!    account among them) may write it, so it never reaches what a privileged
+//!    ovs-vswitchd or the host would obey (EAL arguments, memory, CPUs, hugepage
+//!    allocation, PCI, the NIC, the uplink, offload, PM QoS): those come only from the
+//!    file, which an administrator writes ([`DatapathConfig::annotation_part`]).
 //!
 //! Every key is optional. A key with a bad value is reported (see
 //! [`crate::datapath::decide`]) and its default used instead; a bad annotation as a whole
@@ -143,6 +147,21 @@ pub struct DatapathConfig {
     pub cpu_dma_latency_us: Option<u32>,
 }
 
+/// The keys a Node annotation may set (`parent.child` for a nested one): how the node
+/// uses its datapath, never what reaches beyond it. Every other key is file-only.
+pub const ANNOTATION_KEYS: &[&str] = &[
+    "datapath",
+    "hugepages.size",
+    "hugepages.count",
+    "pmdRxqAssign",
+    "pmdRxqAffinity",
+    "pmdAutoLb",
+    "pmdMaxSleep",
+    "userspaceTso",
+    "mtu",
+    "afxdp",
+];
+
 /// Why a configuration could not be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -187,6 +206,56 @@ impl DatapathConfig {
             source_name: format!("annotation {CONFIG_ANNOTATION}"),
             detail: e.to_string(),
         }))
+    }
+
+    /// What a Node annotation may set of `self` ([`ANNOTATION_KEYS`]), and the names of
+    /// the file-only keys it set (dropped).
+    pub fn annotation_part(&self) -> (DatapathConfig, Vec<&'static str>) {
+        let mut refused = Vec::new();
+        macro_rules! file_only {
+            ($($f:ident => $key:literal),*) => {$(
+                if self.$f.is_some() {
+                    refused.push($key);
+                }
+            )*};
+        }
+        file_only!(
+            socket_mem => "socketMem",
+            socket_limit => "socketLimit",
+            pmd_cpus => "pmdCpus",
+            pmd_count => "pmdCount",
+            nic => "nic",
+            reserved_cpus => "reservedCpus",
+            allow_cpu0 => "allowCpu0",
+            lcore_mask => "lcoreMask",
+            hw_offload => "hwOffload",
+            extra_eal_args => "extraEalArgs",
+            no_pci => "noPci",
+            uplink => "uplink",
+            cpu_dma_latency_us => "cpuDmaLatencyUs"
+        );
+        let hugepages = self.hugepages.as_ref().map(|h| {
+            if h.allocate.is_some() {
+                refused.push("hugepages.allocate");
+            }
+            HugepagesConfig {
+                allocate: None,
+                ..h.clone()
+            }
+        });
+        let allowed = DatapathConfig {
+            datapath: self.datapath.clone(),
+            hugepages,
+            pmd_rxq_assign: self.pmd_rxq_assign.clone(),
+            pmd_rxq_affinity: self.pmd_rxq_affinity.clone(),
+            pmd_auto_lb: self.pmd_auto_lb,
+            pmd_max_sleep: self.pmd_max_sleep,
+            userspace_tso: self.userspace_tso.clone(),
+            mtu: self.mtu,
+            afxdp: self.afxdp.clone(),
+            ..DatapathConfig::default()
+        };
+        (allowed, refused)
     }
 
     /// `self` with every key `over` sets replaced by `over`'s value.
@@ -241,6 +310,49 @@ impl DatapathConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_annotation_keeps_its_tuning_and_loses_what_reaches_the_host() {
+        let over = DatapathConfig::parse(
+            r#"{"datapath":"dpdk","mtu":1400,"afxdp":{"queues":2},"pmdMaxSleep":50,
+                "hugepages":{"size":"2Mi","count":64,"allocate":true},
+                "extraEalArgs":"-d /x.so","socketMem":[4096],"lcoreMask":"0x1",
+                "pmdCpus":"0","cpuDmaLatencyUs":0,"noPci":false,"nic":"eth0","uplink":"kernel"}"#,
+            "annotation",
+        )
+        .expect("parses");
+        let (allowed, refused) = over.annotation_part();
+        assert_eq!(allowed.datapath.as_deref(), Some("dpdk"));
+        assert_eq!(allowed.mtu, Some(1400));
+        assert_eq!(allowed.pmd_max_sleep, Some(50));
+        assert_eq!(allowed.afxdp.and_then(|a| a.queues), Some(2));
+        let h = allowed.hugepages.expect("hugepages");
+        assert_eq!((h.count, h.allocate), (Some(64), None));
+        assert!(allowed.extra_eal_args.is_none() && allowed.socket_mem.is_none());
+        assert!(allowed.lcore_mask.is_none() && allowed.pmd_cpus.is_none());
+        assert!(allowed.cpu_dma_latency_us.is_none() && allowed.no_pci.is_none());
+        assert!(allowed.nic.is_none() && allowed.uplink.is_none());
+        for k in [
+            "extraEalArgs",
+            "socketMem",
+            "lcoreMask",
+            "pmdCpus",
+            "cpuDmaLatencyUs",
+            "noPci",
+            "nic",
+            "uplink",
+            "hugepages.allocate",
+        ] {
+            assert!(refused.contains(&k), "{k} not refused: {refused:?}");
+        }
+        // every key is either allowed or refused: a new field must be placed
+        let all = serde_json::to_value(DatapathConfig {
+            datapath: Some("x".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(all.as_object().map(|o| o.len()), Some(1));
+    }
 
     #[test]
     fn a_fast_start_that_is_not_a_boolean_is_an_error_naming_it() {

@@ -127,7 +127,16 @@ impl DatapathManager {
         let _one = self.pass.lock().await;
         let mut pre_errors = self.cfg.base_errors.clone();
         let cfg = match node_annotations.and_then(DatapathConfig::from_annotations) {
-            Some(Ok(over)) => self.cfg.base.overlay(&over),
+            Some(Ok(over)) => {
+                let (over, refused) = over.annotation_part();
+                for key in refused {
+                    pre_errors.push(format!(
+                        "{key} in the annotation {} is ignored: it reaches the privileged datapath or the host, so only the agent's configuration file sets it (the chart's datapathConfig values, written by an administrator)",
+                        crate::datapath::config::CONFIG_ANNOTATION
+                    ));
+                }
+                self.cfg.base.overlay(&over)
+            }
             Some(Err(e)) => {
                 pre_errors.push(format!("{e}: the annotation is ignored"));
                 self.cfg.base.clone()
