@@ -32,22 +32,26 @@ pub async fn delete_node_chassis(
     node: &str,
     chassis: &str,
 ) -> Result<i64, ovsdb::Error> {
+    let [by_name, private] = by_name_ops(chassis);
     let ops = vec![
-        Operation::delete(
-            Chassis::TABLE,
-            vec![Condition::eq("name", Value::string(chassis))],
-        ),
+        by_name,
         Operation::delete(
             Chassis::TABLE,
             vec![Condition::eq("hostname", Value::string(node))],
         ),
-        Operation::delete(
-            ChassisPrivate::TABLE,
-            vec![Condition::eq("name", Value::string(chassis))],
-        ),
+        private,
     ];
     let res = sb.transact(SB, ops).await?;
     Ok(res.iter().take(2).filter_map(|r| r.count()).sum())
+}
+
+/// Deletes of the `Chassis` and `Chassis_Private` rows named `chassis`.
+fn by_name_ops(chassis: &str) -> [Operation; 2] {
+    let named = || vec![Condition::eq("name", Value::string(chassis))];
+    [
+        Operation::delete(Chassis::TABLE, named()),
+        Operation::delete(ChassisPrivate::TABLE, named()),
+    ]
 }
 
 /// How the controller reaches the Southbound to remove a deleted node's chassis.
@@ -106,17 +110,7 @@ impl Southbound {
                     tls = tls.with_server_name(n)?;
                 }
                 let sb = Client::connect(login.config.clone().with_tls(tls)).await?;
-                let ops = vec![
-                    Operation::delete(
-                        Chassis::TABLE,
-                        vec![Condition::eq("name", Value::string(chassis))],
-                    ),
-                    Operation::delete(
-                        ChassisPrivate::TABLE,
-                        vec![Condition::eq("name", Value::string(chassis))],
-                    ),
-                ];
-                let res = sb.transact(SB, ops).await?;
+                let res = sb.transact(SB, by_name_ops(chassis).to_vec()).await?;
                 Ok(res.first().and_then(|r| r.count()).unwrap_or(0))
             }
         }

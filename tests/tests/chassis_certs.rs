@@ -20,19 +20,10 @@ use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
+use tests::kube_objects::create;
 
 const NS: &str = "kube-system";
 const AGENT_SA: &str = "zstack-ovn-node";
-
-async fn create<K>(api: &Api<K>, obj: serde_json::Value) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let o: K = serde_json::from_value(obj).expect("object");
-    api.create(&PostParams::default(), &o)
-        .await
-        .expect("create")
-}
 
 /// A token of `sa` in `ns`, bound to `pod` when given (name, UID).
 async fn token(kube: &kube::Client, ns: &str, sa: &str, pod: Option<&Pod>) -> String {
