@@ -291,6 +291,12 @@ fn cluster_e2e() {
     assert!(failed.is_empty(), "failed steps: {failed:?}");
 }
 
+/// How the test reaches OVN central from a node: TLS with the release's controller
+/// certificate (the chart's PKI, on by default), or plain TCP without it.
+async fn ovn_client(e: &E2e) -> Result<tests::e2e::ovn_client::OvnClient> {
+    tests::e2e::ovn_client::OvnClient::of_release(&e.client, SYS, RELEASE, e.cluster().dir()).await
+}
+
 /// Waits until exactly `n` live pods match `selector` in `ns` and all are Ready; on
 /// timeout the error carries `kubectl describe` and logs of the pods that are not.
 async fn pods_ready(
@@ -1271,25 +1277,23 @@ async fn uninstall(e: &E2e) -> Result<()> {
         .first()
         .map(ip_of)
         .context("the central pod")?;
-    let nb = format!("--db=tcp:{nb_ip}:6641");
+    let nb = ovn_client(e).await?.db_args(&nb_ip, 6641);
     wait_until(
         "no pod LSP in the NB and no pod OVS port on either node",
         Duration::from_secs(60),
         || async {
-            let lsps = c.node_exec(
-                1,
-                &[
-                    "ovn-nbctl",
-                    &nb,
-                    "--timeout=10",
-                    "--format=csv",
-                    "--no-headings",
-                    "--columns=name",
-                    "find",
-                    "Logical_Switch_Port",
-                    "external_ids:zstack.io/kind=pod",
-                ],
-            )?;
+            let mut args = vec!["ovn-nbctl"];
+            args.extend(nb.iter().map(String::as_str));
+            args.extend([
+                "--timeout=10",
+                "--format=csv",
+                "--no-headings",
+                "--columns=name",
+                "find",
+                "Logical_Switch_Port",
+                "external_ids:zstack.io/kind=pod",
+            ]);
+            let lsps = c.node_exec(1, &args)?;
             if !lsps.trim().is_empty() {
                 bail!("pod LSPs left: {}", lsps.trim());
             }

@@ -21,6 +21,7 @@ use anyhow::{Context, Result, bail};
 use lab::kubecluster::KubeCluster;
 
 pub mod objects;
+pub mod ovn_client;
 pub mod ping_probe;
 pub mod vswitchd;
 

@@ -33,7 +33,7 @@ use tests::e2e::objects::{create, ip_of, is_ready, label, name, node_of, sleeper
 use tests::e2e::ping_probe::{PingRun, Probe};
 use tests::e2e::{exec, kubectl, vswitchd, wait_until};
 
-use super::{E2e, INSTANCE, NS, RELEASE, SYS, pods_ready, web_pods};
+use super::{E2e, INSTANCE, NS, RELEASE, SYS, ovn_client, pods_ready, web_pods};
 
 /// Issue 29's targets for the longest gap while a node's ovs-vswitchd restarts, printed
 /// beside every figure.
@@ -670,20 +670,19 @@ pub(crate) fn images_of(p: &Pod) -> Vec<String> {
 }
 
 /// The names of the NB rows of `table` (or their UUIDs where rows have no name).
-fn nb_rows(e: &E2e, nb: &str, table: &str, column: &str) -> Result<Vec<String>> {
-    let out = e.cluster().node_exec(
-        1,
-        &[
-            "ovn-nbctl",
-            nb,
-            "--timeout=10",
-            "--format=csv",
-            "--no-headings",
-            &format!("--columns={column}"),
-            "list",
-            table,
-        ],
-    )?;
+fn nb_rows(e: &E2e, nb: &[String], table: &str, column: &str) -> Result<Vec<String>> {
+    let columns = format!("--columns={column}");
+    let mut args = vec!["ovn-nbctl"];
+    args.extend(nb.iter().map(String::as_str));
+    args.extend([
+        "--timeout=10",
+        "--format=csv",
+        "--no-headings",
+        &columns,
+        "list",
+        table,
+    ]);
+    let out = e.cluster().node_exec(1, &args)?;
     let mut rows: Vec<String> = out.lines().map(str::to_string).collect();
     rows.sort();
     Ok(rows)
@@ -707,7 +706,7 @@ pub(crate) async fn restart_central(e: &E2e) -> Result<()> {
     if pinned.trim() != node {
         bail!("the central Deployment is pinned to {pinned:?}, its pod runs on {node}");
     }
-    let nb = format!("--db=tcp:{}:6641", ip_of(&old));
+    let nb = ovn_client(e).await?.db_args(&ip_of(&old), 6641);
     let tables = [
         ("Logical_Switch", "name"),
         ("Logical_Switch_Port", "name"),
@@ -778,7 +777,7 @@ pub(crate) async fn restart_central(e: &E2e) -> Result<()> {
     )
     .await?;
     let runs = stop_probes(e, probes).await?;
-    let nb = format!("--db=tcp:{}:6641", ip_of(&new));
+    let nb = ovn_client(e).await?.db_args(&ip_of(&new), 6641);
     let mut lost_rows = Vec::new();
     for (tbl, c) in tables {
         let after = nb_rows(e, &nb, tbl, c)?;
@@ -852,20 +851,18 @@ pub(crate) async fn restart_central(e: &E2e) -> Result<()> {
 
 /// `(datapath name → tunnel key)` of the SB's logical datapaths: a restored SB keeps the
 /// keys the nodes' flows use.
-fn sb_tunnel_keys(e: &E2e, sb: &str) -> Result<BTreeMap<String, String>> {
-    let out = e.cluster().node_exec(
-        1,
-        &[
-            "ovn-sbctl",
-            sb,
-            "--timeout=10",
-            "--format=csv",
-            "--no-headings",
-            "--columns=external_ids,tunnel_key",
-            "list",
-            "Datapath_Binding",
-        ],
-    )?;
+fn sb_tunnel_keys(e: &E2e, sb: &[String]) -> Result<BTreeMap<String, String>> {
+    let mut args = vec!["ovn-sbctl"];
+    args.extend(sb.iter().map(String::as_str));
+    args.extend([
+        "--timeout=10",
+        "--format=csv",
+        "--no-headings",
+        "--columns=external_ids,tunnel_key",
+        "list",
+        "Datapath_Binding",
+    ]);
+    let out = e.cluster().node_exec(1, &args)?;
     Ok(out
         .lines()
         .filter_map(|l| {
@@ -886,8 +883,8 @@ pub(crate) async fn backup_restore(e: &E2e) -> Result<()> {
     let zovn = |args: &[&str]| super::diagnose::kubectl_zovn(&e.kc, &plugins, args);
     let central = release_pods(e, "central").await?;
     let (node, old) = central.into_iter().next().context("the central pod")?;
-    let nb = format!("--db=tcp:{}:6641", ip_of(&old));
-    let sb = format!("--db=tcp:{}:6642", ip_of(&old));
+    let nb = ovn_client(e).await?.db_args(&ip_of(&old), 6641);
+    let sb = ovn_client(e).await?.db_args(&ip_of(&old), 6642);
     let lsps = nb_rows(e, &nb, "Logical_Switch_Port", "name")?;
     let lbs = nb_rows(e, &nb, "Load_Balancer", "name")?;
     let keys = sb_tunnel_keys(e, &sb)?;
@@ -955,8 +952,8 @@ pub(crate) async fn backup_restore(e: &E2e) -> Result<()> {
     if paused.trim() != "false" {
         bail!("ovn-northd after kubectl zovn restore: is-paused {paused:?}");
     }
-    let nb = format!("--db=tcp:{}:6641", ip_of(&fresh));
-    let sb = format!("--db=tcp:{}:6642", ip_of(&fresh));
+    let nb = ovn_client(e).await?.db_args(&ip_of(&fresh), 6641);
+    let sb = ovn_client(e).await?.db_args(&ip_of(&fresh), 6642);
     let lsps_after = nb_rows(e, &nb, "Logical_Switch_Port", "name")?;
     let lbs_after = nb_rows(e, &nb, "Load_Balancer", "name")?;
     let missing: Vec<_> = lsps.iter().filter(|l| !lsps_after.contains(l)).collect();

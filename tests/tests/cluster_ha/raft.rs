@@ -12,7 +12,7 @@ use serde_json::json;
 use tests::e2e::objects::{create, ip_of, is_ready, node_of, sleeper};
 use tests::e2e::{kubectl, wait_until};
 
-use super::{FULLNAME, GAP_TARGET, Ha, NS, SYS, pods_ready, start_probe, stop_probe};
+use super::{FULLNAME, GAP_TARGET, Ha, NS, RELEASE, SYS, pods_ready, start_probe, stop_probe};
 
 /// One clustered database of the chart.
 pub struct Db {
@@ -185,20 +185,27 @@ fn now_secs() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The client addresses of `db`'s members (`tcp:<node>:<port>`, hostNetwork).
-async fn remotes(e: &Ha, db: &Db) -> Result<String> {
+/// A client's options for `db`'s members: `--db=<proto>:<node>:<port>,...` (hostNetwork)
+/// and, with the chart's PKI (the default), the controller's TLS files.
+async fn db_args(e: &Ha, db: &Db) -> Result<Vec<String>> {
+    let oc =
+        tests::e2e::ovn_client::OvnClient::of_release(&e.client, SYS, RELEASE, e.cluster().dir())
+            .await?;
     let mut r = Vec::new();
     for k in 0..MEMBERS {
         let p = e.pods(SYS).get(&db.pod(k)).await?;
-        r.push(format!("tcp:{}:{}", ip_of(&p), db.port));
+        r.push(format!("{}:{}:{}", oc.proto, ip_of(&p), db.port));
     }
-    Ok(r.join(","))
+    let mut args = vec![format!("--db={}", r.join(","))];
+    args.extend(oc.tls);
+    Ok(args)
 }
 
 const WRITER: &str = r#"i=0
 while [ ! -e "$STOP" ]; do
   i=$((i+1)); n="zovn-ha-$TAG-$i"
-  if ovn-nbctl --db="$DB" --timeout=10 ls-add "$n" -- set Logical_Switch "$n" \
+  # shellcheck disable=SC2086
+  if ovn-nbctl $DB --timeout=10 ls-add "$n" -- set Logical_Switch "$n" \
        external_ids:zovn-test=ha-writer >/dev/null 2>>"$OUT.err"; then
     echo "ok $n $(date +%s.%N)"
   else
@@ -211,7 +218,7 @@ done >"$OUT"
 impl Writer {
     async fn start(e: &Ha, tag: &str) -> Result<Writer> {
         let c = e.cluster();
-        let db = remotes(e, &DBS[0]).await?;
+        let db = db_args(e, &DBS[0]).await?.join(" ");
         let stop = c.dir().join(format!("writer-{tag}.stop"));
         let out = c.dir().join(format!("writer-{tag}.log"));
         let _ = std::fs::remove_file(&stop);
@@ -276,8 +283,8 @@ impl Drop for Writer {
 /// Datapath_Binding (northd's, through the SB cluster).
 async fn verify(e: &Ha, acked: &Acked) -> Result<()> {
     let c = e.cluster();
-    let nb = remotes(e, &DBS[0]).await?;
-    let sb = remotes(e, &DBS[1]).await?;
+    let nb = db_args(e, &DBS[0]).await?;
+    let sb = db_args(e, &DBS[1]).await?;
     let missing = std::cell::RefCell::new(Vec::new());
     wait_until(
         "every acknowledged write in NB and its datapath in SB",
@@ -286,36 +293,32 @@ async fn verify(e: &Ha, acked: &Acked) -> Result<()> {
             let (nb, sb) = (nb.clone(), sb.clone());
             let missing = &missing;
             async move {
-                let ls = c.node_exec(
-                    3,
-                    &[
-                        "ovn-nbctl",
-                        &format!("--db={nb}"),
-                        "--timeout=30",
-                        "--format=csv",
-                        "--data=bare",
-                        "--no-headings",
-                        "--columns=name",
-                        "find",
-                        "Logical_Switch",
-                        "external_ids:zovn-test=ha-writer",
-                    ],
-                )?;
+                let mut args = vec!["ovn-nbctl"];
+                args.extend(nb.iter().map(String::as_str));
+                args.extend([
+                    "--timeout=30",
+                    "--format=csv",
+                    "--data=bare",
+                    "--no-headings",
+                    "--columns=name",
+                    "find",
+                    "Logical_Switch",
+                    "external_ids:zovn-test=ha-writer",
+                ]);
+                let ls = c.node_exec(3, &args)?;
                 let ls: BTreeSet<&str> = ls.lines().map(str::trim).collect();
-                let dp = c.node_exec(
-                    3,
-                    &[
-                        "ovn-sbctl",
-                        &format!("--db={sb}"),
-                        "--timeout=30",
-                        "--format=csv",
-                        "--data=bare",
-                        "--no-headings",
-                        "--columns=external_ids",
-                        "find",
-                        "Datapath_Binding",
-                    ],
-                )?;
+                let mut args = vec!["ovn-sbctl"];
+                args.extend(sb.iter().map(String::as_str));
+                args.extend([
+                    "--timeout=30",
+                    "--format=csv",
+                    "--data=bare",
+                    "--no-headings",
+                    "--columns=external_ids",
+                    "find",
+                    "Datapath_Binding",
+                ]);
+                let dp = c.node_exec(3, &args)?;
                 let dp: BTreeSet<&str> = dp
                     .split_whitespace()
                     .filter_map(|kv| kv.strip_prefix("name="))
