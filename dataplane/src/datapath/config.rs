@@ -8,7 +8,7 @@
 //!    the keys of [`ANNOTATION_KEYS`]: whoever may patch the Node (every node agent's
 //!    account among them) may write it, so it never reaches what a privileged
 //!    ovs-vswitchd or the host would obey (EAL arguments, memory, CPUs, hugepage
-//!    allocation, PCI, the NIC, the uplink, offload, PM QoS): those come only from the
+//!    allocation, PCI, the NIC, offload, PM QoS): those come only from the
 //!    file, which an administrator writes ([`DatapathConfig::annotation_part`]).
 //!
 //! Every key is optional. A key with a bad value is reported (see
@@ -160,6 +160,7 @@ pub const ANNOTATION_KEYS: &[&str] = &[
     "userspaceTso",
     "mtu",
     "afxdp",
+    "uplink",
 ];
 
 /// Why a configuration could not be read at all.
@@ -231,7 +232,6 @@ impl DatapathConfig {
             hw_offload => "hwOffload",
             extra_eal_args => "extraEalArgs",
             no_pci => "noPci",
-            uplink => "uplink",
             cpu_dma_latency_us => "cpuDmaLatencyUs"
         );
         let hugepages = self.hugepages.as_ref().map(|h| {
@@ -253,6 +253,9 @@ impl DatapathConfig {
             userspace_tso: self.userspace_tso.clone(),
             mtu: self.mtu,
             afxdp: self.afxdp.clone(),
+            // the mode of the NIC the administrator named (--gateway-interface), as the
+            // datapath choice is: never which NIC
+            uplink: self.uplink.clone(),
             ..DatapathConfig::default()
         };
         (allowed, refused)
@@ -331,7 +334,8 @@ mod tests {
         assert!(allowed.extra_eal_args.is_none() && allowed.socket_mem.is_none());
         assert!(allowed.lcore_mask.is_none() && allowed.pmd_cpus.is_none());
         assert!(allowed.cpu_dma_latency_us.is_none() && allowed.no_pci.is_none());
-        assert!(allowed.nic.is_none() && allowed.uplink.is_none());
+        assert!(allowed.nic.is_none());
+        assert_eq!(allowed.uplink.as_deref(), Some("kernel"));
         for k in [
             "extraEalArgs",
             "socketMem",
@@ -340,7 +344,6 @@ mod tests {
             "cpuDmaLatencyUs",
             "noPci",
             "nic",
-            "uplink",
             "hugepages.allocate",
         ] {
             assert!(refused.contains(&k), "{k} not refused: {refused:?}");
