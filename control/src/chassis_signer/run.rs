@@ -38,6 +38,17 @@ pub const DENIED_REASON: &str = "ZovnChassisIdentityRefused";
 
 const RETRY: Duration = Duration::from_secs(5);
 
+/// A request the signer could not handle this time (it is tried again).
+#[derive(Debug, thiserror::Error)]
+enum SignerError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Ca(#[from] super::issue::CaError),
+    #[error("encoding the certificate: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
 /// What became of one request.
 #[derive(Debug, PartialEq, Eq)]
 enum Outcome {
@@ -97,7 +108,7 @@ async fn handle(
     kube: &Client,
     cfg: &SignerConfig,
     csr: &CertificateSigningRequest,
-) -> anyhow::Result<Outcome> {
+) -> Result<Outcome, SignerError> {
     let api: Api<CertificateSigningRequest> = Api::all(kube.clone());
     let name = csr.metadata.name.clone().unwrap_or_default();
     let issued = csr
@@ -244,7 +255,7 @@ pub async fn run(kube: Client, cfg: SignerConfig) {
             }
             Ok(Outcome::Done) => {}
             Err(e) => {
-                tracing::warn!(csr = %name, error = %format!("{e:#}"), "chassis certificate request not handled; retrying in 5 s");
+                tracing::warn!(csr = %name, error = %e, "chassis certificate request not handled; retrying in 5 s");
                 requeue(&retry_tx, name);
             }
         }
