@@ -23,6 +23,8 @@
 //! | [`metrics`] | the controller's Prometheus metrics |
 //! | [`chassis`] | SB chassis cleanup when a node is deleted |
 //! | [`chassis_signer`] | approves and signs the node agents' per-chassis OVN certificates |
+//! | [`agent_identity`] | which node an agent's request comes from (its pod-bound token) |
+//! | [`admission`] | the validating webhook: agents write only their own Node, nobody else the controller's pod annotations |
 //! | [`annotation`] | re-export of [`api::pod_networks`] (the `k8s.ovn.org/pod-networks` codec) |
 //! | [`source`] | object sources (kube-rs watchers, in-process store) and writers |
 //! | [`reconcile`] | diff desired rows against the NB replica → batched transactions |
@@ -30,6 +32,8 @@
 //! | [`services`] | Services and their endpoints: backend selection (model and conversion from [`api::services`]) |
 //! | [`multus`] | IPAM owner keys of secondary networks; selections and NADs from [`api::multus`] |
 
+pub mod admission;
+pub mod agent_identity;
 pub mod annotation;
 pub mod chassis;
 pub mod chassis_signer;

@@ -1,5 +1,6 @@
-//! What the tests on a real kube-apiserver share: creating objects from JSON, waiting for
-//! a condition, installing the Subnet CRD, and a child process killed when the test ends.
+//! What the tests on a real kube-apiserver share: creating objects from JSON, service
+//! account tokens, waiting for a condition, installing the Subnet CRD, and a child process
+//! killed when the test ends.
 
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -30,6 +31,32 @@ where
     api.create(&PostParams::default(), &obj)
         .await
         .expect("create")
+}
+
+/// A token of service account `sa` in `ns` (TokenRequest), bound to `pod` when given:
+/// the API server then records the pod's name and UID in every request made with it, as
+/// it does for a pod's projected token.
+pub async fn service_account_token(
+    kube: &kube::Client,
+    ns: &str,
+    sa: &str,
+    pod: Option<&k8s_openapi::api::core::v1::Pod>,
+) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let sas: Api<ServiceAccount> = Api::namespaced(kube.clone(), ns);
+    let mut spec = serde_json::json!({"audiences": [], "expirationSeconds": 3600});
+    if let Some(p) = pod {
+        spec["boundObjectRef"] = serde_json::json!({"kind": "Pod", "apiVersion": "v1",
+            "name": p.metadata.name, "uid": p.metadata.uid});
+    }
+    let req: TokenRequest =
+        serde_json::from_value(serde_json::json!({"spec": spec})).expect("request");
+    let tr = sas
+        .create_token_request(sa, &PostParams::default(), &req)
+        .await
+        .expect("TokenRequest");
+    tr.status.expect("status").token
 }
 
 /// Polls `f` every 100 ms until it returns Some, at most `bound`.

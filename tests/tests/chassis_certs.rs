@@ -12,34 +12,17 @@
 use std::time::Duration;
 
 use api::chassis_cert::SIGNER_NAME;
-use control::chassis_signer::check::AgentAccount;
+use control::agent_identity::AgentAccount;
 use control::chassis_signer::{ChassisCa, SignerConfig};
 use dataplane::chassis_cert::{self, CertError, CertOptions, CertState};
-use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use serde_json::json;
-use tests::kube_objects::create;
+use tests::kube_objects::{create, service_account_token as token};
 
 const NS: &str = "kube-system";
 const AGENT_SA: &str = "zstack-ovn-node";
-
-/// A token of `sa` in `ns`, bound to `pod` when given (name, UID).
-async fn token(kube: &kube::Client, ns: &str, sa: &str, pod: Option<&Pod>) -> String {
-    let sas: Api<ServiceAccount> = Api::namespaced(kube.clone(), ns);
-    let mut spec = json!({"audiences": [], "expirationSeconds": 3600});
-    if let Some(p) = pod {
-        spec["boundObjectRef"] = json!({"kind": "Pod", "apiVersion": "v1",
-            "name": p.metadata.name, "uid": p.metadata.uid});
-    }
-    let req: TokenRequest = serde_json::from_value(json!({"spec": spec})).expect("request");
-    let tr = sas
-        .create_token_request(sa, &PostParams::default(), &req)
-        .await
-        .expect("TokenRequest");
-    tr.status.expect("status").token
-}
 
 fn opts(dir: &std::path::Path, chassis: &str) -> CertOptions {
     CertOptions {

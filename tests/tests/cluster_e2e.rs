@@ -18,7 +18,9 @@
 //!    by node, while pods talk across nodes: every step after it tests the current release.
 //!    `ovn-tls` (`cluster_e2e/ovn_tls.rs`): the chart's PKI as a compromised node meets it
 //!    (chassis certificates granted per node, plain TCP unanswered, node1's certificate
-//!    refused by NB and by SB's RBAC for another chassis's rows).
+//!    refused by NB and by SB's RBAC for another chassis's rows). `admission`
+//!    (`cluster_e2e/admission.rs`): the chart's webhook, reached through its Service,
+//!    refuses node1's agent's token on node2 and a tenant's forged pod annotations.
 //! 2. `pods`: a Deployment spread over both nodes (kubelet → containerd → the conflist →
 //!    the shim → the agent pod) gets addresses from the default Subnet; HTTP and ping
 //!    between pods on the same node and across nodes.
@@ -76,6 +78,8 @@ use tests::e2e::{
     wait_until,
 };
 
+#[path = "cluster_e2e/admission.rs"]
+mod admission;
 #[path = "cluster_e2e/day2.rs"]
 mod day2;
 #[path = "cluster_e2e/diagnose.rs"]
@@ -217,6 +221,7 @@ fn cluster_e2e() {
     let later = [
         "upgrade-release",
         "ovn-tls",
+        "admission",
         "pods",
         "service",
         "netpol",
@@ -252,6 +257,7 @@ fn cluster_e2e() {
         // everything after it tests the current release
         step!("upgrade-release", upgrade_release::upgrade_release(&e));
         step!("ovn-tls", ovn_tls::ovn_tls(&e));
+        step!("admission", admission::admission(&e));
         if step!("pods", pods(&e)) {
             step!("service", service(&e));
             step!("netpol", netpol(&e));

@@ -101,7 +101,10 @@ fn standalone_single_runs_nb_sb_and_northd_in_one_pod() {
             "--nb-ca=/etc/zstack-ovn/tls/ca.crt",
             "--ovn-server-name=zstack-ovn-central",
             "--chassis-ca-cert=/etc/zstack-ovn/tls/chassis-ca.crt",
-            "--chassis-agent-account=kube-system/zs-zstack-ovn-node",
+            "--agent-account=kube-system/zs-zstack-ovn-node",
+            "--controller-account=kube-system/zs-zstack-ovn-controller",
+            "--admission-addr=$(HOST_IP):10661",
+            "--admission-cert=/etc/zovn/admission/tls.crt",
             "--cluster-cidr=10.244.0.0/16",
             "--leader-elect",
             "--leader-elect-lease-name=zs-zstack-ovn-controller",
@@ -538,7 +541,12 @@ fn external_tls_has_no_central_and_passes_the_tls_files() {
     assert!(of_kind(&objs, "PodDisruptionBudget").is_empty());
     assert!(named(&objs, "Deployment", "zs-zstack-ovn-central").is_none());
     assert!(named(&objs, "ServiceAccount", "zs-zstack-ovn-central").is_none());
-    assert!(of_kind(&objs, "Service").is_empty(), "no central Services");
+    // no central Services: the admission webhook's is the only one
+    assert_eq!(
+        names(&of_kind(&objs, "Service")),
+        BTreeSet::from(["zs-zstack-ovn-controller-admission".to_string()]),
+        "no central Services"
+    );
     let secret = named(&objs, "Secret", "zs-zstack-ovn-ovn-tls").expect("TLS Secret");
     for k in ["ca.crt", "tls.crt", "tls.key"] {
         assert!(
@@ -775,7 +783,7 @@ fn designed_rbac() -> BTreeMap<&'static str, BTreeMap<String, Vec<&'static str>>
             "zs-zstack-ovn-controller",
             r(&[
                 ("", "pods", &["get", "list", "watch", "patch"]),
-                ("", "nodes", &["list", "watch", "patch"]),
+                ("", "nodes", &["get", "list", "watch", "patch"]),
                 ("", "namespaces", &["list", "watch"]),
                 ("", "services", &["list", "watch"]),
                 ("", "endpoints", &["list", "watch"]),
@@ -1316,4 +1324,107 @@ fn the_rendered_pki_signs_and_verifies() {
     .expect("TLS config")
     .with_server_name("zstack-ovn-central")
     .expect("server name");
+}
+
+/// The rendered webhook certificate serves the controller's webhook: the API server's
+/// check (the caBundle, the Service's DNS name) passes, and an AdmissionReview is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rendered_admission_certificate_serves_the_webhook() {
+    let Some(helm) =
+        helm::require_helm("helm_chart::the_rendered_admission_certificate_serves_the_webhook")
+    else {
+        return;
+    };
+    let objs = render(&helm, "single");
+    let dir = tempfile::tempdir().expect("tempdir");
+    helm::write_secret(&objs, "zs-zstack-ovn-admission-tls", dir.path());
+    let hooks = of_kind(&objs, "ValidatingWebhookConfiguration");
+    assert_eq!(hooks.len(), 1);
+    let webhooks = hooks[0]["webhooks"].as_array().expect("webhooks");
+    let policies: BTreeMap<&str, &str> = webhooks
+        .iter()
+        .map(|w| {
+            (
+                w["name"].as_str().unwrap_or_default(),
+                w["failurePolicy"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        policies,
+        BTreeMap::from([
+            ("nodes.network.zstack.io", "Fail"),
+            ("pods.network.zstack.io", "Ignore")
+        ])
+    );
+    let svc = &webhooks[0]["clientConfig"]["service"];
+    assert_eq!(svc["name"], "zs-zstack-ovn-controller-admission");
+    assert_eq!(svc["path"], control::admission::PATH);
+    let bundle = webhooks[0]["clientConfig"]["caBundle"]
+        .as_str()
+        .expect("caBundle");
+    let ca: k8s_openapi::ByteString =
+        serde_json::from_value(json!(bundle)).expect("caBundle is base64");
+    std::fs::write(dir.path().join("bundle.crt"), &ca.0).expect("write");
+    // the rule on nodes leaves kubelets' status heartbeats alone
+    assert_eq!(webhooks[0]["rules"][0]["resources"], json!(["nodes"]));
+
+    let webhook = control::admission::bind(control::admission::AdmissionConfig {
+        addr: "127.0.0.1:0".parse().expect("addr"),
+        cert: dir.path().join("tls.crt"),
+        key: dir.path().join("tls.key"),
+        agent: control::agent_identity::AgentAccount {
+            namespace: NS.into(),
+            name: "zs-zstack-ovn-node".into(),
+        },
+        pods: control::admission::PodPolicy {
+            controller: "system:serviceaccount:kube-system:zs-zstack-ovn-controller".into(),
+            vm_pod_creators: vec![],
+        },
+    })
+    .await
+    .expect("the controller loads the rendered certificate and key");
+    let port = webhook.local_addr().expect("addr").port();
+    // a client that reaches no API server: a tenant's pod write needs none
+    let nowhere = kube::Client::try_from(kube::Config::new(
+        "http://127.0.0.1:9".parse().expect("uri"),
+    ))
+    .expect("client");
+    let serving = tokio::spawn(webhook.run(nowhere));
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "t", "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "t",
+                    "annotations": {api::keys::POD_NETWORKS: "{}"}}}}});
+    let dns = format!("zs-zstack-ovn-controller-admission.{NS}.svc");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("curl")
+            .args(["-sS", "--fail", "--cacert"])
+            .arg(dir.path().join("bundle.crt"))
+            .arg("--resolve")
+            .arg(format!("{dns}:{port}:127.0.0.1"))
+            .args(["-H", "Content-Type: application/json", "--data-binary"])
+            .arg(review.to_string())
+            .arg(format!("https://{dns}:{port}/validate"))
+            .output()
+            .expect("curl")
+    })
+    .await
+    .expect("curl task");
+    serving.abort();
+    assert!(
+        out.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("an AdmissionReview");
+    assert_eq!(answer["response"]["uid"], "u1");
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let msg = answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(msg.contains(api::keys::POD_NETWORKS), "{msg}");
 }

@@ -81,9 +81,36 @@ struct Args {
     #[arg(long, requires = "chassis_ca_cert")]
     chassis_ca_key: Option<PathBuf>,
     /// The node agent's service account, `NAMESPACE/NAME`: the only requester whose chassis
-    /// certificates are signed without an administrator's approval.
+    /// certificates are signed without an administrator's approval, and whose Node writes
+    /// the admission webhook confines to its own Node.
     #[arg(long, default_value = "kube-system/zstack-ovn-node")]
-    chassis_agent_account: String,
+    agent_account: String,
+    /// Serve the validating admission webhook on this address (HTTPS, path `/validate`),
+    /// with --admission-cert and --admission-key. Every replica serves it, standbys too.
+    #[arg(long, value_parser = endpoints::parse_listen_addr, requires_all = ["admission_cert", "admission_key"])]
+    admission_addr: Option<std::net::SocketAddr>,
+    /// The webhook's serving certificate (PEM, its chain).
+    #[arg(long)]
+    admission_cert: Option<PathBuf>,
+    /// The webhook's serving key (PEM).
+    #[arg(long)]
+    admission_key: Option<PathBuf>,
+    /// This controller's service account, `NAMESPACE/NAME`: the only writer of the pods'
+    /// allocation annotations the webhook admits.
+    #[arg(
+        long,
+        env = "CONTROLLER_ACCOUNT",
+        default_value = "kube-system/zstack-ovn-controller"
+    )]
+    controller_account: String,
+    /// User names allowed to put `kubevirt.io/domain` on a pod (KubeVirt's virt-controller),
+    /// comma-separated; empty: nobody.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "system:serviceaccount:kubevirt:kubevirt-controller"
+    )]
+    vm_pod_creators: Vec<String>,
     /// Days a chassis certificate is valid (agents renew at two thirds of it).
     #[arg(long, default_value = "365")]
     chassis_cert_days: u32,
@@ -258,26 +285,53 @@ fn chassis_signer(args: &Args) -> Result<Option<control::chassis_signer::SignerC
     };
     let ca = control::chassis_signer::ChassisCa::from_files(cert, key)
         .context("--chassis-ca-cert/--chassis-ca-key")?;
-    let Some((namespace, name)) = args
-        .chassis_agent_account
-        .split_once('/')
-        .filter(|(n, a)| !n.is_empty() && !a.is_empty() && !a.contains('/'))
-    else {
-        bail!(
-            "--chassis-agent-account {:?}: expected NAMESPACE/NAME",
-            args.chassis_agent_account
-        );
-    };
     if args.chassis_cert_days == 0 {
         bail!("--chassis-cert-days must be at least 1");
     }
     Ok(Some(control::chassis_signer::SignerConfig {
         ca: Arc::new(ca),
-        agent: control::chassis_signer::check::AgentAccount {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-        },
+        agent: account("--agent-account", &args.agent_account)?,
         validity: Duration::from_secs(u64::from(args.chassis_cert_days) * 86_400),
+    }))
+}
+
+/// A service account given as `NAMESPACE/NAME`.
+fn account(flag: &str, v: &str) -> Result<control::agent_identity::AgentAccount> {
+    let Some((namespace, name)) = v
+        .split_once('/')
+        .filter(|(n, a)| !n.is_empty() && !a.is_empty() && !a.contains('/'))
+    else {
+        bail!("{flag} {v:?}: expected NAMESPACE/NAME");
+    };
+    Ok(control::agent_identity::AgentAccount {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    })
+}
+
+/// The admission webhook's configuration, when its address was given.
+fn admission(args: &Args) -> Result<Option<control::admission::AdmissionConfig>> {
+    let (Some(addr), Some(cert), Some(key)) = (
+        args.admission_addr,
+        &args.admission_cert,
+        &args.admission_key,
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(control::admission::AdmissionConfig {
+        addr,
+        cert: cert.clone(),
+        key: key.clone(),
+        agent: account("--agent-account", &args.agent_account)?,
+        pods: control::admission::PodPolicy {
+            controller: account("--controller-account", &args.controller_account)?.username(),
+            vm_pod_creators: args
+                .vm_pod_creators
+                .iter()
+                .filter(|c| !c.is_empty())
+                .cloned()
+                .collect(),
+        },
     }))
 }
 
@@ -339,6 +393,14 @@ async fn main() -> Result<()> {
     let role = Arc::new(Mutex::new(Role::Starting));
     if let Some(addr) = args.metrics_addr {
         serve_endpoints(addr, metrics.clone(), role.clone()).await?;
+    }
+    if let Some(webhook) = admission(&args)? {
+        // a webhook that cannot start (certificate, port) ends the process: the API server
+        // would otherwise refuse every Node write it routes here
+        let webhook = control::admission::bind(webhook)
+            .await
+            .context("admission webhook")?;
+        tokio::spawn(webhook.run(kube.clone()));
     }
     if !args.leader_elect {
         // as before leader election existed: SIGTERM's default action ends the process

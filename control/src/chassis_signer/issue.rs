@@ -9,7 +9,7 @@ use rcgen::{
     DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
 
-use super::check::Refusal;
+use super::Refusal;
 
 /// The chassis CA's material could not be used.
 #[derive(Debug, thiserror::Error)]

@@ -15,14 +15,25 @@
 //!
 //! | module | holds |
 //! |---|---|
-//! | [`check`] | who asked, from which pod on which node: pure decisions and their refusals |
 //! | [`issue`] | the chassis CA, parsing a request, issuing a client certificate |
 //! | [`run`] | the watch on CertificateSigningRequests: approve or deny, then sign |
 
-pub mod check;
+//!
+//! Who asked, from which pod on which node: [`crate::agent_identity`], shared with the
+//! admission webhook.
+
 pub mod issue;
 pub mod run;
 
-pub use check::Refusal;
+pub use crate::agent_identity::AgentAccount;
 pub use issue::{CaError, ChassisCa};
 pub use run::{SignerConfig, run};
+
+/// Why a request is denied; the text becomes the Denied condition's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Identity(#[from] crate::agent_identity::Refusal),
+    #[error("the certificate request is not acceptable: {0}")]
+    BadRequest(String),
+}

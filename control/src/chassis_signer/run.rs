@@ -9,7 +9,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -17,8 +16,9 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::check::{self, AgentAccount, PodFacts, Refusal};
+use super::Refusal;
 use super::issue::{self, ChassisCa};
+use crate::agent_identity::{self as identity, AgentAccount};
 use api::chassis_cert::SIGNER_NAME;
 
 /// How the signer runs.
@@ -68,22 +68,6 @@ fn condition(csr: &CertificateSigningRequest, ty: &str) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == ty && c.status == "True"))
 }
 
-async fn pod_facts(
-    kube: &Client,
-    bound: &check::BoundPod,
-) -> Result<Option<PodFacts>, kube::Error> {
-    let pods: Api<Pod> = Api::namespaced(kube.clone(), &bound.namespace);
-    Ok(pods.get_opt(&bound.name).await?.map(|p| PodFacts {
-        uid: p.metadata.uid.unwrap_or_default(),
-        service_account: p
-            .spec
-            .as_ref()
-            .and_then(|s| s.service_account_name.clone())
-            .unwrap_or_default(),
-        node: p.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty()),
-    }))
-}
-
 /// The identity checks of a pending request: the chassis it may have, or why not.
 async fn verify(
     kube: &Client,
@@ -92,16 +76,20 @@ async fn verify(
 ) -> Result<Result<issue::ParsedRequest, Refusal>, kube::Error> {
     let empty = BTreeMap::new();
     let extra = csr.spec.extra.as_ref().unwrap_or(&empty);
-    let bound = match check::requester(csr.spec.username.as_deref(), extra, agent) {
+    let bound = match identity::requester(csr.spec.username.as_deref(), extra, agent) {
         Ok(b) => b,
-        Err(r) => return Ok(Err(r)),
+        Err(r) => return Ok(Err(r.into())),
     };
     let parsed = match issue::parse_request(&csr.spec.request.0) {
         Ok(p) => p,
         Err(r) => return Ok(Err(r)),
     };
-    let facts = pod_facts(kube, &bound).await?;
-    Ok(check::pod_on_chassis(&bound, facts.as_ref(), agent, &parsed.chassis).map(|()| parsed))
+    let facts = identity::pod_facts(kube, &bound).await?;
+    Ok(
+        identity::pod_on_node(&bound, facts.as_ref(), agent, &parsed.chassis)
+            .map(|()| parsed)
+            .map_err(Refusal::from),
+    )
 }
 
 async fn handle(

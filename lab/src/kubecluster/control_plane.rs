@@ -128,6 +128,10 @@ pub fn start_apiserver(cfg: &ClusterConfig, pki: &Pki, etcd_url: &str) -> Result
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
         format!("--service-cluster-ip-range={SERVICE_CIDR}"),
         "--kubelet-preferred-address-types=InternalIP".into(),
+        // webhooks (the chart's admission webhook) are dialled at their Service's
+        // endpoints: this API server runs in the host's namespace, outside every node, so
+        // nothing routes the Service CIDR for it (docs/install.md)
+        "--enable-aggregator-routing=true".into(),
         "--allow-privileged=true".into(),
         "--profiling=false".into(),
         "--v=1".into(),

@@ -1,10 +1,21 @@
-//! Who asked for a chassis certificate, and whether they may have it: pure decisions.
+//! Which node a node agent's request comes from, as the API server authenticated it: the
+//! chassis signer ([`crate::chassis_signer`]) and the admission webhook
+//! ([`crate::admission`]) grant an agent only what concerns its own node.
+//!
+//! The proof is the agent's **pod-bound** service-account token: the API server records
+//! the pod's name and UID in the request's user info (a token copied out of a Secret
+//! carries neither), and the pod, looked up now, must still be that pod, run as the
+//! agent's service account and be scheduled on the node in question. [`requester`] and
+//! [`pod_on_node`] are the pure decisions; [`pod_facts`] reads the pod.
 
 use std::collections::BTreeMap;
 
 use api::chassis_cert::{POD_NAME_EXTRA, POD_UID_EXTRA};
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, Client};
 
-/// Why a request is denied; the text becomes the Denied condition's message.
+/// Why a request is not the agent of the node it concerns; the text is what the requester
+/// reads (a Denied condition, an admission refusal).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error("requested by {user:?}, not by the node agent's service account {expected}")]
@@ -34,7 +45,7 @@ pub enum Refusal {
     #[error("pod {namespace}/{name} is not scheduled on a node")]
     Unscheduled { namespace: String, name: String },
     #[error(
-        "the certificate is requested for chassis {requested:?}, but pod {namespace}/{name} runs on node {node:?}"
+        "the request concerns node {requested:?}, but the requesting agent pod {namespace}/{name} runs on node {node:?}"
     )]
     OtherNode {
         requested: String,
@@ -42,8 +53,6 @@ pub enum Refusal {
         name: String,
         node: String,
     },
-    #[error("the certificate request is not acceptable: {0}")]
-    BadRequest(String),
 }
 
 /// The node agent's service account, the only requester granted without an administrator.
@@ -108,13 +117,12 @@ pub fn requester(
     }
 }
 
-/// Step 2: the pod exists as the token knew it, is an agent pod, and runs on the node the
-/// certificate is for.
-pub fn pod_on_chassis(
+/// Step 2: the pod exists as the token knew it, is an agent pod, and runs on `node`.
+pub fn pod_on_node(
     bound: &BoundPod,
     pod: Option<&PodFacts>,
     agent: &AgentAccount,
-    chassis: &str,
+    node: &str,
 ) -> Result<(), Refusal> {
     let (namespace, name) = (bound.namespace.clone(), bound.name.clone());
     let Some(pod) = pod else {
@@ -138,14 +146,28 @@ pub fn pod_on_chassis(
     }
     match &pod.node {
         None => Err(Refusal::Unscheduled { namespace, name }),
-        Some(node) if node != chassis => Err(Refusal::OtherNode {
-            requested: chassis.to_string(),
+        Some(on) if on != node => Err(Refusal::OtherNode {
+            requested: node.to_string(),
             namespace,
             name,
-            node: node.clone(),
+            node: on.clone(),
         }),
         Some(_) => Ok(()),
     }
+}
+
+/// The bound pod as the API server has it now (`None`: it is gone).
+pub async fn pod_facts(kube: &Client, bound: &BoundPod) -> Result<Option<PodFacts>, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), &bound.namespace);
+    Ok(pods.get_opt(&bound.name).await?.map(|p| PodFacts {
+        uid: p.metadata.uid.unwrap_or_default(),
+        service_account: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default(),
+        node: p.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty()),
+    }))
 }
 
 #[cfg(test)]
@@ -212,18 +234,18 @@ mod tests {
         };
         let a = agent();
         let ok = facts("u1", "zs-node", Some("node1"));
-        assert_eq!(pod_on_chassis(&bound, Some(&ok), &a, "node1"), Ok(()));
-        let other = pod_on_chassis(&bound, Some(&ok), &a, "node2").unwrap_err();
+        assert_eq!(pod_on_node(&bound, Some(&ok), &a, "node1"), Ok(()));
+        let other = pod_on_node(&bound, Some(&ok), &a, "node2").unwrap_err();
         assert!(
             other.to_string().contains("\"node2\"") && other.to_string().contains("\"node1\""),
             "{other}"
         );
         assert!(matches!(
-            pod_on_chassis(&bound, None, &a, "node1"),
+            pod_on_node(&bound, None, &a, "node1"),
             Err(Refusal::PodGone { .. })
         ));
         assert!(matches!(
-            pod_on_chassis(
+            pod_on_node(
                 &bound,
                 Some(&facts("u2", "zs-node", Some("node1"))),
                 &a,
@@ -232,7 +254,7 @@ mod tests {
             Err(Refusal::PodReplaced { .. })
         ));
         assert!(matches!(
-            pod_on_chassis(
+            pod_on_node(
                 &bound,
                 Some(&facts("u1", "default", Some("node1"))),
                 &a,
@@ -241,7 +263,7 @@ mod tests {
             Err(Refusal::NotAnAgentPod { .. })
         ));
         assert!(matches!(
-            pod_on_chassis(&bound, Some(&facts("u1", "zs-node", None)), &a, "node1"),
+            pod_on_node(&bound, Some(&facts("u1", "zs-node", None)), &a, "node1"),
             Err(Refusal::Unscheduled { .. })
         ));
     }
