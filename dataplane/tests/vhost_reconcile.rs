@@ -11,11 +11,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::require_real;
+use common::{OvsDb, require_real};
 use dataplane::agent::{Agent, AgentConfig};
 use dataplane::attach;
 use dataplane::metrics::Metrics;
@@ -24,81 +23,18 @@ use dataplane::pods::LabSource;
 use dataplane::state::{SandboxRecord, StateStore};
 use dataplane::vhost_state::{VhostPorts, VhostRecord};
 
-const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
-
-/// A private ovsdb-server with a fresh Open_vSwitch database, killed when dropped.
-struct OvsDb {
-    child: Child,
-    remote: String,
-}
-
-impl OvsDb {
-    fn start(dir: &Path) -> OvsDb {
-        let db = dir.join("conf.db");
-        let sock = dir.join("db.sock");
-        let ok = Command::new("ovsdb-tool")
-            .args(["create"])
-            .arg(&db)
-            .arg(SCHEMA)
-            .status()
-            .expect("ovsdb-tool");
-        assert!(ok.success(), "ovsdb-tool create");
-        let child = Command::new("ovsdb-server")
-            .arg(&db)
-            .arg(format!("--remote=punix:{}", sock.display()))
-            .arg(format!("--unixctl={}", dir.join("ctl").display()))
-            .arg("--no-chdir")
-            .spawn()
-            .expect("ovsdb-server");
-        let remote = format!("unix:{}", sock.display());
-        let t0 = Instant::now();
-        loop {
-            let init = Command::new("ovs-vsctl")
-                .args([
-                    &format!("--db={remote}"),
-                    "--no-wait",
-                    "--timeout=2",
-                    "init",
-                ])
-                .output()
-                .expect("ovs-vsctl");
-            if init.status.success() {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "ovsdb-server not up"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        OvsDb { child, remote }
-    }
-
-    /// The names of the database's Interfaces of type `dpdkvhostuserclient`.
-    fn vhost_ifaces(&self) -> Vec<String> {
-        let out = Command::new("ovs-vsctl")
-            .args([
-                &format!("--db={}", self.remote),
-                "--bare",
-                "--columns=name",
-                "find",
-                "Interface",
-                "type=dpdkvhostuserclient",
-            ])
-            .output()
-            .expect("ovs-vsctl");
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-impl Drop for OvsDb {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The names of the database's Interfaces of type `dpdkvhostuserclient`.
+fn vhost_ifaces(db: &OvsDb) -> Vec<String> {
+    db.vsctl(&[
+        "--bare",
+        "--columns=name",
+        "find",
+        "Interface",
+        "type=dpdkvhostuserclient",
+    ])
+    .split_whitespace()
+    .map(str::to_string)
+    .collect()
 }
 
 fn record(root: &Path) -> VhostRecord {
@@ -183,17 +119,17 @@ fn reconcile_never_re_adds_a_port_a_request_in_flight_removed() {
 
         // a recorded port missing from OVS is re-added
         assert_eq!(attach::reconcile(ctx).await, 1);
-        assert_eq!(db.vhost_ifaces(), vec![port.clone()], "re-added");
+        assert_eq!(vhost_ifaces(&db), vec![port.clone()], "re-added");
 
         // a DEL in flight: it holds the sandbox lock, has removed the port and not yet the
         // record; the reconcile leaves the port alone
         let lock = ctx.sandbox_lock(&rec.sandbox.container_id);
         let guard = lock.lock().await;
         assert!(agent.ovs().delete_port(&port).await.expect("delete"));
-        assert!(db.vhost_ifaces().is_empty());
+        assert!(vhost_ifaces(&db).is_empty());
         attach::reconcile(ctx).await;
         assert!(
-            db.vhost_ifaces().is_empty(),
+            vhost_ifaces(&db).is_empty(),
             "the reconcile re-added a port a request in flight had removed"
         );
         // the DEL finishes: the record goes, then the lock
@@ -201,6 +137,6 @@ fn reconcile_never_re_adds_a_port_a_request_in_flight_removed() {
         assert!(!record_path.exists());
         drop(guard);
         attach::reconcile(ctx).await;
-        assert!(db.vhost_ifaces().is_empty(), "no record, no port");
+        assert!(vhost_ifaces(&db).is_empty(), "no record, no port");
     });
 }

@@ -353,6 +353,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("connect to the local OVS database {}", args.ovs_db))?;
     // ovn-controller's TLS row (with --chassis-cert-dir)
     let tls_ovs = ovs.clone();
+    let uninstall_ovs = ovs.clone();
     let mtu = match args.mtu {
         Some(m) => m,
         None => derive_mtu(&args, &ovs),
@@ -525,7 +526,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(socket = %args.cni_socket.display(), "the CNI socket file is not the one this agent bound (replaced by a new agent, or gone): left as it is");
     }
     if let Some(u) = &uninstall {
-        on_sigterm(&args, u).await;
+        on_sigterm(&args, u, &uninstall_ovs).await;
     } else {
         tracing::info!("no --uninstall-marker: the node keeps its state");
     }
@@ -610,7 +611,7 @@ async fn start_uninstall_watch(args: &Args) -> Option<UninstallWatch> {
 }
 
 /// The SIGTERM decision (logged with its reason), and the cleanup when it says so.
-async fn on_sigterm(args: &Args, u: &UninstallWatch) {
+async fn on_sigterm(args: &Args, u: &UninstallWatch, ovs: &Ovs) {
     use dataplane::uninstall::{self, DaemonSetState, Decision};
     let seen = u.signal.get().or_else(|| {
         args.uninstall_flag_dir
@@ -646,6 +647,13 @@ async fn on_sigterm(args: &Args, u: &UninstallWatch) {
                     .clone()
                     .filter(|_| args.uninstall_ovs_in_pod),
                 empty_dirs: args.uninstall_empty_dir.clone(),
+                chassis_cert_dir: args.chassis_cert_dir.clone(),
+                // the host's OVS (a pod's database is emptied whole)
+                ovs: args
+                    .chassis_cert_dir
+                    .as_ref()
+                    .filter(|_| !args.uninstall_ovs_in_pod)
+                    .map(|_| ovs.clone()),
             };
             let removed = uninstall::cleanup(&plan).await;
             tracing::info!(?removed, "node cleaned");

@@ -89,4 +89,37 @@ impl Ovs {
         tracing::info!(key = %want.private_key.display(), certificate = %want.certificate.display(), ca = %want.ca_cert.display(), "ovn-controller TLS files set in OVS");
         Ok(SslChange::Written)
     }
+
+    /// The `SSL` row the `Open_vSwitch` row points at, as this replica has it: its files
+    /// and whether it is ours.
+    pub fn ovn_ssl(&self) -> Option<(SslFiles, bool)> {
+        self.replica.read(|v| {
+            let r = v.iter_typed::<OpenVSwitch>().next()?.ok()?;
+            let row = v.get_typed::<Ssl>(&r.ssl?)?.ok()?;
+            let files = SslFiles {
+                private_key: row.private_key.into(),
+                certificate: row.certificate.into(),
+                ca_cert: row.ca_cert.into(),
+            };
+            Some((files, is_owned(&row.external_ids)))
+        })
+    }
+
+    /// Unhooks ovn-controller's TLS files at uninstall: clears the `Open_vSwitch` row's
+    /// `ssl` when it points at a row of ours (which is then garbage-collected). A row
+    /// someone else set stays. True when one of ours was removed.
+    pub async fn clear_ovn_ssl(&self) -> Result<bool, OvsError> {
+        if !self.ovn_ssl().is_some_and(|(_, ours)| ours) {
+            return Ok(false);
+        }
+        let mut set = Row::new();
+        set.insert(OC::Ssl.name().into(), Value::empty());
+        self.transact(
+            "remove ovn-controller's TLS files",
+            vec![Operation::update(OpenVSwitch::TABLE, vec![], set)],
+        )
+        .await?;
+        tracing::info!("ovn-controller TLS files unset in OVS");
+        Ok(true)
+    }
 }

@@ -18,6 +18,8 @@
 //! runs in the node pod — waits for ovs-vswitchd to exit and deletes the tap devices the
 //! userspace datapath leaves behind (br-int, br-phy, ovs-netdev, ovn-k8s-mp0), then empties
 //! the given directories (OVS database, run dirs, vhost-user socket root, agent state).
+//! The node's chassis certificate directory goes, and the OVS `SSL` row of ours pointing
+//! ovn-controller at it (what stays otherwise when the host runs OVS).
 //! Each step is logged with what it removed; a failing step is logged and the next runs.
 
 pub mod client;
@@ -46,6 +48,11 @@ pub struct CleanupPlan {
     pub pod_vswitchd_ctl: Option<PathBuf>,
     /// Directories whose contents are removed (the directories stay: they are mounts).
     pub empty_dirs: Vec<PathBuf>,
+    /// The node's chassis key and certificate directory, removed with its contents, and
+    /// the OVS database whose `SSL` row (ours) points ovn-controller at them: on a node
+    /// whose host runs OVS (`ovs.hostManaged`) neither is otherwise emptied.
+    pub chassis_cert_dir: Option<PathBuf>,
+    pub ovs: Option<crate::ovs::Ovs>,
 }
 
 /// Removes what `plan` names; returns what was removed (for the log and the tests).
@@ -61,6 +68,21 @@ pub async fn cleanup(plan: &CleanupPlan) -> Vec<String> {
         Ok(true) => done.push(format!("nft table {}", crate::host_nat::TABLE)),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "uninstall: nft table not removed"),
+    }
+    if let Some(ovs) = &plan.ovs {
+        match tokio::time::timeout(Duration::from_secs(5), ovs.clear_ovn_ssl()).await {
+            Ok(Ok(true)) => done.push("OVS SSL row".into()),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "uninstall: OVS SSL row not removed"),
+            Err(_) => tracing::warn!("uninstall: OVS SSL row not removed: no answer in 5 s"),
+        }
+    }
+    if let Some(dir) = &plan.chassis_cert_dir {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => done.push(dir.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %dir.display(), error = %e, "uninstall: not removed"),
+        }
     }
     if let Some(ctl) = &plan.pod_vswitchd_ctl {
         wait_gone(ctl, Duration::from_secs(20)).await;

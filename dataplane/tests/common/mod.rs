@@ -1,9 +1,12 @@
 //! Test scaffolding for real-kernel tests (the `tests` crate's `require_real` /
-//! `record_real_run` convention, re-done here since dataplane cannot depend on it).
+//! `record_real_run` convention, re-done here since dataplane cannot depend on it), and a
+//! private ovsdb-server with the Open_vSwitch schema.
 
 #![allow(dead_code)]
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -131,4 +134,80 @@ pub fn netns_listed(ns: &str) -> bool {
     sh(&["ip", "netns", "list"])
         .lines()
         .any(|l| l.split_whitespace().next() == Some(ns))
+}
+
+const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+/// A private ovsdb-server with a fresh Open_vSwitch database (no ovs-vswitchd: only the
+/// rows matter), killed when dropped.
+pub struct OvsDb {
+    child: Child,
+    /// `unix:<dir>/db.sock`
+    pub remote: String,
+}
+
+impl OvsDb {
+    pub fn start(dir: &Path) -> OvsDb {
+        let db = dir.join("conf.db");
+        let sock = dir.join("db.sock");
+        let ok = Command::new("ovsdb-tool")
+            .args(["create"])
+            .arg(&db)
+            .arg(SCHEMA)
+            .status()
+            .expect("ovsdb-tool");
+        assert!(ok.success(), "ovsdb-tool create");
+        let child = Command::new("ovsdb-server")
+            .arg(&db)
+            .arg(format!("--remote=punix:{}", sock.display()))
+            .arg(format!("--unixctl={}", dir.join("ctl").display()))
+            .arg("--no-chdir")
+            .spawn()
+            .expect("ovsdb-server");
+        let remote = format!("unix:{}", sock.display());
+        let t0 = Instant::now();
+        loop {
+            let init = Command::new("ovs-vsctl")
+                .args([
+                    &format!("--db={remote}"),
+                    "--no-wait",
+                    "--timeout=2",
+                    "init",
+                ])
+                .output()
+                .expect("ovs-vsctl");
+            if init.status.success() {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "ovsdb-server not up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        OvsDb { child, remote }
+    }
+
+    /// `ovs-vsctl --no-wait ARGS` on this database: its output (panics if it fails).
+    pub fn vsctl(&self, args: &[&str]) -> String {
+        let out = Command::new("ovs-vsctl")
+            .arg(format!("--db={}", self.remote))
+            .arg("--no-wait")
+            .args(args)
+            .output()
+            .expect("ovs-vsctl");
+        assert!(
+            out.status.success(),
+            "ovs-vsctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for OvsDb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

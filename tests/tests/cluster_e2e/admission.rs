@@ -5,9 +5,12 @@
 //!   container holds, read out of it as root on node1 could) may write node1's reports,
 //!   but neither node2's annotations nor node1's labels or `datapath-config`.
 //! - **A tenant** (a service account with the built-in `edit` role in its namespace only)
-//!   may not create a pod carrying the controller's address record or a VM's domain.
+//!   may not create a pod carrying the controller's address record or a VM's domain
+//!   (the webhook), nor have its Service's `externalIPs` take node2's tunnel address or
+//!   the API server's (the controller's `ServiceProblem`; node1's routes to both
+//!   unchanged).
 //!
-//! Each refusal must come from the webhook and name the rule; node2 is unchanged after.
+//! Each refusal must name the rule; node2 is unchanged after.
 
 use std::collections::BTreeMap;
 
@@ -163,7 +166,7 @@ pub async fn admission(e: &E2e) -> Result<()> {
         .await?;
     let token = tests::kube_objects::service_account_token(&e.client, TENANT, "dev", None).await;
     let tenant = client_with_token(e, "tenant-dev", &token).await?;
-    let tenant_pods: Api<Pod> = Api::namespaced(tenant, TENANT);
+    let tenant_pods: Api<Pod> = Api::namespaced(tenant.clone(), TENANT);
     let pod = |name: &str, ann: BTreeMap<&str, &str>, owners: Value| -> Result<Pod> {
         Ok(serde_json::from_value(
             json!({"metadata": {"name": name, "annotations": ann,
