@@ -208,6 +208,57 @@ pub async fn admission(e: &E2e) -> Result<()> {
     println!(
         "  tenant (edit in {TENANT}): pods with the controller's address record or a VM's domain refused"
     );
+    // the tenant's Service claims node2's tunnel address and the API server's address
+    let claimed = [
+        lab::kubecluster::config::node_data_ip(2),
+        lab::kubecluster::config::host_mgmt_ip(),
+    ];
+    let routes = |e: &E2e| -> Result<Vec<String>> {
+        claimed
+            .iter()
+            .map(|ip| Ok(e.cluster().node_exec(1, &["ip", "route", "get", ip])?))
+            .collect()
+    };
+    let before = routes(e)?;
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(tenant, TENANT);
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "grab"},
+                "spec": {"externalIPs": claimed, "selector": {"app": "none"},
+                    "ports": [{"name": "geneve", "port": 6081, "protocol": "UDP"},
+                        {"name": "api", "port": 6443}]}}))?,
+        )
+        .await
+        .context("the tenant's Service (edit may create one)")?;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(e.client.clone(), TENANT);
+    for ip in &claimed {
+        let want = format!("externalIP {ip} refused");
+        let msg = tests::e2e::wait_until(
+            &format!("the controller's ServiceProblem event for {ip}"),
+            std::time::Duration::from_secs(60),
+            || async {
+                let list = events.list(&Default::default()).await?;
+                Ok(list
+                    .items
+                    .into_iter()
+                    .filter(|ev| ev.reason.as_deref() == Some(api::keys::REASON_SERVICE_PROBLEM))
+                    .filter_map(|ev| ev.message)
+                    .find(|m| m.contains(&want)))
+            },
+        )
+        .await?;
+        said.push(msg);
+    }
+    let after = routes(e)?;
+    if after != before {
+        bail!(
+            "node1's routes to {claimed:?} changed under the tenant's Service: {before:?} → {after:?}"
+        );
+    }
+    println!(
+        "  tenant's Service claiming {claimed:?}: refused (ServiceProblem), node1's routes unchanged"
+    );
     println!("  {} attacks refused, e.g.: {}", said.len(), said[0]);
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(e.client.clone());
     nss.delete(TENANT, &Default::default()).await?;
