@@ -7,6 +7,7 @@
 //! | [`api_timeouts`] | how long the Kubernetes clients trust a connection (read, watch) |
 //! | [`chassis_cert`] | per-chassis OVN certificates: the signer's name, the requester's identity |
 //! | [`keys`] | every annotation key, label and event reason the parts share |
+//! | [`external_ids`] | every `external_ids` key on OVN/OVS rows, and the owner values marking ours |
 //! | [`pod_networks`] | the `k8s.ovn.org/pod-networks` and mgmt-port codec (typed IPs, MACs) |
 //! | [`multus`] | `k8s.v1.cni.cncf.io/networks` selections, NetworkAttachmentDefinitions |
 //! | [`gateway`] | the node gateway report of `shared` gateway mode, and its OVN/OVS names |
@@ -23,6 +24,7 @@
 
 pub mod api_timeouts;
 pub mod chassis_cert;
+pub mod external_ids;
 pub mod gateway;
 pub mod hash;
 pub mod keys;

@@ -154,3 +154,31 @@ fn uninstall_ack_keys() {
         uninstall_ack_key(&"n".repeat(61))
     );
 }
+
+/// Every `external_ids` key and owner value: rows in running clusters carry these exact strings.
+#[test]
+fn keys_and_owners_are_what_deployed_rows_carry() {
+    let golden = "owner kind object network pod-uid subnet cidr acl unused-since row \
+        pod sandbox ifname datapath datapath-reason datapath-pending vhost-socket \
+        vhost-queues datapath-keys vswitchd-restart-pending capture-pid capture-start \
+        capture-iface-id";
+    let names: Vec<&str> = api::external_ids::ALL_KEYS
+        .iter()
+        .map(|k| &k[api::external_ids::PREFIX.len()..])
+        .collect();
+    assert_eq!(names.join(" "), golden);
+    assert_eq!(
+        [
+            api::external_ids::CLUSTER_ID,
+            api::external_ids::AGENT_OWNER,
+            api::external_ids::CAPTURE_OWNER,
+        ],
+        ["zstack-ovn", "zstack-ovn-node", "zovn-capture"]
+    );
+    assert_eq!(
+        api::external_ids::kind::ALL.join(" "),
+        "cluster-router join-switch node pod pod-network subnet subnet-localnet router-port \
+         service service-template-vars gateway egress egress-node egress-nodes \
+         egress-service-return netpol netpol-deny netpol-peer netpol-acl"
+    );
+}

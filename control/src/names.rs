@@ -7,13 +7,11 @@
 
 use std::collections::BTreeMap;
 
-/// `external_ids` key: which cluster's controller owns the row.
-pub const OWNER: &str = "zstack.io/owner";
-/// `external_ids` key: what the row is for (`cluster-router`, `join-switch`, `subnet`,
-/// `subnet-router-port`, `pod`, `node`).
-pub const KIND: &str = "zstack.io/kind";
-/// `external_ids` key: the Kubernetes object the row comes from (`ns/name` or `name`).
-pub const OBJECT: &str = "zstack.io/object";
+/// `external_ids` keys ([`api::external_ids`]): which cluster's controller owns the row;
+/// what the row is for (`cluster-router`, `join-switch`, `subnet`, `subnet-router-port`,
+/// `pod`, `node`, …); the Kubernetes object it comes from (`ns/name` or `name`).
+pub use api::external_ids::OWNER;
+pub use api::external_ids::nb::{KIND, OBJECT};
 
 /// The distributed router joining every Subnet and the join switch.
 pub const CLUSTER_ROUTER: &str = "ovn_cluster_router";
@@ -38,7 +36,7 @@ pub fn switch_router_port(switch: &str) -> String {
 pub use api::names::{network_port, node_port};
 
 /// `external_ids` key on a secondary network's switch port: the NAD (`<ns>/<name>`).
-pub const NETWORK: &str = "zstack.io/network";
+pub use api::external_ids::nb::NETWORK;
 
 /// The `network_name` of our localnet ports (VLAN Subnets without a `provider`, the
 /// gateway routers' external switches): each node maps it to its gateway bridge with

@@ -16,13 +16,13 @@ use crate::report::EventType;
 /// agent gives up on it and uses the kernel path.
 pub const AFXDP_OPEN_WAIT: Duration = Duration::from_secs(5);
 
-/// `external_ids` key on a pod's OVS Interface: the datapath its port runs.
-pub const PORT_DATAPATH_KEY: &str = "zstack.io/datapath";
-/// `external_ids` key: why (the pod's request, the node's default, or a fallback).
-pub const PORT_REASON_KEY: &str = "zstack.io/datapath-reason";
-/// `external_ids` key: the datapath a fast-start port moves to next (see
-/// [`crate::attach::promote`]); absent once it is there.
-pub const PORT_PENDING_KEY: &str = "zstack.io/datapath-pending";
+/// `external_ids` keys on a pod's OVS Interface ([`api::external_ids`]): the datapath its
+/// port runs; why (the pod's request, the node's default, or a fallback); the datapath a
+/// fast-start port moves to next (see [`crate::attach::promote`]), absent once it is there.
+pub use api::external_ids::ovs::{
+    DATAPATH as PORT_DATAPATH_KEY, DATAPATH_PENDING as PORT_PENDING_KEY,
+    DATAPATH_REASON as PORT_REASON_KEY,
+};
 
 /// One datapath pass (see [`crate::datapath::manager`]), the uplink's (see
 /// [`crate::uplink`]) and their report; `vswitchd_ctl`: ovs-vswitchd's unixctl socket

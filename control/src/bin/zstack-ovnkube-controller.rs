@@ -115,7 +115,7 @@ struct Args {
     #[arg(long, default_value = "365")]
     chassis_cert_days: u32,
     /// Value of external_ids:zstack.io/owner on every row we create.
-    #[arg(long, default_value = "zstack-ovn")]
+    #[arg(long, default_value = api::external_ids::CLUSTER_ID)]
     cluster_id: String,
     /// Network of the join switch (node management ports); its first address is the router's.
     #[arg(long, default_value = "100.64.0.0/16")]

@@ -85,7 +85,7 @@ impl<S: Writer> Controller<S> {
         self.rec.replica().read(|v| {
             v.rows(LogicalSwitchPort::TABLE)
                 .filter(|r| r.map_get("external_ids", OWNER) == Some(self.cfg.cluster_id.as_str()))
-                .filter(|r| r.map_get("external_ids", KIND) == Some("pod"))
+                .filter(|r| r.map_get("external_ids", KIND) == Some(api::external_ids::kind::POD))
                 .filter_map(|r| {
                     let key = r.map_get("external_ids", crate::names::OBJECT)?.to_string();
                     let subnet = r.map_get("external_ids", SUBNET)?.to_string();

@@ -54,8 +54,10 @@ pub fn network_port(
 ) -> LogicalSwitchPort {
     let mut lsp = translate::pod::port(cfg, pod, addrs);
     lsp.name = names::network_port(&pod.lsp_name(), nad_key);
-    lsp.external_ids
-        .insert(names::KIND.into(), "pod-network".into());
+    lsp.external_ids.insert(
+        names::KIND.into(),
+        api::external_ids::kind::POD_NETWORK.into(),
+    );
     lsp.external_ids
         .insert(names::NETWORK.into(), nad_key.to_string());
     lsp
@@ -109,7 +111,10 @@ impl<W: Writer> Controller<W> {
         let from_nb: Vec<(String, String, PodAddresses)> = self.rec.replica().read(|v| {
             v.rows(LogicalSwitchPort::TABLE)
                 .filter(|r| r.map_get("external_ids", names::OWNER) == Some(cluster.as_str()))
-                .filter(|r| r.map_get("external_ids", names::KIND) == Some("pod-network"))
+                .filter(|r| {
+                    r.map_get("external_ids", names::KIND)
+                        == Some(api::external_ids::kind::POD_NETWORK)
+                })
                 .filter_map(|r| {
                     let pod = r.map_get("external_ids", names::OBJECT)?.to_string();
                     let nad = r.map_get("external_ids", names::NETWORK)?.to_string();

@@ -42,16 +42,16 @@ pub const PRIORITY_ALLOW: i64 = 1001;
 pub const PRIORITY_NODE_ALLOW: i64 = 1001;
 /// Priority of the default deny of selected pods (below the allow band).
 pub const PRIORITY_DEFAULT_DENY: i64 = 900;
-/// `external_ids` key naming an ACL within its port group.
-pub const ACL_KEY: &str = "zstack.io/acl";
 /// `zstack.io/kind` of a policy's port group.
-pub const KIND_POLICY: &str = "netpol";
-/// `zstack.io/kind` of the default-deny port groups.
-pub const KIND_DENY: &str = "netpol-deny";
-/// `zstack.io/kind` of a peer address set.
-pub const KIND_PEER: &str = "netpol-peer";
+pub use api::external_ids::kind::NETPOL as KIND_POLICY;
 /// `zstack.io/kind` of an ACL.
-pub const KIND_ACL: &str = "netpol-acl";
+pub use api::external_ids::kind::NETPOL_ACL as KIND_ACL;
+/// `zstack.io/kind` of the default-deny port groups.
+pub use api::external_ids::kind::NETPOL_DENY as KIND_DENY;
+/// `zstack.io/kind` of a peer address set.
+pub use api::external_ids::kind::NETPOL_PEER as KIND_PEER;
+/// `external_ids` key naming an ACL within its port group.
+pub use api::external_ids::nb::ACL as ACL_KEY;
 
 /// A port group with its member ports (by Logical_Switch_Port name) and ACLs (by
 /// [`ACL_KEY`]).

@@ -26,7 +26,7 @@ fn ours(ids: &BTreeMap<String, String>, owner: &str) -> bool {
 
 /// `external_ids` key on a set or group of ours that no policy uses: since when (unix
 /// seconds).
-pub const UNUSED_SINCE: &str = "zstack.io/unused-since";
+pub use api::external_ids::nb::UNUSED_SINCE;
 /// How long an unused set or group is kept before it is deleted (seconds).
 pub const UNUSED_GRACE: u64 = 60;
 

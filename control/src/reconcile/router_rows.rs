@@ -26,7 +26,7 @@ use crate::desired::RouterRows;
 use crate::names::OWNER;
 
 /// `external_ids` key naming one of our policies or routes within its router.
-pub const ROW_KEY: &str = "zstack.io/row";
+pub use api::external_ids::nb::ROW as ROW_KEY;
 
 /// The policy columns we manage.
 pub const POLICY_COLUMNS: &[PolCol] = &[

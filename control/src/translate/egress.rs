@@ -187,7 +187,12 @@ fn add_family(
         LogicalRouterStaticRoute {
             ip_prefix: fam.default_route().into(),
             nexthop: join_gw.to_string(),
-            external_ids: ids(cfg, "egress", "default", &format!("egress-default-{t}")),
+            external_ids: ids(
+                cfg,
+                api::external_ids::kind::EGRESS,
+                "default",
+                &format!("egress-default-{t}"),
+            ),
             ..Default::default()
         },
     );
@@ -211,7 +216,12 @@ fn add_family(
                 internal.into_iter().collect::<Vec<_>>().join(", ")
             ),
             action: "allow".into(),
-            external_ids: ids(cfg, "egress", "cluster", &format!("egress-cluster-{t}")),
+            external_ids: ids(
+                cfg,
+                api::external_ids::kind::EGRESS,
+                "cluster",
+                &format!("egress-cluster-{t}"),
+            ),
             ..Default::default()
         },
     );
@@ -251,7 +261,11 @@ fn add_family(
             AddressSet {
                 name: set.clone(),
                 addresses: pods_of.remove(node.name.as_str()).unwrap_or_default(),
-                external_ids: names::owned(&cfg.cluster_id, "egress-node", &node.name),
+                external_ids: names::owned(
+                    &cfg.cluster_id,
+                    api::external_ids::kind::EGRESS_NODE,
+                    &node.name,
+                ),
                 ..Default::default()
             },
         );
@@ -263,7 +277,7 @@ fn add_family(
                 match_: format!("{}.src == ${set}", fam.ip()),
                 action: "reroute".into(),
                 nexthops: BTreeSet::from([nexthop.to_string()]),
-                external_ids: ids(cfg, "egress-node", &node.name, &key),
+                external_ids: ids(cfg, api::external_ids::kind::EGRESS_NODE, &node.name, &key),
                 ..Default::default()
             },
         );
@@ -279,7 +293,7 @@ fn add_family(
                     ),
                     action: "reroute".into(),
                     nexthops: BTreeSet::from([mgmt.to_string()]),
-                    external_ids: ids(cfg, "egress-node", &node.name, &key),
+                    external_ids: ids(cfg, api::external_ids::kind::EGRESS_NODE, &node.name, &key),
                     ..Default::default()
                 },
             );
@@ -339,7 +353,11 @@ fn node_addresses_set(
         AddressSet {
             name: name.clone(),
             addresses,
-            external_ids: names::owned(&cfg.cluster_id, "egress-nodes", fam.tag()),
+            external_ids: names::owned(
+                &cfg.cluster_id,
+                api::external_ids::kind::EGRESS_NODES,
+                fam.tag(),
+            ),
             ..Default::default()
         },
     );

@@ -82,7 +82,11 @@ pub fn add<'a>(
         };
         let (tag, ip) = if v4 { ("v4", "ip4") } else { ("v6", "ip6") };
         let key = format!("etp-local-{node}-{proto}-{port}-{tag}");
-        let mut ids = names::owned(&cfg.cluster_id, "egress-service-return", node);
+        let mut ids = names::owned(
+            &cfg.cluster_id,
+            api::external_ids::kind::EGRESS_SERVICE_RETURN,
+            node,
+        );
         ids.insert(ROW_KEY.into(), key.clone());
         let list: Vec<String> = ips.iter().map(ToString::to_string).collect();
         rows.policies.insert(

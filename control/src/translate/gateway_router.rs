@@ -34,7 +34,7 @@ use crate::names::{self, JOIN_SWITCH, PHYSNET};
 use crate::reconcile::router_rows::ROW_KEY;
 
 /// `external_ids` kind of a node's gateway rows.
-pub const KIND: &str = "gateway";
+pub use api::external_ids::kind::GATEWAY as KIND;
 
 /// The gateway router's address on the join switch (either family): the node's
 /// management port address with the join network's top host bit set (the join IPAM hands

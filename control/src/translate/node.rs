@@ -15,7 +15,7 @@ use crate::translate::pod::address_entry;
 pub fn port(cfg: &ClusterConfig, node: &NodeInfo, addrs: &PodAddresses) -> LogicalSwitchPort {
     let mut lsp = LogicalSwitchPort {
         name: names::node_port(&node.name),
-        external_ids: names::owned(&cfg.cluster_id, "node", &node.name),
+        external_ids: names::owned(&cfg.cluster_id, api::external_ids::kind::NODE, &node.name),
         ..Default::default()
     };
     lsp.addresses.insert(address_entry(addrs));

@@ -7,9 +7,9 @@ use crate::model::{PodAddresses, PodInfo};
 use crate::names;
 
 /// `external_ids` key with the pod's UID (tells a re-created pod of the same name apart).
-pub const POD_UID: &str = "zstack.io/pod-uid";
+pub use api::external_ids::nb::POD_UID;
 /// `external_ids` key with the Subnet the addresses came from (used to rebuild IPAM).
-pub const SUBNET: &str = "zstack.io/subnet";
+pub use api::external_ids::nb::SUBNET;
 
 /// The `addresses` / `port_security` entry: `"MAC IP [IP]"`.
 pub fn address_entry(addrs: &PodAddresses) -> String {
@@ -26,7 +26,7 @@ pub fn port(cfg: &ClusterConfig, pod: &PodInfo, addrs: &PodAddresses) -> Logical
     let entry = address_entry(addrs);
     let mut lsp = LogicalSwitchPort {
         name: pod.lsp_name(),
-        external_ids: names::owned(&cfg.cluster_id, "pod", &pod.key()),
+        external_ids: names::owned(&cfg.cluster_id, api::external_ids::kind::POD, &pod.key()),
         ..Default::default()
     };
     lsp.addresses.insert(entry.clone());

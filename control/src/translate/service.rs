@@ -36,7 +36,7 @@ use crate::services::select::{backends, vip};
 use crate::services::{EndpointSliceInfo, Proto, ServiceInfo};
 
 /// `external_ids` kind of a Service load balancer.
-pub const KIND_SERVICE: &str = "service";
+pub use api::external_ids::kind::SERVICE as KIND_SERVICE;
 
 /// Adds the load balancers of `services` and attaches the group to our switches.
 pub fn add<'a>(

@@ -26,12 +26,16 @@ pub fn add(cfg: &ClusterConfig, subnet: &ValidSubnet, nb: &mut DesiredNb) {
     let switch = names::subnet_switch(&subnet.name);
     let mut row = LogicalSwitch {
         name: switch.clone(),
-        external_ids: names::owned(&cfg.cluster_id, "subnet", &subnet.name),
+        external_ids: names::owned(
+            &cfg.cluster_id,
+            api::external_ids::kind::SUBNET,
+            &subnet.name,
+        ),
         ..Default::default()
     };
     let cidrs: Vec<String> = subnet.cidrs.iter().map(|c| c.to_string()).collect();
     row.external_ids
-        .insert("zstack.io/cidr".into(), cidrs.join(","));
+        .insert(api::external_ids::nb::CIDR.into(), cidrs.join(","));
     nb.switches.insert(switch.clone(), Parent::owned(row));
 
     if cfg.mode == Mode::Standalone {
@@ -49,7 +53,11 @@ pub fn add(cfg: &ClusterConfig, subnet: &ValidSubnet, nb: &mut DesiredNb) {
             name: port.clone(),
             type_: "localnet".into(),
             tag: Some(i64::from(vlan)),
-            external_ids: names::owned(&cfg.cluster_id, "subnet-localnet", &subnet.name),
+            external_ids: names::owned(
+                &cfg.cluster_id,
+                api::external_ids::kind::SUBNET_LOCALNET,
+                &subnet.name,
+            ),
             ..Default::default()
         };
         lsp.addresses.insert("unknown".into());
@@ -78,7 +86,11 @@ pub(crate) fn router_link(
         name: rp.clone(),
         mac: names::router_mac(&rp),
         networks: networks.iter().cloned().collect(),
-        external_ids: names::owned(&cfg.cluster_id, "router-port", object),
+        external_ids: names::owned(
+            &cfg.cluster_id,
+            api::external_ids::kind::ROUTER_PORT,
+            object,
+        ),
         ..Default::default()
     };
     if let Some(r) = nb.routers.get_mut(CLUSTER_ROUTER) {
@@ -87,7 +99,11 @@ pub(crate) fn router_link(
     let mut lsp = LogicalSwitchPort {
         name: names::switch_router_port(switch),
         type_: "router".into(),
-        external_ids: names::owned(&cfg.cluster_id, "router-port", object),
+        external_ids: names::owned(
+            &cfg.cluster_id,
+            api::external_ids::kind::ROUTER_PORT,
+            object,
+        ),
         ..Default::default()
     };
     lsp.addresses.insert("router".into());

@@ -15,7 +15,11 @@ pub fn add(cfg: &ClusterConfig, nb: &mut DesiredNb) {
     }
     let router = LogicalRouter {
         name: CLUSTER_ROUTER.into(),
-        external_ids: names::owned(&cfg.cluster_id, "cluster-router", CLUSTER_ROUTER),
+        external_ids: names::owned(
+            &cfg.cluster_id,
+            api::external_ids::kind::CLUSTER_ROUTER,
+            CLUSTER_ROUTER,
+        ),
         ..Default::default()
     };
     nb.routers.insert(
@@ -24,7 +28,11 @@ pub fn add(cfg: &ClusterConfig, nb: &mut DesiredNb) {
     );
     let mut join = LogicalSwitch {
         name: JOIN_SWITCH.into(),
-        external_ids: names::owned(&cfg.cluster_id, "join-switch", JOIN_SWITCH),
+        external_ids: names::owned(
+            &cfg.cluster_id,
+            api::external_ids::kind::JOIN_SWITCH,
+            JOIN_SWITCH,
+        ),
         ..Default::default()
     };
     let cidrs: Vec<String> = std::iter::once(cfg.join_cidr)
@@ -32,7 +40,7 @@ pub fn add(cfg: &ClusterConfig, nb: &mut DesiredNb) {
         .map(|c| c.to_string())
         .collect();
     join.external_ids
-        .insert("zstack.io/cidr".into(), cidrs.join(","));
+        .insert(api::external_ids::nb::CIDR.into(), cidrs.join(","));
     nb.switches.insert(JOIN_SWITCH.into(), Parent::owned(join));
     let mut networks = vec![format!(
         "{}/{}",

@@ -44,10 +44,8 @@ pub use crate::vhost_state::{VHOST_DIR_ENV, VhostPorts, VhostRecord};
 
 /// OVS Interface type: OVS connects to the workload's socket.
 pub const IFACE_TYPE: &str = "dpdkvhostuserclient";
-/// Interface `external_ids` key: the host socket path.
-pub const SOCKET_KEY: &str = "zstack.io/vhost-socket";
-/// Interface `external_ids` key: the queue pairs requested.
-pub const QUEUES_KEY: &str = "zstack.io/vhost-queues";
+/// Interface `external_ids` keys: the host socket path; the queue pairs requested.
+pub use api::external_ids::ovs::{VHOST_QUEUES as QUEUES_KEY, VHOST_SOCKET as SOCKET_KEY};
 
 /// The OVS port of a vhost-user interface: the veth port's external ids plus the type,
 /// the socket path, `mtu_request` and our vhost keys.

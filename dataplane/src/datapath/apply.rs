@@ -16,10 +16,11 @@ use super::decide::{Datapath, Decision, HugepageAllocation, RESTART_KEYS};
 use super::probe::OvsFacts;
 use crate::ovs::{Ovs, OvsError};
 
-/// `Open_vSwitch.external_ids` key: the `other_config` keys the agent manages.
-pub const MANAGED_KEYS: &str = "zstack.io/datapath-keys";
-/// `Open_vSwitch.external_ids` key: a restart of ovs-vswitchd is due (value: why).
-pub const RESTART_PENDING: &str = "zstack.io/vswitchd-restart-pending";
+/// `Open_vSwitch.external_ids` keys: the `other_config` keys the agent manages; a restart
+/// of ovs-vswitchd is due (value: why).
+pub use api::external_ids::ovs::{
+    DATAPATH_KEYS as MANAGED_KEYS, VSWITCHD_RESTART_PENDING as RESTART_PENDING,
+};
 
 /// What to change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

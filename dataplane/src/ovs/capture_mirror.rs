@@ -30,15 +30,15 @@ use ovsdb::{Condition, Function, Mutation, Mutator, Operation, Row, Uuid, Value,
 use super::client::{find_bridge, insert_ops, rows};
 use super::{OWNER_KEY, Ovs, OvsError};
 
-/// The value of [`OWNER_KEY`] on every row a capture creates.
-pub const CAPTURE_OWNER: &str = "zovn-capture";
-/// `external_ids` key: the capturing process's pid (in the node agent's pid namespace).
-pub const CAPTURE_PID_KEY: &str = "zstack.io/capture-pid";
-/// `external_ids` key: the capturing process's start time (`/proc/<pid>/stat` field 22,
-/// clock ticks since boot).
-pub const CAPTURE_START_KEY: &str = "zstack.io/capture-start";
-/// `external_ids` key: the captured pod port's `iface-id` (its logical switch port).
-pub const CAPTURE_IFACE_ID_KEY: &str = "zstack.io/capture-iface-id";
+/// The value of [`OWNER_KEY`] on every row a capture creates, and the `external_ids` keys
+/// of its rows: the capturing process's pid (in the node agent's pid namespace), its
+/// start time (`/proc/<pid>/stat` field 22, clock ticks since boot), the captured pod
+/// port's `iface-id` ([`api::external_ids`]).
+pub use api::external_ids::CAPTURE_OWNER;
+pub use api::external_ids::ovs::{
+    CAPTURE_IFACE_ID as CAPTURE_IFACE_ID_KEY, CAPTURE_PID as CAPTURE_PID_KEY,
+    CAPTURE_START as CAPTURE_START_KEY,
+};
 /// How often the node agent looks for captures whose process is gone.
 pub const GC_PERIOD: Duration = Duration::from_secs(10);
 

@@ -40,16 +40,11 @@ pub use spec::{IfaceView, OvnConfig, OwnedPort, PortSpec};
 pub const DB: &str = "Open_vSwitch";
 /// The integration bridge ovn-controller programs.
 pub const BR_INT: &str = "br-int";
-/// `external_ids` key marking rows the agent owns.
-pub const OWNER_KEY: &str = "zstack.io/owner";
-/// Its value.
-pub const OWNER: &str = "zstack-ovn-node";
-/// `external_ids` key: the pod (`namespace/name`) of a pod port.
-pub const POD_KEY: &str = "zstack.io/pod";
-/// `external_ids` key: the sandbox (container id) of a pod port.
-pub const SANDBOX_KEY: &str = "zstack.io/sandbox";
-/// `external_ids` key: the CNI ifname of a pod port (GC matches container id + ifname).
-pub const IFNAME_KEY: &str = "zstack.io/ifname";
+/// `external_ids` keys of a pod port: the pod (`namespace/name`), the sandbox (container
+/// id), the CNI ifname (GC matches container id + ifname).
+pub use api::external_ids::ovs::{IFNAME as IFNAME_KEY, POD as POD_KEY, SANDBOX as SANDBOX_KEY};
+/// `external_ids` key marking rows the agent owns, and its value ([`api::external_ids`]).
+pub use api::external_ids::{AGENT_OWNER as OWNER, OWNER as OWNER_KEY};
 /// Set by ovn-controller on an Interface once its flows are installed.
 pub const OVN_INSTALLED: &str = "ovn-installed";
 

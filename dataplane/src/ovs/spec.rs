@@ -98,7 +98,7 @@ impl PortSpec {
 
 /// The prefix of every `external_ids` key the agent writes (others' keys, such as
 /// ovn-controller's `ovn-installed`, are left alone).
-const OURS_PREFIX: &str = "zstack.io/";
+use api::external_ids::PREFIX as OURS_PREFIX;
 
 /// `m` with the owner mark.
 pub(crate) fn owned(mut m: BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -188,13 +188,16 @@ mod tests {
             !s.iface_differs(&have),
             "ovn-controller's keys do not count"
         );
-        have.external_ids
-            .insert("zstack.io/datapath-pending".into(), "afxdp".into());
+        have.external_ids.insert(
+            api::external_ids::ovs::DATAPATH_PENDING.into(),
+            "afxdp".into(),
+        );
         assert!(
             s.iface_differs(&have),
             "a key of ours that went away counts"
         );
-        have.external_ids.remove("zstack.io/datapath-pending");
+        have.external_ids
+            .remove(api::external_ids::ovs::DATAPATH_PENDING);
         have.iface_type = "afxdp".into();
         assert!(s.iface_differs(&have));
         assert!(!IfaceView::default().settled());

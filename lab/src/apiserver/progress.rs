@@ -79,7 +79,7 @@ fn nb_pending(
     let ports: BTreeMap<String, Vec<String>> = nb.read(|v| {
         v.rows(LogicalSwitchPort::TABLE)
             .filter(|r| r.map_get("external_ids", OWNER) == Some(owner))
-            .filter(|r| r.map_get("external_ids", KIND) == Some("pod"))
+            .filter(|r| r.map_get("external_ids", KIND) == Some(api::external_ids::kind::POD))
             .filter_map(|r| {
                 let key = r.map_get("external_ids", OBJECT)?.to_string();
                 Some((

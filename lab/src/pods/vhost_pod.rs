@@ -106,8 +106,8 @@ pub fn vm_queues(config: Option<&str>, ovs_db: &str, result: &Value) -> u16 {
                 .find(|i| i.sandbox.is_none())
                 .map(|i| i.name.clone())
         })?;
-        let key = "external_ids:\"zstack.io/vhost-queues\"";
-        let v = crate::ctl::vsctl(ovs_db, &["get", "Interface", &port, key]).ok()?;
+        let key = format!("external_ids:\"{}\"", api::external_ids::ovs::VHOST_QUEUES);
+        let v = crate::ctl::vsctl(ovs_db, &["get", "Interface", &port, &key]).ok()?;
         v.trim()
             .trim_matches('"')
             .parse::<u16>()

@@ -7,9 +7,7 @@ use serde::Serialize;
 use super::nb_view::NbView;
 use super::ovn_trace::{End, LogicalTrace, Stage};
 
-const OBJECT: &str = "zstack.io/object";
-const KIND: &str = "zstack.io/kind";
-const RULE: &str = "zstack.io/acl";
+use api::external_ids::nb::{ACL as RULE, KIND, OBJECT};
 
 /// What decided, step by step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -185,7 +183,9 @@ fn isolating(nb: &NbView, lsp: &str, dir: &str) -> Vec<String> {
         .port_groups
         .iter()
         .filter(|g| g.ports.contains(&port.uuid))
-        .filter(|g| g.external_ids.get(KIND).map(String::as_str) == Some("netpol"))
+        .filter(|g| {
+            g.external_ids.get(KIND).map(String::as_str) == Some(api::external_ids::kind::NETPOL)
+        })
         .filter(|g| {
             nb.acls
                 .iter()
@@ -213,7 +213,10 @@ pub fn port_owner(nb: &NbView, lsp: &str) -> String {
         return format!("node {node}'s management port");
     }
     match p.external_ids.get(OBJECT) {
-        Some(o) if p.external_ids.get(KIND).map(String::as_str) == Some("pod") => {
+        Some(o)
+            if p.external_ids.get(KIND).map(String::as_str)
+                == Some(api::external_ids::kind::POD) =>
+        {
             format!("pod {o}")
         }
         Some(o) => format!("{o} ({lsp})"),

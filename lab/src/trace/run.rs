@@ -62,8 +62,10 @@ fn service_vip(
 ) -> Result<(IpAddr, u16, String, String), TraceError> {
     let mut found = None;
     for lb in nb.load_balancers.iter().filter(|lb| {
-        lb.external_ids.get("zstack.io/object").map(String::as_str) == Some(key)
-            && lb.external_ids.get("zstack.io/kind").map(String::as_str) == Some("service")
+        use api::external_ids::nb::{KIND, OBJECT};
+        lb.external_ids.get(OBJECT).map(String::as_str) == Some(key)
+            && lb.external_ids.get(KIND).map(String::as_str)
+                == Some(api::external_ids::kind::SERVICE)
     }) {
         let proto = lb.protocol.clone().unwrap_or_else(|| "tcp".into());
         for (vip, backends) in &lb.vips {

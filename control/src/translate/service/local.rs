@@ -44,7 +44,7 @@ use crate::services::{EndpointSliceInfo, Proto, ServiceInfo};
 use crate::translate::ClusterConfig;
 
 /// `external_ids` kind of our `Chassis_Template_Var` rows.
-pub const KIND_TEMPLATE_VARS: &str = "service-template-vars";
+pub use api::external_ids::kind::SERVICE_TEMPLATE_VARS as KIND_TEMPLATE_VARS;
 
 /// The OVN chassis name of a node: its [`crate::chassis::CHASSIS_ID`] annotation, else
 /// the node name.
