@@ -7,6 +7,7 @@
 //! | [`api_timeouts`] | how long the Kubernetes clients trust a connection (read, watch) |
 //! | [`chassis_cert`] | per-chassis OVN certificates: the signer's name, the requester's identity |
 //! | [`keys`] | every annotation key, label and event reason the parts share |
+//! | [`lab_store`] | the lab object store's JSON-lines protocol (requests, answers) |
 //! | [`external_ids`] | every `external_ids` key on OVN/OVS rows, and the owner values marking ours |
 //! | [`pod_networks`] | the `k8s.ovn.org/pod-networks` and mgmt-port codec (typed IPs, MACs) |
 //! | [`multus`] | `k8s.v1.cni.cncf.io/networks` selections, NetworkAttachmentDefinitions |
@@ -28,6 +29,7 @@ pub mod external_ids;
 pub mod gateway;
 pub mod hash;
 pub mod keys;
+pub mod lab_store;
 pub mod mac;
 pub mod multus;
 pub mod names;

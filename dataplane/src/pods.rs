@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::lab_store::{Request, ResourceKind, Response};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -17,7 +18,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
@@ -224,7 +225,7 @@ impl LabSource {
             return Ok(v.clone());
         }
         let started = tokio::time::Instant::now();
-        let v = Arc::new(self.get("Pod").await?);
+        let v = Arc::new(self.get(ResourceKind::Pod).await?);
         *last = Some((started, v.clone()));
         Ok(v)
     }
@@ -236,16 +237,19 @@ impl LabSource {
         }
     }
 
-    /// One request line → its answer line, bounded by 10 s.
-    pub async fn call(&self, req: Value) -> Result<Value, SourceError> {
-        let what = req["op"].as_str().unwrap_or("request").to_string();
+    /// One request line → its answer line, bounded by 10 s; an `error` answer is an error.
+    pub async fn call(&self, req: &Request) -> Result<Response, SourceError> {
+        let line =
+            serde_json::to_string(req).map_err(|e| self.err(format!("encode the request: {e}")))?;
+        let what = serde_json::from_str::<Value>(&line)
+            .ok()
+            .and_then(|v| v["op"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "request".into());
         let fut = async {
             let mut s = UnixStream::connect(&self.socket)
                 .await
                 .map_err(|e| self.err(format!("connect: {e}")))?;
-            let mut line = req.to_string();
-            line.push('\n');
-            s.write_all(line.as_bytes())
+            s.write_all(format!("{line}\n").as_bytes())
                 .await
                 .map_err(|e| self.err(format!("send: {e}")))?;
             let mut r = BufReader::new(s);
@@ -257,27 +261,22 @@ impl LabSource {
             if n == 0 {
                 return Err(self.err("closed the connection without an answer"));
             }
-            let v: Value = serde_json::from_str(&answer)
-                .map_err(|e| self.err(format!("unreadable answer: {e}")))?;
-            if v["result"].as_str() == Some("error") {
-                return Err(self.err(format!(
-                    "{what}: {}",
-                    v["message"].as_str().unwrap_or("error")
-                )));
+            match serde_json::from_str::<Response>(&answer) {
+                Ok(Response::Error { message }) => Err(self.err(format!("{what}: {message}"))),
+                Ok(r) => Ok(r),
+                Err(e) => Err(self.err(format!("unreadable answer: {e}"))),
             }
-            Ok(v)
         };
         tokio::time::timeout(Duration::from_secs(10), fut)
             .await
             .map_err(|_| self.err(format!("{what}: no answer within 10 s")))?
     }
 
-    /// Every object of `kind` (`Pod`, `Node`, `Subnet`).
-    pub async fn get(&self, kind: &str) -> Result<Vec<Value>, SourceError> {
-        let v = self.call(json!({"op": "get", "kind": kind})).await?;
-        match v["result"].as_str() {
-            Some("objects") => Ok(v["items"].as_array().cloned().unwrap_or_default()),
-            _ => Err(self.err(format!("unexpected answer to get {kind}: {v}"))),
+    /// Every object of `kind`.
+    pub async fn get(&self, kind: ResourceKind) -> Result<Vec<Value>, SourceError> {
+        match self.call(&Request::Get { kind }).await? {
+            Response::Objects { items } => Ok(items),
+            other => Err(self.err(format!("unexpected answer to get {kind:?}: {other:?}"))),
         }
     }
 }
@@ -289,9 +288,12 @@ impl PodSource for LabSource {
         annotations: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), SourceError>> {
         Box::pin(async move {
-            self.call(json!({"op": "annotatenode", "name": node, "annotations": annotations}))
-                .await
-                .map(|_| ())
+            self.call(&Request::AnnotateNode {
+                name: node.to_string(),
+                annotations: annotations.clone(),
+            })
+            .await
+            .map(|_| ())
         })
     }
 
@@ -300,9 +302,11 @@ impl PodSource for LabSource {
         ev: &'a crate::report::AgentEvent,
     ) -> BoxFuture<'a, Result<(), SourceError>> {
         Box::pin(async move {
-            self.call(json!({"op": "event", "event": ev.to_kube_json()}))
-                .await
-                .map(|_| ())
+            self.call(&Request::Event {
+                event: ev.to_kube_json(),
+            })
+            .await
+            .map(|_| ())
         })
     }
 
@@ -327,7 +331,7 @@ impl PodSource for LabSource {
     ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, SourceError>> {
         Box::pin(async move {
             Ok(self
-                .get("Node")
+                .get(ResourceKind::Node)
                 .await?
                 .iter()
                 .find(|n| n["metadata"]["name"].as_str() == Some(node))
@@ -338,7 +342,7 @@ impl PodSource for LabSource {
     fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
             let mut out = Vec::new();
-            for v in self.get("Service").await? {
+            for v in self.get(ResourceKind::Service).await? {
                 match serde_json::from_value::<k8s_openapi::api::core::v1::Service>(v) {
                     Ok(svc) => out.push(api::services::convert::service_info(&svc)),
                     Err(e) => tracing::warn!(error = %e, "unreadable Service from the lab store"),
@@ -353,7 +357,7 @@ impl PodSource for LabSource {
     ) -> BoxFuture<'_, Result<Vec<api::services::EndpointSliceInfo>, SourceError>> {
         Box::pin(async move {
             let mut out = Vec::new();
-            for v in self.get("EndpointSlice").await? {
+            for v in self.get(ResourceKind::EndpointSlice).await? {
                 match serde_json::from_value::<EndpointSlice>(v) {
                     Ok(s) => out.extend(api::services::convert::slice_info(&s)),
                     Err(e) => {
@@ -368,7 +372,7 @@ impl PodSource for LabSource {
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
         Box::pin(async move {
             Ok(self
-                .get("Subnet")
+                .get(ResourceKind::Subnet)
                 .await?
                 .iter()
                 .flat_map(|s| parse_cidrs(s["spec"]["cidr"].as_str().unwrap_or_default()))
@@ -379,7 +383,7 @@ impl PodSource for LabSource {
     fn nat_outgoing_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
         Box::pin(async move {
             Ok(self
-                .get("Subnet")
+                .get(ResourceKind::Subnet)
                 .await?
                 .iter()
                 .filter_map(|s| {
@@ -816,7 +820,7 @@ mod tests {
                 "fd00:10:16::/64".parse::<IpNet>().unwrap()
             ]
         );
-        let p = pod_from_json(&json!({
+        let p = pod_from_json(&serde_json::json!({
             "metadata": {"namespace": "demo", "name": "web",
                          "annotations": {"a": "1", "b": 2}},
             "spec": {"nodeName": "n1"}
