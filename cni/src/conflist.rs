@@ -3,10 +3,11 @@
 //! runtime never sees a half-written file. The agent calls these at start-up.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use hostio::Durability;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -97,7 +98,8 @@ pub fn write(dir: &Path, conflist: &ConfList) -> io::Result<PathBuf> {
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644))?;
         return Ok(path);
     }
-    atomic_write(&path, 0o644, |f| f.write_all(text.as_bytes()))?;
+    // a reader (kubelet, the runtime) sees the old file or the new one, never a part
+    hostio::write_atomic(&path, text.as_bytes(), 0o644, Durability::FileAndDir)?;
     Ok(path)
 }
 
@@ -108,43 +110,10 @@ pub fn install_binary(src: &Path, cni_bin_dir: &Path) -> io::Result<PathBuf> {
     fs::create_dir_all(cni_bin_dir)?;
     let path = cni_bin_dir.join(BINARY_NAME);
     let mut input = fs::File::open(src)?;
-    atomic_write(&path, 0o755, |f| io::copy(&mut input, f).map(|_| ()))?;
+    hostio::write_atomic_with(&path, 0o755, Durability::FileAndDir, |f| {
+        io::copy(&mut input, f).map(|_| ())
+    })?;
     Ok(path)
-}
-
-/// Writes through `fill` into a temporary file next to `path`, sets `mode`, syncs and
-/// renames it over `path`. The temporary name has no `.conf*` suffix, so a runtime
-/// scanning the directory ignores it; it is removed on failure. A reader sees the old
-/// file or the new one, never a part (the node agent's uninstall flag uses it too).
-pub fn atomic_write(
-    path: &Path,
-    mode: u32,
-    fill: impl FnOnce(&mut fs::File) -> io::Result<()>,
-) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        fill(&mut f)?;
-        // Explicit, so the umask does not decide the mode.
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        // Persist the rename; not all filesystems allow syncing a directory.
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -9,8 +9,6 @@
 //! with the same key, once two thirds of its life are gone: ovn-controller picks the new
 //! file up without a restart, and never sees a key that does not match.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -80,21 +78,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CertError + '_ {
     }
 }
 
-/// Writes `data` to `path` through a temporary file and a rename, with `mode`.
+/// Writes `data` to `path` atomically with `mode`, durable once written (a key lost to
+/// a crash would cost a new request).
 fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), CertError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(io(&tmp))?;
-    f.write_all(data).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    hostio::write_atomic(path, data, mode, hostio::Durability::FileAndDir).map_err(io(path))
 }
 
 /// The CN and validity of the PEM certificate `pem`.
@@ -365,6 +352,7 @@ async fn point_ovn_controller(
 mod tests {
     use super::*;
     use rcgen::DnValue;
+    use std::os::unix::fs::PermissionsExt;
 
     fn cert(cn: &str, from: time::OffsetDateTime, until: time::OffsetDateTime) -> String {
         let key = KeyPair::generate().unwrap();

@@ -2,7 +2,6 @@
 //! atomically), so a restarted agent can rebuild what it set up.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -177,21 +176,12 @@ impl StateStore {
     }
 }
 
-/// Writes a record's file atomically (temp file, fsync, rename).
+/// Writes a record's file atomically; it survives a crash once written (the agent's GC
+/// and DEL trust it after a restart).
 fn write_record(d: &Path, r: &SandboxRecord) -> std::io::Result<()> {
     let path = d.join(file_name(&r.key()));
-    let tmp = d.join(format!(".{}.tmp", file_name(&r.key())));
     let body = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&body)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    hostio::write_atomic(&path, &body, 0o644, hostio::Durability::FileAndDir)
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! what pods see), loaded at start. The attachment itself is [`crate::attach::vhost`].
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -136,12 +135,8 @@ impl VhostPorts {
         let dir = self.root.join(RECORDS_DIR);
         std::fs::create_dir_all(&dir)?;
         let path = record_file(&dir, &r.key());
-        let tmp = path.with_extension("tmp");
         let body = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&body)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
+        hostio::write_atomic(&path, &body, 0o644, hostio::Durability::FileAndDir)?;
         self.lock().insert(r.key(), r.clone());
         Ok(())
     }

@@ -194,9 +194,9 @@ pub fn backup(k: &Kubectl, dir: &Path) -> Result<Vec<Saved>, BackupError> {
             });
         }
         let path = dir.join(db.file());
-        let tmp = dir.join(format!(".{}.tmp", db.file()));
-        std::fs::write(&tmp, &out.stdout).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        // a backup is what a restore after a disaster reads: durable once written
+        hostio::write_atomic(&path, &out.stdout, 0o600, hostio::Durability::FileAndDir)
+            .map_err(io(&path))?;
         saved.push(Saved {
             db,
             pod: pod.name.clone(),

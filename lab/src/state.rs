@@ -317,9 +317,9 @@ impl Manifest {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).map_err(|e| LabError::io("write", &tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| LabError::io("rename to", path, e))
+        // rewritten at every change of the lab: a crash may lose the last one
+        hostio::write_atomic(path, text.as_bytes(), 0o644, hostio::Durability::Volatile)
+            .map_err(|e| LabError::io("write", path, e))
     }
 }
 

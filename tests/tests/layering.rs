@@ -6,7 +6,8 @@
 //!   perf, tests
 //!      lab
 //!   control   dataplane
-//!   api  ovsdb  endpoints  cni  vhost      (cni, vhost -> api only; api -> nothing)
+//!   api  ovsdb  endpoints  cni  vhost      (cni, vhost -> api, hostio only)
+//!   hostio                                 (host I/O primitives -> nothing)
 //! ```
 //!
 //! The graph comes from `cargo metadata` (the `cargo` running the tests, `$CARGO`); every
@@ -19,10 +20,11 @@ use std::process::Command;
 /// A workspace member missing here fails the test: place it in a layer first.
 fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     const BOTTOM: &[&str] = &[];
-    const CONTRACT: &[&str] = &["api"];
-    const MIDDLE: &[&str] = &["api", "ovsdb", "endpoints", "cni", "vhost"];
+    const CONTRACT: &[&str] = &["api", "hostio"];
+    const MIDDLE: &[&str] = &["api", "hostio", "ovsdb", "endpoints", "cni", "vhost"];
     const LAB: &[&str] = &[
         "api",
+        "hostio",
         "ovsdb",
         "endpoints",
         "cni",
@@ -32,6 +34,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     ];
     const TOP: &[&str] = &[
         "api",
+        "hostio",
         "ovsdb",
         "endpoints",
         "cni",
@@ -42,6 +45,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     ];
     BTreeMap::from([
         ("api", BOTTOM),
+        ("hostio", BOTTOM),
         ("ovsdb", BOTTOM),
         ("endpoints", BOTTOM),
         // a placeholder with no workspace dependency while it is a member

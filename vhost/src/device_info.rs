@@ -62,9 +62,13 @@ impl DeviceInfo {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, self.to_value().to_string())?;
-        std::fs::rename(&tmp, path)
+        // QEMU / KubeVirt read it: whole, and still there after a crash
+        hostio::write_atomic(
+            path,
+            self.to_value().to_string().as_bytes(),
+            0o644,
+            hostio::Durability::FileAndDir,
+        )
     }
 }
 

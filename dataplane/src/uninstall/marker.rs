@@ -187,9 +187,12 @@ pub fn write_flag(dir: &Path, r: &UninstallRequest) -> Result<PathBuf, Uninstall
     std::fs::create_dir_all(dir).map_err(io)?;
     let mut text = serde_json::to_string(r).map_err(|e| io(std::io::Error::other(e)))?;
     text.push('\n');
-    cni::conflist::atomic_write(&path, 0o644, |f| {
-        std::io::Write::write_all(f, text.as_bytes())
-    })
+    hostio::write_atomic(
+        &path,
+        text.as_bytes(),
+        0o644,
+        hostio::Durability::FileAndDir,
+    )
     .map_err(io)?;
     Ok(path)
 }

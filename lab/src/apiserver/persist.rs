@@ -50,9 +50,9 @@ pub fn save(path: &Path, snapshot: Snapshot) -> anyhow::Result<()> {
         snapshot,
     };
     let text = serde_json::to_string_pretty(&file).context("encode the store")?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("rename to {}", path.display()))
+    // saved often (see below): a crash may lose the last save, never leave half of one
+    hostio::write_atomic(path, text.as_bytes(), 0o644, hostio::Durability::Volatile)
+        .with_context(|| format!("write {}", path.display()))
 }
 
 /// Saves a [`LabStore`] to its file, now or soon.

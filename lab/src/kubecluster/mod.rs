@@ -358,9 +358,8 @@ impl KubeCluster {
             path: path.clone(),
             detail: e.to_string(),
         })?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).map_err(|e| LabError::io("write", &tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| LabError::io("rename", &path, e))
+        hostio::write_atomic(&path, text.as_bytes(), 0o644, hostio::Durability::Volatile)
+            .map_err(|e| LabError::io("write", &path, e))
     }
 
     /// The recorded manifest.

@@ -68,9 +68,8 @@ pub fn save(layout: &Layout, netns: &str, atts: &[Attachment]) -> Result<()> {
     std::fs::create_dir_all(layout.pods_run())
         .map_err(|e| LabError::io("create dir", layout.pods_run(), e))?;
     let body = serde_json::to_vec_pretty(atts).map_err(|e| LabError::Invalid(e.to_string()))?;
-    let tmp = p.with_extension("json.tmp");
-    std::fs::write(&tmp, body).map_err(|e| LabError::io("write", &tmp, e))?;
-    std::fs::rename(&tmp, &p).map_err(|e| LabError::io("rename to", &p, e))
+    hostio::write_atomic(&p, &body, 0o644, hostio::Durability::Volatile)
+        .map_err(|e| LabError::io("write", &p, e))
 }
 
 /// Records `att` (replacing the entry of its interface, else appended).

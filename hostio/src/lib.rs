@@ -1,0 +1,12 @@
+//! # hostio — host I/O primitives, written once
+//!
+//! The bottom crate for what several crates do to the host and must do the same way.
+//! Depends on nothing of the workspace; everything above may use it.
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`atomic`] | replace a file so a reader sees the old or the new content, never a part, with an explicit [`Durability`] |
+
+pub mod atomic;
+
+pub use atomic::{Durability, write_atomic, write_atomic_with};
