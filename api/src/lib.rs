@@ -12,6 +12,7 @@
 //! | [`pod_networks`] | the `k8s.ovn.org/pod-networks` and mgmt-port codec (typed IPs, MACs) |
 //! | [`multus`] | `k8s.v1.cni.cncf.io/networks` selections, NetworkAttachmentDefinitions |
 //! | [`gateway`] | the node gateway report of `shared` gateway mode, and its OVN/OVS names |
+//! | [`ifname`] | the one rule for network interface names (the CNI spec's) |
 //! | [`mac`] | [`Mac`], its one parser and its one formatting |
 //! | `subnet` | the `network.zstack.io/v1` Subnet custom resource types (feature `k8s`) |
 //! | [`services`] | the Service/endpoint model, and (feature `k8s`) its conversion from Kubernetes objects |
@@ -28,6 +29,7 @@ pub mod chassis_cert;
 pub mod external_ids;
 pub mod gateway;
 pub mod hash;
+pub mod ifname;
 pub mod keys;
 pub mod lab_store;
 pub mod mac;

@@ -240,15 +240,10 @@ fn validate_container_id(id: &str) -> Result<(), CniError> {
     }
 }
 
-/// Spec: not empty, not `.`/`..`, shorter than 16 bytes, no `/`, `:` or whitespace.
+/// Spec: not empty, not `.`/`..`, shorter than 16 bytes, no `/`, `:` or whitespace
+/// ([`api::ifname`]).
 fn validate_ifname(name: &str) -> Result<(), CniError> {
-    let ok = name != "."
-        && name != ".."
-        && name.len() < 16
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c.is_whitespace());
-    if ok {
+    if api::ifname::is_valid(name) {
         Ok(())
     } else {
         Err(CniError::new(code::INVALID_ENV, format!("CNI_IFNAME {name:?} is invalid"))

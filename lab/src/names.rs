@@ -4,7 +4,7 @@
 use crate::error::{LabError, Result};
 
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
-pub const IFNAMSIZ_MAX: usize = 15;
+pub const IFNAMSIZ_MAX: usize = api::ifname::MAX_LEN;
 /// Longest accepted lab prefix.
 pub const MAX_PREFIX: usize = 8;
 /// Most nodes a lab may have (keeps names short).
@@ -125,14 +125,9 @@ impl Names {
     }
 }
 
-/// Checks an interface name against IFNAMSIZ.
+/// Checks an interface name ([`api::ifname`]: the CNI specification's rule).
 pub fn check_ifname(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > IFNAMSIZ_MAX || name.contains(['/', ' ']) {
-        return Err(LabError::Invalid(format!(
-            "interface name {name:?} must be 1-{IFNAMSIZ_MAX} chars without '/' or spaces"
-        )));
-    }
-    Ok(())
+    api::ifname::check(name).map_err(|e| LabError::Invalid(e.to_string()))
 }
 
 /// Checks a pod name (short, `[a-z0-9]`).

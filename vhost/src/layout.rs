@@ -71,7 +71,7 @@ impl SocketLayout {
         ifname: &str,
         pod_dir: Option<&Path>,
     ) -> Result<SocketLayout, LayoutError> {
-        if ifname.is_empty() || ifname.len() > 15 || ifname.contains('/') {
+        if !api::ifname::is_valid(ifname) {
             return Err(LayoutError::BadIfname(ifname.to_string()));
         }
         let id = api::names::vhost_socket_id(namespace, owner, ifname);

@@ -26,7 +26,8 @@ nix::ioctl_readwrite_bad!(siocethtool, libc::SIOCETHTOOL, libc::ifreq);
 
 fn ethtool_value(ifname: &str, cmd: u32, data: u32) -> io::Result<u32> {
     let name = ifname.as_bytes();
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+    // the ifreq buffer below holds IFNAMSIZ bytes with the NUL
+    if !api::ifname::is_valid(ifname) || name.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("bad interface name {ifname:?}"),

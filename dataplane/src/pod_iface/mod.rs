@@ -39,7 +39,7 @@ pub use ethtool::{set_tx_checksum, tx_checksum_enabled};
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Linux `IFNAMSIZ - 1`.
-pub const MAX_IFNAME_LEN: usize = 15;
+pub const MAX_IFNAME_LEN: usize = api::ifname::MAX_LEN;
 
 /// What the pod's interface should look like.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,11 +150,7 @@ pub fn host_ifname_for(container_id: &str) -> String {
 use api::mac::format_bytes as fmt_mac;
 
 fn valid_ifname(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= MAX_IFNAME_LEN
-        && n != "."
-        && n != ".."
-        && !n.chars().any(|c| c == '/' || c == ':' || c.is_whitespace())
+    api::ifname::is_valid(n)
 }
 
 fn default_net(gw: &IpAddr) -> IpNet {
