@@ -1,0 +1,140 @@
+//! Address arithmetic of a Subnet: reserved addresses, the default gateway, overlaps,
+//! ranges (clip, merge) and how many addresses a Subnet can hand out.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
+
+use crate::model::{IpRange, ValidSubnet};
+
+/// Whether `ip` is reserved in `net` (network/broadcast), and which.
+pub(super) fn reserved_kind(net: &IpNet, ip: IpAddr) -> Option<&'static str> {
+    match net {
+        IpNet::V4(n) if n.prefix_len() <= 30 => {
+            if ip == IpAddr::V4(n.network()) {
+                Some("network")
+            } else if ip == IpAddr::V4(n.broadcast()) {
+                Some("broadcast")
+            } else {
+                None
+            }
+        }
+        IpNet::V6(n) if n.prefix_len() <= 126 && ip == IpAddr::V6(n.network()) => Some("network"),
+        _ => None,
+    }
+}
+
+/// The first address of `net` that is not reserved: the default gateway.
+pub fn default_gateway(net: &IpNet) -> IpAddr {
+    match net {
+        IpNet::V4(n) if n.prefix_len() <= 30 => {
+            IpAddr::V4(Ipv4Addr::from(u32::from(n.network()).wrapping_add(1)))
+        }
+        IpNet::V6(n) if n.prefix_len() <= 126 => {
+            IpAddr::V6(Ipv6Addr::from(u128::from(n.network()).wrapping_add(1)))
+        }
+        _ => net.network(),
+    }
+}
+
+/// Whether two networks share an address.
+pub fn overlaps(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+// ---- address arithmetic --------------------------------------------------------------------
+
+/// An address as (is IPv6, number).
+pub(super) fn bits(ip: IpAddr) -> (bool, u128) {
+    match ip {
+        IpAddr::V4(a) => (false, u128::from(u32::from(a))),
+        IpAddr::V6(a) => (true, u128::from(a)),
+    }
+}
+
+pub(super) fn from_bits(v6: bool, n: u128) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::from(n))
+    } else {
+        IpAddr::V4(Ipv4Addr::from(u32::try_from(n).unwrap_or(u32::MAX)))
+    }
+}
+
+/// The part of `r` inside `net`, if any.
+pub(super) fn clip(r: IpRange, net: &IpNet) -> Option<IpRange> {
+    let (v6, s) = bits(r.start);
+    let (v6e, e) = bits(r.end);
+    let (nv6, lo) = bits(net.network());
+    let (_, hi) = bits(net.broadcast());
+    if v6 != v6e || v6 != nv6 || s > e {
+        return None;
+    }
+    let (s, e) = (s.max(lo), e.min(hi));
+    (s <= e).then(|| IpRange {
+        start: from_bits(v6, s),
+        end: from_bits(v6, e),
+    })
+}
+
+/// Sorts `ranges` and merges overlapping or adjacent ones of the same family; drops malformed.
+pub fn merge_ranges(ranges: Vec<IpRange>) -> Vec<IpRange> {
+    let mut v: Vec<(bool, u128, u128)> = ranges
+        .into_iter()
+        .filter_map(|r| {
+            let (f, s) = bits(r.start);
+            let (fe, e) = bits(r.end);
+            (f == fe && s <= e).then_some((f, s, e))
+        })
+        .collect();
+    v.sort_unstable();
+    let mut out: Vec<(bool, u128, u128)> = Vec::with_capacity(v.len());
+    for (f, s, e) in v {
+        match out.last_mut() {
+            Some((lf, _, le)) if *lf == f && s <= le.saturating_add(1) => *le = (*le).max(e),
+            _ => out.push((f, s, e)),
+        }
+    }
+    out.into_iter()
+        .map(|(f, s, e)| IpRange {
+            start: from_bits(f, s),
+            end: from_bits(f, e),
+        })
+        .collect()
+}
+
+/// Addresses in `net` (saturating: an IPv6 /0 counts `u128::MAX`).
+pub(super) fn net_size(net: &IpNet) -> u128 {
+    let host_bits = u32::from(net.max_prefix_len().saturating_sub(net.prefix_len()));
+    1u128.checked_shl(host_bits).unwrap_or(u128::MAX)
+}
+
+/// Addresses of `cidr` left for pods: all of them, minus the reserved ones (network and
+/// broadcast, see the module docs), the gateway and `excludes`.
+pub fn family_capacity(cidr: &IpNet, gateway: IpAddr, excludes: &[IpRange]) -> u128 {
+    let mut taken: Vec<IpRange> = excludes.iter().filter_map(|r| clip(*r, cidr)).collect();
+    taken.push(IpRange::single(gateway));
+    for ip in [cidr.network(), cidr.broadcast()] {
+        if reserved_kind(cidr, ip).is_some() {
+            taken.push(IpRange::single(ip));
+        }
+    }
+    let taken = merge_ranges(taken)
+        .into_iter()
+        .filter_map(|r| clip(r, cidr))
+        .fold(0u128, |acc, r| {
+            let len = (bits(r.end).1 - bits(r.start).1).saturating_add(1);
+            acc.saturating_add(len)
+        });
+    net_size(cidr).saturating_sub(taken)
+}
+
+/// Addresses of the Subnet left for pods, both families together (saturating).
+pub fn capacity(subnet: &ValidSubnet) -> u128 {
+    subnet
+        .cidrs
+        .iter()
+        .zip(&subnet.gateways)
+        .fold(0u128, |acc, (c, g)| {
+            acc.saturating_add(family_capacity(c, *g, &subnet.excludes))
+        })
+}
