@@ -1,6 +1,6 @@
 //! The lab's object store wire protocol: JSON lines over `<dir>/run/lab-api.sock`. The
 //! store (`lab::apiserver`) serves it; `zovn` and the node agent's lab source
-//! (`dataplane::pods::LabSource`) speak it, typed, from here.
+//! (`dataplane::source::LabSource`) speak it, typed, from here.
 //!
 //! A client writes one [`Request`] per line and reads one [`Response`] line back; a
 //! connection may carry any number of requests in turn. Objects travel as their Kubernetes

@@ -17,8 +17,8 @@ use crate::mgmt::{self, MGMT_PORT, MgmtConfig};
 use crate::node::{NodeCtx, NodeParts};
 use crate::ovs::{OvnConfig, Ovs, capture_mirror};
 use crate::plumbing::KernelPlumbing;
-use crate::pods::PodSource;
 use crate::report::EventType;
+use crate::source::PodSource;
 use crate::state::StateStore;
 use crate::vhost_state::VhostPorts;
 

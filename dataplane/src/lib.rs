@@ -44,9 +44,8 @@
 //! | [`chassis_cert`] | the node's own OVN client certificate (CN = its chassis): key made here, certificate through a CertificateSigningRequest, renewed |
 //! | [`mgmt`] | the management port `ovn-k8s-mp0` (OVS internal port + host address and Subnet routes) |
 //! | [`mtu`] | the pod MTU from the underlay and the encapsulation |
-//! | [`pods`] | pod/node/Subnet/Service sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`, reflector stores) |
+//! | [`source`] | pod/node/Subnet/Service sources: the lab object store (`lab:SOCKET`) or Kubernetes (`kube`, reflector stores), and their error |
 //! | [`report`] | events on Nodes and Pods (kube-runtime's `Recorder` with `--pods kube`) |
-//! | [`source_error`] | the error of a pod source and of the Kubernetes writes beside it |
 //! | [`server`] | the CNI unix socket |
 //! | [`state`] | per-sandbox (veth) records in `--state-dir` |
 //! | [`vhost_state`] | vhost-user records under the socket root |
@@ -77,12 +76,11 @@ pub mod ovs;
 pub mod plumbing;
 pub mod pmd_stats;
 pub mod pod_iface;
-pub mod pods;
 pub mod promote_queue;
 pub mod report;
 pub mod server;
 pub mod service_address_guard;
-pub mod source_error;
+pub mod source;
 pub mod state;
 pub mod uninstall;
 pub mod unixctl;

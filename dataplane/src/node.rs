@@ -15,8 +15,8 @@ use crate::datapath::DatapathManager;
 use crate::metrics::Metrics;
 use crate::ovs::NodeOvs;
 use crate::plumbing::Plumbing;
-use crate::pods::{PodInfo, PodSource};
 use crate::report::{AgentEvent, EventType, Subject};
+use crate::source::{PodInfo, PodSource};
 use crate::state::StateStore;
 use crate::vhost_state::VhostPorts;
 

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 use serde_json::{Value, json};
 
-use crate::source_error::SourceError;
+use crate::source::error::SourceError;
 
 /// `Normal` or `Warning`, as Kubernetes has them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use dataplane::agent::{Agent, AgentConfig};
 use dataplane::attach;
 use dataplane::metrics::Metrics;
 use dataplane::ovs::Ovs;
-use dataplane::pods::LabSource;
+use dataplane::source::LabSource;
 use dataplane::state::{SandboxRecord, StateStore};
 use dataplane::vhost_state::{VhostPorts, VhostRecord};
 

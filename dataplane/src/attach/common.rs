@@ -12,7 +12,7 @@ use ipnet::IpNet;
 
 use crate::node_datapath::{PORT_DATAPATH_KEY, PORT_PENDING_KEY, PORT_REASON_KEY};
 use crate::ovs::{IFNAME_KEY, POD_KEY, PortSpec, SANDBOX_KEY};
-use crate::pods::PodInfo;
+use crate::source::PodInfo;
 use crate::state::SandboxRecord;
 
 pub(crate) fn refused(msg: impl Into<String>) -> CniError {

@@ -10,7 +10,7 @@ use cni::{CniError, CniResult, NetConf, Request};
 
 use super::common::{pod_addrs, refused};
 use crate::node::NodeCtx;
-use crate::pods::PodInfo;
+use crate::source::PodInfo;
 
 /// How long an ADD keeps waiting when the pod carries an IPAM error, in case the error
 /// was transient (the controller saw the pod before its Subnet) and addresses follow.

@@ -19,7 +19,7 @@ use vhost::VhostUserConfig;
 
 use super::common::network_addrs;
 use crate::node::NodeCtx;
-use crate::pods::PodInfo;
+use crate::source::PodInfo;
 
 /// The pod's primary interface.
 pub const PRIMARY_IFNAME: &str = "eth0";

@@ -14,8 +14,8 @@ use crate::node::{NodeCtx, NodeParts};
 use crate::ovs::NodeOvs;
 use crate::ovs::memory::MemoryOvs;
 use crate::plumbing::Plumbing;
-use crate::pods::{PodInfo, PodSource, SourceError};
 use crate::report::AgentEvent;
+use crate::source::{PodInfo, PodSource, SourceError};
 use crate::state::StateStore;
 use crate::vhost_state::VhostPorts;
 

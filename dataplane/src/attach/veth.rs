@@ -16,8 +16,8 @@ use crate::node::NodeCtx;
 use crate::node_datapath::AFXDP_OPEN_WAIT;
 use crate::ovs::{IFNAME_KEY, SANDBOX_KEY};
 use crate::pod_iface::{PodInterfaceSpec, host_ifname_for};
-use crate::pods::PodInfo;
 use crate::report::EventType;
+use crate::source::PodInfo;
 use crate::state::SandboxRecord;
 
 /// CNI ADD of a veth for `pod` with `addrs` (under the sandbox lock; `budget` is what is

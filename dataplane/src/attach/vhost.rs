@@ -38,7 +38,7 @@ use super::common::{PodAddrs, cni_result, pod_port_spec};
 use super::errors::ErrorList;
 use crate::node::NodeCtx;
 use crate::ovs::{NodeOvs, PortSpec};
-use crate::pods::PodInfo;
+use crate::source::PodInfo;
 use crate::state::{SandboxRecord, sandbox_key};
 pub use crate::vhost_state::{VHOST_DIR_ENV, VhostPorts, VhostRecord};
 

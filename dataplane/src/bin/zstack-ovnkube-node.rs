@@ -358,7 +358,7 @@ async fn main() -> anyhow::Result<()> {
         Some(m) => m,
         None => derive_mtu(&args, &ovs),
     };
-    let pods = dataplane::pods::from_spec(&args.pods, args.kubeconfig.clone(), &args.node_name)
+    let pods = dataplane::source::from_spec(&args.pods, args.kubeconfig.clone(), &args.node_name)
         .await
         .context("pod source")?;
     let state = StateStore::open(Some(&args.state_dir))
@@ -487,7 +487,7 @@ async fn main() -> anyhow::Result<()> {
                 "--chassis-cert-dir needs --pods kube (the certificate comes through the Kubernetes API)"
             );
         }
-        let kube = dataplane::pods::kube_client(args.kubeconfig.clone())
+        let kube = dataplane::source::kube_client(args.kubeconfig.clone())
             .await
             .context("Kubernetes client for the chassis certificate")?;
         let ca = args.ovn_ca.clone().unwrap_or_default();

@@ -67,7 +67,7 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Uninstall
         }
         None => kube::Config::infer().await?,
     };
-    crate::pods::client_with_timeouts(config).map_err(UninstallError::Client)
+    crate::source::client_with_timeouts(config).map_err(UninstallError::Client)
 }
 
 /// The state of the DaemonSet `namespace/name` ([`DAEMONSET_TIMEOUT`] at most).

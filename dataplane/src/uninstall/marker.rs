@@ -241,7 +241,7 @@ pub fn now_rfc3339() -> String {
 /// kube-runtime's backoff); records and acknowledges a request into `signal`.
 pub async fn watch_marker(client: kube::Client, w: MarkerWatch, signal: Arc<UninstallSignal>) {
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &w.namespace);
-    let config = crate::pods::watch_config().fields(&format!("metadata.name={}", w.name));
+    let config = crate::source::watch_config().fields(&format!("metadata.name={}", w.name));
     let stream = watcher::watcher(api.clone(), config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     let ack_key = api::keys::uninstall_ack_key(&w.node);

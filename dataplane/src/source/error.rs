@@ -1,4 +1,4 @@
-//! The error of a pod source ([`crate::pods::PodSource`]) and of the Kubernetes writes
+//! The error of a pod source ([`crate::source::PodSource`]) and of the Kubernetes writes
 //! beside it ([`crate::report`]): its own module so that both can name it without
 //! importing each other.
 
