@@ -18,6 +18,7 @@ pub mod client;
 pub mod conflist;
 pub mod dns;
 pub mod error;
+pub mod invoke;
 pub mod protocol;
 pub mod request;
 pub mod result;

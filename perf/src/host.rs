@@ -117,19 +117,8 @@ impl Shim<'_> {
             "serverSocket": self.socket,
             "timeoutSeconds": self.timeout_s,
         });
-        let mut c = Command::new(self.bin)
-            .env("CNI_COMMAND", cmd)
-            .env("CNI_CONTAINERID", cid)
-            .env("CNI_NETNS", format!("/var/run/netns/{netns}"))
-            .env("CNI_IFNAME", "eth0")
-            .env("CNI_PATH", "/opt/cni/bin")
-            .env(
-                "CNI_ARGS",
-                format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}"),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+        let mut c = cni::invoke::Invocation::pod(cmd, cid, netns, "eth0", "default", pod)
+            .command(self.bin)
             .spawn()
             .with_context(|| format!("run {}", self.bin.display()))?;
         c.stdin

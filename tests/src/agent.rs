@@ -306,19 +306,8 @@ pub fn spawn_shim_with(
     timeout_s: f64,
     extra: &Value,
 ) -> Child {
-    let mut c = Command::new(crate::workspace_bin("zstack-ovn-cni"))
-        .env("CNI_COMMAND", cmd)
-        .env("CNI_CONTAINERID", cid)
-        .env("CNI_NETNS", format!("/var/run/netns/{netns}"))
-        .env("CNI_IFNAME", "eth0")
-        .env("CNI_PATH", "/opt/cni/bin")
-        .env(
-            "CNI_ARGS",
-            format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}"),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let mut c = cni::invoke::Invocation::pod(cmd, cid, netns, "eth0", "default", pod)
+        .command(crate::workspace_bin("zstack-ovn-cni"))
         .spawn()
         .expect("run shim");
     c.stdin

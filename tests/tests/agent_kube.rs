@@ -616,17 +616,10 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
 
     // a Pod the API does not have: 100 within the short timeout
     let t = Instant::now();
-    let mut c = Command::new(tests::workspace_bin("zstack-ovn-cni"))
-        .env("CNI_COMMAND", "ADD")
-        .env("CNI_CONTAINERID", format!("{:0<64}", "kg3"))
-        .env("CNI_NETNS", format!("/var/run/netns/{}", pod_ns[2]))
-        .env("CNI_IFNAME", "eth0")
-        .env("CNI_PATH", "/opt/cni/bin")
-        .env("CNI_ARGS", "K8S_POD_NAMESPACE=default;K8S_POD_NAME=ghost")
-        .env("ZSTACK_OVN_CNI_TIMEOUT", "3")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let cid = format!("{:0<64}", "kg3");
+    let mut c = cni::invoke::Invocation::pod("ADD", &cid, &pod_ns[2], "eth0", "default", "ghost")
+        .with_env("ZSTACK_OVN_CNI_TIMEOUT", "3")
+        .command(tests::workspace_bin("zstack-ovn-cni"))
         .spawn()
         .expect("run shim");
     let mut conf = agent::shim_conf(&nodes[0], 3.0, &json!({}));

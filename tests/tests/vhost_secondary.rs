@@ -20,7 +20,7 @@
 //! - deleting the VMI leaves no LSP, no port, no socket dir, no testpmd.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -93,19 +93,8 @@ fn check(socket: &Path, cid: &str, netns: &str, pod: &str, ifname: &str) -> (boo
     let conf = json!({"cniVersion": "1.1.0", "name": "vhost-sec", "type": "zstack-ovn-cni",
         "serverSocket": socket, "timeoutSeconds": 10.0, "interfaceType": "vhost-user",
         "subnet": "vhost-sec", "vhostUser": {"queues": 2}});
-    let mut c = Command::new(tests::workspace_bin("zstack-ovn-cni"))
-        .env("CNI_COMMAND", "CHECK")
-        .env("CNI_CONTAINERID", cid)
-        .env("CNI_NETNS", format!("/var/run/netns/{netns}"))
-        .env("CNI_IFNAME", ifname)
-        .env("CNI_PATH", "/opt/cni/bin")
-        .env(
-            "CNI_ARGS",
-            format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}"),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let mut c = cni::invoke::Invocation::pod("CHECK", cid, netns, ifname, "default", pod)
+        .command(tests::workspace_bin("zstack-ovn-cni"))
         .spawn()
         .expect("run shim");
     use std::io::Write;

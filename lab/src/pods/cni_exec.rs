@@ -4,7 +4,6 @@
 //! the configuration on stdin, the result or error JSON on stdout.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use cni::CniError;
@@ -206,20 +205,25 @@ impl CniCall<'_> {
         }
         let stdin = serde_json::to_vec(&self.stdin())
             .map_err(|e| CniFailure::Exec(format!("{what}: encode the config: {e}")))?;
-        let mut cmd = tokio::process::Command::new("ip");
-        cmd.args(["netns", "exec", &self.node.netns])
-            .arg(&plugin)
-            .env("CNI_COMMAND", self.command)
-            .env("CNI_CONTAINERID", self.container_id)
-            .env("CNI_NETNS", format!("/var/run/netns/{}", self.netns))
-            .env("CNI_IFNAME", self.ifname)
-            .env("CNI_ARGS", self.cni_args())
-            .env("CNI_PATH", &self.node.bin_dir)
-            .env(cni::shim::SOCKET_ENV, &self.node.socket)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let inv = cni::invoke::Invocation {
+            args: self.cni_args(),
+            path: self.node.bin_dir.clone(),
+            ..cni::invoke::Invocation::pod(
+                self.command,
+                self.container_id,
+                self.netns,
+                self.ifname,
+                self.namespace,
+                self.name,
+            )
+        }
+        .with_env(cni::shim::SOCKET_ENV, &self.node.socket);
+        let mut std_cmd = inv.command("ip");
+        std_cmd
+            .args(["netns", "exec", &self.node.netns])
+            .arg(&plugin);
+        let mut cmd = tokio::process::Command::from(std_cmd);
+        cmd.kill_on_drop(true);
         let mut child = cmd.spawn().map_err(|e| {
             CniFailure::Exec(format!("{what}: cannot run {}: {e}", plugin.display()))
         })?;
