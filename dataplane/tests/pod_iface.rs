@@ -1,6 +1,8 @@
 //! Real-kernel tests of `dataplane::pod_iface` (root; `ip`/`ethtool`/`ping` as the second
 //! opinion). Every test works in private netns named `dpt<pid>…`, removed by a guard.
 
+#![allow(clippy::unwrap_used)] // test helpers: a bad literal is the test's own bug
+
 mod common;
 
 use std::net::IpAddr;
