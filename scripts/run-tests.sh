@@ -1,6 +1,6 @@
 #!/bin/bash
 # run-tests.sh - the whole test suite on real components (`make test`, and CI through .ci/run).
-#  1. installs missing packages (scripts/install-deps.sh)
+#  1. installs missing packages (scripts/install-deps.sh), checks the free disk space
 #  2. fmt + clippy (-D warnings)
 #  3. cargo test --workspace with ZOVN_REQUIRE_REAL=1: a real-component test whose
 #     prerequisites are missing fails instead of skipping
@@ -8,6 +8,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh || exit 1
+
+# A cold build, the image archives and the labs' state take ~20 GB: a full disk midway
+# fails in confusing places (no output, truncated logs), so say it up front.
+need_gb=${ZOVN_MIN_FREE_GB:-20}
+avail_kb=$(df -Pk . | awk 'NR == 2 {print $4}')
+if [ -n "$avail_kb" ] && [ "$avail_kb" -lt $((need_gb * 1024 * 1024)) ]; then
+  echo "run-tests: $((avail_kb / 1024 / 1024)) GB free on $(df -P . | awk 'NR == 2 {print $6}'), the suite needs about ${need_gb} GB (a cold build, images, labs): free some (an old target/debug can pass 60 GB) and run again" >&2
+  exit 1
+fi
 
 mkdir -p target
 LOG=target/test.log
