@@ -1079,6 +1079,30 @@ fn schema_refuses_bad_values_naming_the_key() {
             &["--set", "kubernetes.apiServer=https://172.30.0.1"],
             &["kubernetes.apiServer", "Does not match pattern"],
         ),
+        // the admission webhook's values
+        (
+            &["--set", "controller.admission.nodeFailurePolicy=Sometimes"],
+            &[
+                "controller.admission.nodeFailurePolicy",
+                "must be one of the following",
+            ],
+        ),
+        (
+            &["--set", "controller.admission.timeoutSeconds=60"],
+            &["controller.admission.timeoutSeconds"],
+        ),
+        (
+            &["--set", "controller.admission.port=0"],
+            &["controller.admission.port"],
+        ),
+        (
+            &["--set", "controller.admission.vmPodCreators[0]="],
+            &["controller.admission.vmPodCreators.0"],
+        ),
+        (
+            &["--set", "controller.admission.enable=false"],
+            &["controller.admission", "enable"],
+        ),
     ];
     for (set, want) in cases {
         let r = helm::template(&helm, RELEASE, NS, set).expect("helm");

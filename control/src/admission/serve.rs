@@ -357,3 +357,111 @@ async fn agent_writes_node(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::PodPolicy;
+    use crate::agent_identity::AgentAccount;
+
+    fn cfg() -> AdmissionConfig {
+        AdmissionConfig {
+            addr: "127.0.0.1:0".parse().expect("addr"),
+            cert: "/nonexistent/tls.crt".into(),
+            key: "/nonexistent/tls.key".into(),
+            agent: AgentAccount {
+                namespace: "kube-system".into(),
+                name: "zs-node".into(),
+            },
+            pods: PodPolicy {
+                controller: "system:serviceaccount:kube-system:zs-controller".into(),
+                vm_pod_creators: vec![],
+            },
+        }
+    }
+
+    /// A client that reaches no API server: none of these requests needs one.
+    fn nowhere() -> Client {
+        Client::try_from(kube::Config::new(
+            "http://127.0.0.1:9".parse().expect("uri"),
+        ))
+        .expect("client")
+    }
+
+    /// Sends `raw` as one connection's bytes; what the server answered (or its error).
+    async fn exchange(raw: Vec<u8>) -> std::io::Result<String> {
+        let (mut client, server) = tokio::io::duplex(MAX_BODY + MAX_HEAD + 1024);
+        let (kube, cfg) = (nowhere(), cfg());
+        let served = tokio::spawn(async move { one_request(server, &kube, &cfg).await });
+        client.write_all(&raw).await?;
+        client.shutdown().await?;
+        let mut out = String::new();
+        client.read_to_string(&mut out).await?;
+        served.await.map_err(std::io::Error::other)??;
+        Ok(out)
+    }
+
+    fn post(path: &str, body: &str) -> Vec<u8> {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    #[tokio::test]
+    async fn garbage_gets_a_clear_answer_or_a_closed_connection_never_a_panic() {
+        let wrong = exchange(post("/mutate", "{}")).await.expect("answered");
+        assert!(wrong.starts_with("HTTP/1.1 404"), "{wrong}");
+        let junk = exchange(post(PATH, "{not json")).await.expect("answered");
+        assert!(junk.starts_with("HTTP/1.1 400"), "{junk}");
+        assert!(junk.contains("not an AdmissionReview"), "{junk}");
+        // a review without its request: refused as invalid, in a review
+        let empty = exchange(post(
+            PATH,
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+        ))
+        .await
+        .expect("answered");
+        assert!(empty.starts_with("HTTP/1.1 200"), "{empty}");
+        assert!(
+            empty.contains("\"allowed\":false") && empty.contains("not an admission request"),
+            "{empty}"
+        );
+        // no length, a length past the bound, a head that never ends: dropped
+        let no_len = b"POST /validate HTTP/1.1\r\nHost: x\r\n\r\n{}".to_vec();
+        assert!(exchange(no_len).await.is_err());
+        let huge = format!(
+            "POST /validate HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            MAX_BODY + 1
+        );
+        assert!(exchange(huge.into_bytes()).await.is_err());
+        assert!(exchange(vec![b'a'; MAX_HEAD + 10]).await.is_err());
+        // cut short: fewer bytes than the length says
+        let short = b"POST /validate HTTP/1.1\r\nContent-Length: 100\r\n\r\n{}".to_vec();
+        assert!(exchange(short).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_review_is_answered_with_its_uid_and_the_reason() {
+        let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u7", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": "p", "namespace": "t", "operation": "CREATE",
+                "userInfo": {"username": "alice"},
+                "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
+                    "namespace": "t", "annotations": {api::keys::POD_SUBNET: "team-b"}}}}});
+        let out = exchange(post(PATH, &review.to_string()))
+            .await
+            .expect("answered");
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        let body = out.split("\r\n\r\n").nth(1).expect("body");
+        let v: serde_json::Value = serde_json::from_str(body).expect("json");
+        assert_eq!(v["response"]["uid"], "u7");
+        assert_eq!(v["response"]["allowed"], false);
+        let msg = v["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(msg.contains(api::keys::POD_SUBNET), "{msg}");
+    }
+}
