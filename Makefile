@@ -59,7 +59,7 @@ bench-ovsdb: build
 # datapath and round, 60 pods at once, traffic of running pods during a 30-pod burst),
 # both also with fast start off for comparison
 bench-churn: deps
-	$(CARGO) build --release -p dataplane -p cni -p lab -p perf --bins
+	$(CARGO) build --release -p dataplane -p cni -p zovn -p perf --bins
 	target/release/zovn-perf cni-add --pods 50 --concurrent 20 --no-fast-start
 	target/release/zovn-perf pod-burst --rounds 2 --no-fast-start
 
@@ -69,11 +69,13 @@ bench-afxdp-restart: deps
 	@scripts/bench-afxdp-restart.sh
 
 # the zovn CLI on an operator's machine, also as the kubectl plugin `kubectl-zovn`
-# (`kubectl zovn trace|status|capture` on the current cluster; docs/diagnostics.md)
+# (`kubectl zovn trace|status|capture|backup|upgrade-ovs` on the current cluster;
+# docs/diagnostics.md): built without the lab (`--no-default-features`), so it links
+# neither the lab nor the controller nor the node agent, in its own target dir
 PREFIX ?= /usr/local
 install-cli:
-	$(CARGO) build --release -p lab --bin zovn
-	install -D -m 0755 target/release/zovn "$(DESTDIR)$(PREFIX)/bin/zovn"
+	$(CARGO) build --release -p zovn --no-default-features --target-dir target/cli
+	install -D -m 0755 target/cli/release/zovn "$(DESTDIR)$(PREFIX)/bin/zovn"
 	ln -sf zovn "$(DESTDIR)$(PREFIX)/bin/kubectl-zovn"
 
 clean-lab:

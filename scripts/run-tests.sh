@@ -31,6 +31,10 @@ python3 scripts/check-deps.py || status=1
 
 echo "== build (every binary: tests run the real zovn, zstack-ovnkube-controller, ...)"
 cargo build --locked --workspace --bins || status=1
+# the operator's CLI as `make install-cli` ships it (no lab, controller or agent linked):
+# clippy sees its cfg, the cluster e2e runs it as kubectl-zovn
+cargo clippy --locked -p zovn --no-default-features --target-dir target/cli -q -- -D warnings || status=1
+cargo build --locked -p zovn --no-default-features --target-dir target/cli || status=1
 
 echo "== tests"
 # the machine's 2 MiB hugepage reservation: the tests must leave it as they found it

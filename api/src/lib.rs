@@ -14,6 +14,7 @@
 //! | [`gateway`] | the node gateway report of `shared` gateway mode, and its OVN/OVS names |
 //! | [`ifname`] | the one rule for network interface names (the CNI spec's) |
 //! | [`mac`] | [`Mac`], its one parser and its one formatting |
+//! | [`pcap`] | the capture stream between the node agent and `zovn capture`: classic pcap over any `Read`/`Write`, and its protocol version |
 //! | `subnet` | the `network.zstack.io/v1` Subnet custom resource types (feature `k8s`) |
 //! | [`services`] | the Service/endpoint model, and (feature `k8s`) its conversion from Kubernetes objects |
 //! | [`names`] | persistent names both sides compute: ports, LSPs, socket ids, OVN rows |
@@ -35,6 +36,7 @@ pub mod lab_store;
 pub mod mac;
 pub mod multus;
 pub mod names;
+pub mod pcap;
 pub mod pod_networks;
 pub mod services;
 #[cfg(feature = "k8s")]

@@ -44,8 +44,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use serde::Serialize;
 
 use crate::ovs::{DB, OWNER, OWNER_KEY, Ovs, POD_KEY};
-use crate::pmd_stats::{PmdThreadStats, RxqShow, parse_pmd_rxq, parse_pmd_stats};
 use crate::unixctl::Unixctl;
+use ovsdb::pmd_stats::{PmdThreadStats, RxqShow, parse_pmd_rxq, parse_pmd_stats};
 
 /// Bound of one collection (each source alone; they run concurrently).
 pub const COLLECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -514,7 +514,7 @@ impl Collector for SnapshotEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmd_stats::{parse_pmd_rxq, parse_pmd_stats};
+    use ovsdb::pmd_stats::{parse_pmd_rxq, parse_pmd_stats};
 
     fn fixture(name: &str) -> String {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -52,13 +52,14 @@
 //! | [`metrics`] | Prometheus metrics and `/metrics` |
 //! | [`uninstall`] | uninstall only when asked: the pre-delete hook's marker, the agent's watch and acknowledgement, the SIGTERM decision, the node cleanup |
 //! | [`unixctl`] | async client of the OVS unixctl socket (what `ovs-appctl` speaks) |
-//! | [`pmd_stats`] | parsers of `dpif-netdev/pmd-stats-show` and `pmd-rxq-show` |
 //! | [`datapath_metrics`] | PMD and per-port OVS counters collected on each scrape |
+//! | [`capture`] | `zstack-ovnkube-node debug capture`: a pod port mirrored onto a tap, read with AF_PACKET, written as pcap (the node side of `zovn capture`) |
 //! | [`megaflow`] | datapath flow dumps parsed, and the overlap test of two megaflows |
 //! | [`megaflow_guard`] | purges the datapath flows when overlapping megaflows disagree (OVS 3.1 userspace revalidator fault) |
 
 pub mod agent;
 pub mod attach;
+pub mod capture;
 pub mod chassis_cert;
 pub mod datapath;
 pub mod datapath_metrics;
@@ -74,7 +75,6 @@ pub mod node;
 pub mod node_datapath;
 pub mod ovs;
 pub mod plumbing;
-pub mod pmd_stats;
 pub mod pod_iface;
 pub mod promote_queue;
 pub mod report;

@@ -66,7 +66,7 @@ async fn add_vswitchd_facts(ctl: Option<&Path>, s: &mut crate::datapath::Datapat
         s.ovs_version = v.lines().next().map(|l| l.trim().to_string());
     }
     match c.call("dpif-netdev/pmd-rxq-show", &[]).await {
-        Ok(text) => match crate::pmd_stats::parse_pmd_rxq(&text) {
+        Ok(text) => match ovsdb::pmd_stats::parse_pmd_rxq(&text) {
             Ok(show) => {
                 s.pmd_threads = show
                     .pmds

@@ -9,12 +9,12 @@
 #      that shapes it (suite, mirrors, variant, packages, dpkg options): a warm build only
 #      re-adds it. Delete the file (or set ZOVN_IMAGE_REFRESH=1) to pick up Debian updates;
 #   2. release binaries: cargo build --release (zstack-ovnkube-controller, zstack-ovnkube-node,
-#      zstack-ovn-cni, zovn) in $ZOVN_IMAGE_TARGET_DIR (default
+#      zstack-ovn-cni) in $ZOVN_IMAGE_TARGET_DIR (default
 #      /var/cache/zovn/target-release, kept across clones, emptied past
 #      $ZOVN_IMAGE_TARGET_MAX_GIB, default 12), debug info stripped on the way into the image;
 #   3. layer 2, ours: /usr/local/bin/<the four binaries>, always rebuilt (cheap);
 #   4. umoci: OCI layout, config (PATH, labels org.opencontainers.image.*, a harmless
-#      default command `zovn --help`: the chart gives every container its command), then
+#      default command `zstack-ovnkube-node --help`: the chart gives every container its command), then
 #      index.json names the image docker.io/zstack-ovn/zstack-ovn:<version> in both
 #      org.opencontainers.image.ref.name and io.containerd.image.name, so that
 #      `ctr -n k8s.io images import` names it without --base-name; and a second time
@@ -69,7 +69,8 @@ PACKAGES=(
 # Python scripts. The .deb is downloaded inside the chroot at the version of the librte
 # libraries installed there, and the build fails if the binary misses a library.
 EXTRACT=(dpdk-dev:/usr/bin/dpdk-testpmd)
-BINS=(zstack-ovnkube-controller zstack-ovnkube-node zstack-ovn-cni zovn)
+# the operator's zovn CLI is not here: it runs on the operator's machine (make install-cli)
+BINS=(zstack-ovnkube-controller zstack-ovnkube-node zstack-ovn-cni)
 DPKG_OPTS=(
   'path-exclude=/usr/share/man/*'
   'path-exclude=/usr/share/info/*'
@@ -164,7 +165,7 @@ if [ "$used_kib" -gt $(( RELEASE_TARGET_MAX_GIB * 1024 * 1024 )) ]; then
 fi
 log "cargo build --release (${BINS[*]}) in $RELEASE_TARGET"
 env -u SOURCE_DATE_EPOCH CARGO_TARGET_DIR="$RELEASE_TARGET" "$CARGO" build --release -q \
-  -p control -p dataplane -p cni -p lab "${BINS[@]/#/--bin=}"
+  -p control -p dataplane -p cni "${BINS[@]/#/--bin=}"
 
 # 3. our layer: /usr/local/bin, always rebuilt
 mkdir -p "$WORK/bins/usr/local/bin"
@@ -186,7 +187,7 @@ umoci raw add-layer --image "$L:$VERSION" --history.created "$CREATED" \
 umoci config --image "$L:$VERSION" --created "$CREATED" --history.created "$CREATED" \
   --history.created_by "config" --os linux --architecture amd64 \
   --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  --config.cmd /usr/local/bin/zovn --config.cmd --help \
+  --config.cmd /usr/local/bin/zstack-ovnkube-node --config.cmd --help \
   --config.label "org.opencontainers.image.title=zstack-ovn" \
   --config.label "org.opencontainers.image.version=$VERSION" \
   --config.label "org.opencontainers.image.source=$SOURCE_URL" \

@@ -10,11 +10,11 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::cluster::{ClusterStatus, parse_cluster_status};
 use crate::ctl;
 use crate::error::{LabError, Result};
 use crate::process::{DaemonRecord, DaemonSpec, signal_daemon, start_daemon, stop_daemon};
 use crate::wait::wait_for;
+use diag::raft_status::{ClusterStatus, parse_cluster_status};
 
 /// OVN NB schema shipped by Debian's ovn-common.
 pub const NB_SCHEMA: &str = "/usr/share/ovn/ovn-nb.ovsschema";

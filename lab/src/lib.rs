@@ -2,7 +2,8 @@
 //!
 //! Starts and stops real OVN central daemons and N simulated nodes (each a network
 //! namespace with its own ovsdb-server, ovs-vswitchd and ovn-controller) in a private state
-//! directory. Used by the tests, the benchmarks and the `zovn lab` CLI.
+//! directory. Used by the tests, the benchmarks and the `zovn lab` CLI (the `zovn` crate, feature
+//! `lab`).
 //!
 //! - [`lab`]: [`Lab`] — `up` / `open` / `status` / `down`, test pods.
 //! - [`central`]: [`Central`] — OVN NB/SB ovsdb-servers (standalone or Raft; unix, TCP, SSL) +
@@ -12,15 +13,13 @@
 //!   netns as router, with a server naming the source address it saw.
 //! - [`state`]: state-dir layout and the `lab.json` manifest.
 //! - [`process`]: commands with clear errors; daemons started/stopped by pid.
-//! - [`netns`], [`names`], [`hugepages`], [`cluster`], [`wait`].
+//! - [`netns`], [`names`], [`hugepages`], [`wait`].
 //! - [`config`]: the lab's configuration ([`LabConfig`]); [`error`]: its error type.
 //! - [`ovs_daemons`]: a bare ovsdb-server + ovs-vswitchd (no OVN), stopped on drop.
 //! - [`bare_ovs`]: those daemons with a bridge joining two namespaces, for the megaflow
 //!   guard's test and benchmark.
 //! - [`vlan_host`]: a host on a VLAN of the underlay, outside every node (OVS tags in
 //!   userspace), for the VLAN underlay's tests.
-//! - [`capture`]: `zovn capture` — a pod port's packets through an OVS Mirror, as pcap or
-//!   summary lines (pcap writer/reader, packet summaries, the node side, the lab backend).
 //! - [`ctl`]: the OVS/OVN command-line tools used (to be swapped for the ovsdb client).
 //! - [`apiserver`]: the lab's object store daemon (Namespaces, Subnets, Pods, Nodes) with
 //!   the real controller on it, and the client behind `zovn lab apply/delete/get`.
@@ -34,8 +33,9 @@
 //! - [`kubecluster`]: a real Kubernetes cluster (kubelet + containerd per node in a netns and
 //!   mount namespace, control plane on the host) — `zovn cluster`.
 //! - [`object_names`]: the default namespace and the DNS-1123 name checks of every kind.
-//! - [`trace`], [`overview`]: `zovn trace` and `zovn status`, on the lab or, through
-//!   [`kubectl`] and the chart's pods ([`release`]), on a real cluster.
+//! - [`diag_backends`]: the lab's side of the operator's tools (the `diag` crate):
+//!   `zovn trace`, `zovn status` and `zovn capture` read the lab's sockets, store and
+//!   node namespaces through it.
 //!
 //! Layers, each using only those below it: [`apiserver`] (the store) → [`kubevirt`] →
 //! [`multus`] → [`pods`] (the runtime) → [`object_names`], [`state`], [`process`]…;
@@ -69,18 +69,15 @@
 
 pub mod agent;
 pub mod apiserver;
-pub mod backup;
 pub mod bare_ovs;
-pub mod capture;
 pub mod central;
-pub mod cluster;
 pub mod config;
 pub mod ctl;
+pub mod diag_backends;
 pub mod error;
 pub mod external;
 pub mod hugepages;
 pub mod kubecluster;
-pub mod kubectl;
 pub mod kubevirt;
 pub mod lab;
 pub mod multus;
@@ -88,14 +85,10 @@ pub mod names;
 pub mod netns;
 pub mod node;
 pub mod object_names;
-pub mod overview;
 pub mod ovs_daemons;
-pub mod ovs_upgrade;
 pub mod pods;
 pub mod process;
-pub mod release;
 pub mod state;
-pub mod trace;
 pub mod vlan_host;
 pub mod wait;
 pub mod wire_cpus;

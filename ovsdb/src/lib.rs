@@ -13,12 +13,15 @@
 //! - [`ops`]: transaction operations, conditions, mutations and results.
 //! - [`replica`]: the in-memory copy a monitor keeps current, with bounded `wait_for`.
 //! - [`monitor`], [`rpc`], [`codec`], [`transport`], [`server`], [`error`]: the layers below.
+//! - [`pmd_stats`]: parsers of ovs-vswitchd's `dpif-netdev/pmd-stats-show` and
+//!   `pmd-rxq-show` reports (the agent's metrics and `zovn status` read them).
 //!
 //! Every fallible entry point returns an error; nothing panics on server input.
 
 pub mod codegen;
 #[rustfmt::skip]
 pub mod nb;
+pub mod pmd_stats;
 #[rustfmt::skip]
 pub mod sb;
 pub mod schema;

@@ -243,6 +243,27 @@ pub fn scratch(tag: &str) -> Scratch {
     Scratch { dir, prefix }
 }
 
+/// The operator's `zovn` as `make install-cli` builds it (`--no-default-features`: no
+/// lab), in `target/cli/<profile>/` beside this workspace's `target/<profile>/`.
+pub fn operator_cli() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    // target/<profile>/deps/<test>-<hash> → target/cli/<profile>/zovn
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable under target/<profile>/deps");
+    let (Some(target), Some(name)) = (profile.parent(), profile.file_name()) else {
+        panic!("no target dir above {}", profile.display());
+    };
+    let bin = target.join("cli").join(name).join("zovn");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build -p zovn --no-default-features --target-dir target/cli` (scripts/run-tests.sh does)",
+        bin.display()
+    );
+    bin
+}
+
 /// A binary of this workspace, built next to the test executables (`target/<profile>/`).
 /// `scripts/run-tests.sh` builds every binary first (`cargo test` alone builds only those
 /// of crates with integration tests). Panics with a build hint if absent.

@@ -10,7 +10,7 @@
 //! - the vhost-user pod pinging: its echo requests and replies, nothing left;
 //! - without `-w`: one summary line per packet (`... ICMP echo request id .. seq ..`);
 //! - SIGINT to a running `zovn capture` (no count): exit 0, a valid pcap, nothing left;
-//! - SIGKILL of the capturing `zovn debug capture` (its pid from the Mirror's marks): the
+//! - SIGKILL of the capturing `zstack-ovnkube-node debug capture` (its pid from the Mirror's marks): the
 //!   CLI says so (exit 1); the node agent's GC removes the Mirror and port within its
 //!   period, with a `CaptureLeftoverRemoved` event naming the port;
 //! - bad input (unknown pod, malformed name): exit 2 with one line.
@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lab::capture::pcap;
+use api::pcap;
 use tests::vhost_lab::{DpdkLab, vsctl};
 use tests::zovn::{Zovn, alive, pod_ip, wait_until};
 
@@ -189,7 +189,7 @@ fn assert_echoes(file: &Path, from: &str, to: &str) -> usize {
     let pkts = pcap::read_all(&bytes).expect("a valid pcap");
     let summary: Vec<String> = pkts
         .iter()
-        .map(|p| lab::capture::summary::summarize(&p.data))
+        .map(|p| diag::capture::summary::summarize(&p.data))
         .collect();
     let req = pkts
         .iter()

@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use dataplane::datapath_metrics::{
     COLLECT_TIMEOUT, DatapathSnapshot, MIN_COLLECT_INTERVAL, PortSource, collect, connect_db,
 };
-use dataplane::pmd_stats::{PmdThread, parse_pmd_rxq, parse_pmd_stats};
 use dataplane::unixctl::{Unixctl, UnixctlError};
 use lab::{Dpdk, Lab, LabConfig, NodeState};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use ovsdb::pmd_stats::{PmdThread, parse_pmd_rxq, parse_pmd_stats};
 use serde_json::json;
 use tests::sh;
 

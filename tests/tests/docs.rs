@@ -368,6 +368,11 @@ fn every_flag_and_subcommand_of_the_binaries_is_in_flags_md() {
     for bin in ["zstack-ovnkube-controller", "zstack-ovnkube-node"] {
         wanted.push((bin.into(), tests::workspace_bin(bin), Vec::new()));
     }
+    wanted.push((
+        "zstack-ovnkube-node debug capture".into(),
+        tests::workspace_bin("zstack-ovnkube-node"),
+        vec!["debug".into(), "capture".into()],
+    ));
     let zovn = tests::workspace_bin("zovn");
     for sub in subcommands(&help_of(&zovn, &["lab"])) {
         wanted.push((

@@ -9,6 +9,8 @@
 //! - our binaries, the DPDK and kernel builds of ovs-vswitchd and the OVN daemons answer
 //!   `--version` in a chroot of that root filesystem (their libraries are all there), and
 //!   `ldd` finds every library of dpdk-testpmd (taken out of dpdk-dev) there;
+//! - the operator's `zovn` CLI is not in the image, and the agent answers
+//!   `zstack-ovnkube-node debug capture --version` (the node side of `zovn capture`);
 //! - a private containerd (Debian's 1.6, `unshare -m -n`, sockets and root under the
 //!   scratch dir) imports the archive with `ctr images import` and lists it by that name.
 //!
@@ -30,7 +32,6 @@ const PROGRAMS: &[&str] = &[
     "/usr/local/bin/zstack-ovnkube-controller",
     "/usr/local/bin/zstack-ovnkube-node",
     "/usr/local/bin/zstack-ovn-cni",
-    "/usr/local/bin/zovn",
     "/usr/sbin/ovsdb-server",
     "/usr/lib/openvswitch-switch/ovs-vswitchd",
     "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
@@ -63,7 +64,6 @@ fn versions(version: &str) -> Vec<(&'static str, String)> {
     vec![
         ("/usr/local/bin/zstack-ovnkube-controller", version.into()),
         ("/usr/local/bin/zstack-ovnkube-node", version.into()),
-        ("/usr/local/bin/zovn", version.into()),
         (
             "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
             "DPDK".into(),
@@ -288,6 +288,20 @@ fn images_make_import_and_run() {
             "{p} missing in the image"
         );
     }
+    // the operator's CLI (and the lab it could link) stays on the operator's machine
+    assert!(
+        !rootfs.join("usr/local/bin/zovn").exists(),
+        "the zovn CLI is in the image: it belongs on the operator's machine (make install-cli)"
+    );
+    // the node side of `zovn capture` is the agent's own subcommand, of this version
+    let out = run(Command::new("chroot").arg(&rootfs).args([
+        "/usr/local/bin/zstack-ovnkube-node",
+        "debug",
+        "capture",
+        "--version",
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&version), "debug capture --version: {text}");
 
     // --version in a chroot: every library the programs link is in the image
     for (prog, want) in versions(&version) {

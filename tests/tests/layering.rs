@@ -4,11 +4,16 @@
 //!
 //! ```text
 //!   perf, tests
+//!      zovn                                (the CLI; feature `lab` adds the lab)
 //!      lab
-//!   control   dataplane
+//!   control   dataplane   diag             (diag -> api, hostio, ovsdb only)
 //!   api  ovsdb  endpoints  cni  vhost      (cni, vhost -> api, hostio only)
 //!   hostio                                 (host I/O primitives -> nothing)
 //! ```
+//!
+//! And the operator's CLI as shipped (`zovn` without its `lab` feature, installed as
+//! `kubectl-zovn`) links only the diagnostics (`diag`) and what they stand on: no lab,
+//! no controller, no node agent, no Kubernetes client library (`cargo tree`).
 //!
 //! The graph comes from `cargo metadata` (the `cargo` running the tests, `$CARGO`); every
 //! kind of dependency counts (normal, build and dev), transitively. No root needed.
@@ -31,7 +36,9 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         "vhost",
         "control",
         "dataplane",
+        "diag",
     ];
+    const DIAG: &[&str] = &["api", "hostio", "ovsdb"];
     const TOP: &[&str] = &[
         "api",
         "hostio",
@@ -41,6 +48,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         "vhost",
         "control",
         "dataplane",
+        "diag",
         "lab",
     ];
     BTreeMap::from([
@@ -54,7 +62,9 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("vhost", CONTRACT),
         ("control", MIDDLE),
         ("dataplane", MIDDLE),
+        ("diag", DIAG),
         ("lab", LAB),
+        ("zovn", TOP),
         ("perf", TOP),
         ("tests", TOP),
     ])
@@ -63,27 +73,26 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
 /// Workspace crate → the workspace crates it depends on directly (self-edges dropped).
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-fn workspace_graph() -> Graph {
+/// `cargo ARGS --manifest-path <workspace>` (the `cargo` running the tests): its stdout.
+fn cargo(args: &[&str]) -> Vec<u8> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
     let out = Command::new(&cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--manifest-path",
-        ])
-        .arg(manifest)
+        .args(args)
+        .args(["--manifest-path", manifest])
         .output()
-        .unwrap_or_else(|e| panic!("running {cargo} metadata: {e}"));
+        .unwrap_or_else(|e| panic!("running {cargo} {args:?}: {e}"));
     assert!(
         out.status.success(),
-        "{cargo} metadata failed: {}",
+        "{cargo} {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    out.stdout
+}
+
+fn workspace_graph() -> Graph {
+    let out = cargo(&["metadata", "--format-version", "1", "--no-deps"]);
+    let meta: serde_json::Value = serde_json::from_slice(&out).expect("cargo metadata prints JSON");
     let packages = meta["packages"].as_array().expect("packages");
     let members: BTreeSet<String> = packages
         .iter()
@@ -186,4 +195,59 @@ fn a_forbidden_edge_is_reported_with_its_path() {
     assert_eq!(bad.len(), 2, "{bad:#?}");
     let unknown = violations(&g(&[("newcrate", &[])]), &allowed());
     assert!(unknown[0].contains("newcrate has no layer"), "{unknown:?}");
+}
+
+/// The crates `cargo tree` lists for `zovn --no-default-features` (normal dependencies,
+/// each once).
+fn operator_cli_crates() -> BTreeSet<String> {
+    let out = cargo(&[
+        "tree",
+        "--locked",
+        "-p",
+        "zovn",
+        "--no-default-features",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+    ]);
+    String::from_utf8_lossy(&out)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_operators_cli_links_neither_lab_nor_controller_nor_agent() {
+    let crates = operator_cli_crates();
+    assert!(
+        crates.contains("zovn") && crates.contains("diag"),
+        "cargo tree did not list the CLI: {crates:?}"
+    );
+    let forbidden = [
+        "lab",
+        "control",
+        "dataplane",
+        "cni",
+        "vhost",
+        "endpoints",
+        "tests",
+        "perf",
+        // the API server fixtures and the Kubernetes client: the CLI speaks kubectl
+        "kube",
+        "kube-runtime",
+        "k8s-openapi",
+        "rcgen",
+    ];
+    let linked: Vec<&str> = forbidden
+        .iter()
+        .copied()
+        .filter(|c| crates.contains(*c))
+        .collect();
+    assert!(
+        linked.is_empty(),
+        "kubectl-zovn (zovn --no-default-features) links {linked:?}"
+    );
+    eprintln!("kubectl-zovn links {} crates", crates.len());
 }

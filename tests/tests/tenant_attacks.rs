@@ -17,9 +17,9 @@
 
 use std::time::Duration;
 
-use lab::kubectl::Kubectl;
-use lab::ovs_upgrade::{Options, UpgradeError};
-use lab::release::{Release, ReleaseError};
+use diag::kubectl::Kubectl;
+use diag::ovs_upgrade::{Options, UpgradeError};
+use diag::release::{Release, ReleaseError};
 use serde_json::json;
 
 const TENANT: &str = "tenant-a";
@@ -289,7 +289,7 @@ async fn a_look_alike_release_in_a_tenant_namespace_is_never_used() {
         timeout: Duration::from_secs(10),
         ..Default::default()
     };
-    match lab::ovs_upgrade::upgrade(&k, &opts, |_| {}) {
+    match diag::ovs_upgrade::upgrade(&k, &opts, |_| {}) {
         Err(UpgradeError::NoDaemonSet(ns)) => assert_eq!(ns, "kube-system"),
         other => panic!("upgrade-ovs considered the tenant's DaemonSet: {other:?}"),
     }

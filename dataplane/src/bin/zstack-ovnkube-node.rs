@@ -21,8 +21,10 @@ use dataplane::state::StateStore;
     name = "zstack-ovnkube-node",
     version,
     about = "zstack-ovn node agent",
-    after_help = "Subcommand: `zstack-ovnkube-node uninstall-hook` is the chart's pre-delete \
-                  hook (see `zstack-ovnkube-node uninstall-hook --help`)."
+    after_help = "Subcommands: `zstack-ovnkube-node uninstall-hook` is the chart's pre-delete \
+                  hook (see `zstack-ovnkube-node uninstall-hook --help`); \
+                  `zstack-ovnkube-node debug capture` is the node side of `zovn capture` \
+                  (see `zstack-ovnkube-node debug capture --help`)."
 )]
 struct Args {
     /// This node's name (the Node object, the OVN chassis name).
@@ -316,7 +318,15 @@ async fn wait_interface_ipv4(iface: &str) -> std::net::Ipv4Addr {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // the agent is started with flags only; the hook is the one subcommand
+    // the agent is started with flags only; the subcommands are the chart's hook and the
+    // node side of `zovn capture`
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if dataplane::capture::command::is_debug_capture(&argv) {
+        let a = dataplane::capture::command::DebugCaptureArgs::parse_from(
+            std::iter::once(std::ffi::OsString::from("capture")).chain(argv.into_iter().skip(2)),
+        );
+        std::process::exit(dataplane::capture::command::run(a).await);
+    }
     if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == "uninstall-hook")

@@ -35,14 +35,15 @@ use tests::e2e::{kubectl, wait_until};
 
 use super::{E2e, NS, web_pods};
 
-/// A directory holding `kubectl-zovn`, a link to the workspace's `zovn`, in the cluster's
-/// state directory (it goes with the cluster).
+/// A directory holding `kubectl-zovn`, a link to the operator's `zovn` as shipped
+/// (`make install-cli`: built without the lab), in the cluster's state directory (it goes
+/// with the cluster).
 pub(crate) fn plugin_dir(e: &E2e) -> Result<PathBuf> {
     let dir = e.cluster().dir().join("e2e-plugins");
     std::fs::create_dir_all(&dir)?;
     let link = dir.join("kubectl-zovn");
     let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(tests::workspace_bin("zovn"), &link).context("link kubectl-zovn")?;
+    std::os::unix::fs::symlink(tests::operator_cli(), &link).context("link kubectl-zovn")?;
     Ok(dir)
 }
 
@@ -252,10 +253,10 @@ async fn capture(e: &E2e, plugins: &Path) -> Result<()> {
     if code != 0 || !err.contains("4 packets captured") {
         bail!("kubectl zovn capture --count 4: exit {code}: {err}");
     }
-    let pkts = lab::capture::pcap::read_all(&std::fs::read(&file)?)?;
+    let pkts = api::pcap::read_all(&std::fs::read(&file)?)?;
     let lines: Vec<String> = pkts
         .iter()
-        .map(|p| lab::capture::summary::summarize(&p.data))
+        .map(|p| diag::capture::summary::summarize(&p.data))
         .collect();
     let _ = std::fs::remove_file(&file);
     let from_ip = ip_of(&n2[0]);

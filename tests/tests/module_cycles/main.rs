@@ -63,6 +63,8 @@ acyclic! {
     api_has_no_import_cycle => "api",
     control_has_no_import_cycle => "control",
     cni_has_no_import_cycle => "cni",
+    diag_has_no_import_cycle => "diag",
+    zovn_has_no_import_cycle => "zovn",
 }
 
 /// Prints the cycles of every workspace crate (the members listed in the workspace's
