@@ -1,7 +1,7 @@
 //! Golden values of every persistent name: each literal was computed by the code that
 //! named live objects before the contract crate existed (vhost/src/layout.rs,
 //! control/src/netpol/mod.rs, control/src/translate/service/local.rs, control/src/names.rs,
-//! lab/src/pods/naming.rs, lab/src/apiserver/nad.rs, dataplane/src/pod_iface/mod.rs).
+//! lab/src/pods/naming.rs, lab/src/apiserver/nad.rs, dataplane/src/attach/pod_iface/mod.rs).
 //! A failure here means live objects would be renamed on upgrade: do not update the
 //! literal, fix the code (or write a migration).
 

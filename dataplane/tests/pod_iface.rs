@@ -1,4 +1,4 @@
-//! Real-kernel tests of `dataplane::pod_iface` (root; `ip`/`ethtool`/`ping` as the second
+//! Real-kernel tests of `dataplane::attach::pod_iface` (root; `ip`/`ethtool`/`ping` as the second
 //! opinion). Every test works in private netns named `dpt<pid>…`, removed by a guard.
 
 #![allow(clippy::unwrap_used)] // test helpers: a bad literal is the test's own bug
@@ -8,7 +8,7 @@ mod common;
 use std::net::IpAddr;
 
 use common::{Netns, ip_json, netns_listed, require_real, sh, sh_ok};
-use dataplane::pod_iface::{
+use dataplane::attach::pod_iface::{
     self, CheckError, PlumbError, PodInterfaceSpec, host_ifname_for, netns::run_blocking_in_netns,
 };
 use serde_json::Value;

@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{OvsDb, require_real};
+use dataplane::agent::metrics::Metrics;
 use dataplane::agent::{Agent, AgentConfig};
 use dataplane::attach;
-use dataplane::metrics::Metrics;
+use dataplane::attach::state::{SandboxRecord, StateStore};
+use dataplane::attach::vhost_state::{VhostPorts, VhostRecord};
 use dataplane::ovs::Ovs;
 use dataplane::source::LabSource;
-use dataplane::state::{SandboxRecord, StateStore};
-use dataplane::vhost_state::{VhostPorts, VhostRecord};
 
 /// The names of the database's Interfaces of type `dpdkvhostuserclient`.
 fn vhost_ifaces(db: &OvsDb) -> Vec<String> {

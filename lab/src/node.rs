@@ -220,7 +220,7 @@ pub fn start(
             "br-phy",
             &uplink,
             // marked as the chart's uplink container marks it: the agent may make it an
-            // AF_XDP port (dataplane::uplink)
+            // AF_XDP port (dataplane::host::uplink)
             "--",
             "set",
             "port",

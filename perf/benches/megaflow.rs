@@ -1,5 +1,5 @@
 //! The megaflow guard's cost on ovs-vswitchd dumps of growing size (see
-//! `dataplane::megaflow_guard`): parsing a `dpctl/dump-flows -m` text and the overlap test.
+//! `dataplane::datapath::megaflow_guard`): parsing a `dpctl/dump-flows -m` text and the overlap test.
 //!
 //! `cargo bench -p perf --bench megaflow`. The flows are what a busy pod port gives: one
 //! thread, one recirculation id, one in_port (the worst case: the overlap test is quadratic
@@ -8,7 +8,7 @@
 
 use std::hint::black_box;
 
-use dataplane::megaflow::{conflicting_overlaps, parse_dump};
+use dataplane::datapath::megaflow::{conflicting_overlaps, parse_dump};
 use divan::Bencher;
 use divan::counter::ItemsCount;
 

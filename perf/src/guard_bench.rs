@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use dataplane::megaflow_guard::MegaflowGuard;
-use dataplane::unixctl::Unixctl;
+use dataplane::datapath::megaflow_guard::MegaflowGuard;
+use dataplane::ovs::unixctl::Unixctl;
 use lab::bare_ovs::{BareOvs, send_udp};
 use serde_json::{Value, json};
 

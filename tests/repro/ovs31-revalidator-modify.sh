@@ -9,7 +9,7 @@
 # removes them at the end (KEEP=1 keeps them). Expect, with OVS 3.1.0: after v2, S still
 # shows `actions:<port>` while the trace says `drop`, and "received 50 of 50".
 # SKIP_B=1 leaves B out: S is then modified to `drop` and nothing is received (the control).
-# The node agent's guard against this: dataplane/src/megaflow_guard.rs.
+# The node agent's guard against this: dataplane/src/datapath/megaflow_guard.rs.
 set -u
 D=/tmp/ovsrepro; NS=zrp-sw
 cleanup() {

@@ -1,5 +1,5 @@
 //! Per-chassis OVN certificates on the real kube-apiserver: the controller's signer
-//! (`control::chassis_signer`) grants a node agent (`dataplane::chassis_cert`) the
+//! (`control::chassis_signer`) grants a node agent (`dataplane::agent::chassis_cert`) the
 //! certificate of its own chassis, and refuses every other requester, each with a Denied
 //! condition that names the reason.
 //!
@@ -14,7 +14,7 @@ use std::time::Duration;
 use api::chassis_cert::SIGNER_NAME;
 use control::agent_identity::AgentAccount;
 use control::chassis_signer::{ChassisCa, SignerConfig};
-use dataplane::chassis_cert::{self, CertError, CertOptions, CertState};
+use dataplane::agent::chassis_cert::{self, CertError, CertOptions, CertState};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::Api;
 use kube::api::DeleteParams;

@@ -21,10 +21,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dataplane::datapath_metrics::{
+use dataplane::datapath::metrics::{
     COLLECT_TIMEOUT, DatapathSnapshot, MIN_COLLECT_INTERVAL, PortSource, collect, connect_db,
 };
-use dataplane::unixctl::{Unixctl, UnixctlError};
+use dataplane::ovs::unixctl::{Unixctl, UnixctlError};
 use lab::{Dpdk, Lab, LabConfig, NodeState};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -102,7 +102,7 @@ async fn collect_until(
 fn port<'a>(
     s: &'a DatapathSnapshot,
     name: &str,
-) -> Option<&'a dataplane::datapath_metrics::PortStats> {
+) -> Option<&'a dataplane::datapath::metrics::PortStats> {
     s.ports.iter().find(|p| p.port == name)
 }
 

@@ -1,6 +1,6 @@
 //! Events through kube-runtime's `Recorder` on a real kube-apiserver 1.20 + etcd, from
 //! both writers: the controller's Warning events (`control::source::kube::KubeWriter`, on
-//! a Service) and the node agent's (`dataplane::report::KubeEvents`, on a Node and a Pod).
+//! a Service) and the node agent's (`dataplane::agent::report::KubeEvents`, on a Node and a Pod).
 //! Each shows up, with its reason and message, in the core `v1` Event list (`kubectl get
 //! events`); those about namespaced objects are `events.k8s.io/v1` Events where a repeat
 //! of the same message is counted on the same Event and a new message gets a new Event.
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use control::source::Writer;
 use control::source::kube::KubeWriter;
-use dataplane::report::{AgentEvent, EventType, KubeEvents, Subject};
+use dataplane::agent::report::{AgentEvent, EventType, KubeEvents, Subject};
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -145,7 +145,7 @@ async fn recorder_events_on_real_kube_apiserver() {
     assert_eq!(evs[0].series.as_ref().map(|s| s.count), Some(2));
     assert_eq!(
         evs[0].reporting_controller.as_deref(),
-        Some(dataplane::report::COMPONENT)
+        Some(dataplane::agent::report::COMPONENT)
     );
     assert_eq!(evs[0].reporting_instance.as_deref(), Some("n1"));
     let core = eventually("the Pod event's core v1 view", within, || {

@@ -1,5 +1,5 @@
 //! The stale-megaflow fault of OVS 3.1's userspace datapath, and the agent's guard against
-//! it (`dataplane::megaflow_guard`), on a real ovs-vswitchd with real UDP traffic.
+//! it (`dataplane::datapath::megaflow_guard`), on a real ovs-vswitchd with real UDP traffic.
 //!
 //! A bridge of the test joins two namespaces. Rules v1 forward udp/81 only, so udp/81
 //! traffic installs a megaflow S that matches the destination port exactly. Rules v2 drop
@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use dataplane::megaflow::{parse_dump, recirc_targets};
-use dataplane::megaflow_guard::MegaflowGuard;
-use dataplane::unixctl::Unixctl;
+use dataplane::datapath::megaflow::{parse_dump, recirc_targets};
+use dataplane::datapath::megaflow_guard::MegaflowGuard;
+use dataplane::ovs::unixctl::Unixctl;
 use lab::bare_ovs::{BareOvs, send_udp};
 
 /// A UDP receiver on port 81 in a namespace, counting datagrams until dropped.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tests::zovn::DownOnDrop;
 
-use dataplane::megaflow::Megaflow;
+use dataplane::datapath::megaflow::Megaflow;
 use lab::Lab;
 use lab::apiserver::{ApiClient, ObjectRef, ResourceKind};
 use lab::pods::probe::{ProbeOutcome, probe};
@@ -443,7 +443,7 @@ impl LabWithPods {
 // `reused_udp_tuple_after_conntrack_expiry`; an abort is still restarted, re-probed and
 // reported, and fails the test) and datapath flows keeping a stale verdict after a policy
 // change (a revalidator fault; the agents' megaflow guard purges them, see
-// `dataplane::megaflow_guard`, and the run reports each purge). A step that misses its
+// `dataplane::datapath::megaflow_guard`, and the run reports each purge). A step that misses its
 // first window is diagnosed and probed in a second one (at most 2 such steps a run); a
 // step still wrong then fails. Nothing here purges datapath flows.
 #[test]
@@ -595,7 +595,7 @@ fn netpol_corpus_on_real_traffic() {
         }
     }
     times.sort();
-    // the agents' guard against stale megaflows (dataplane::megaflow_guard): its purges
+    // the agents' guard against stale megaflows (dataplane::datapath::megaflow_guard): its purges
     let purges: Vec<String> = (1..=2)
         .flat_map(|n| {
             std::fs::read_to_string(lab.dir().join(format!("node{n}/log/agent.log")))
@@ -839,7 +839,7 @@ fn diagnose(lab: &Lab, env: &Env) -> String {
         ));
         for f in hit.iter().take(12) {
             let trace = cmd("ovs-appctl", &["-t", ctl, "ofproto/trace", &f.trace_key()]);
-            let dp = dataplane::megaflow::traced_actions(&trace)
+            let dp = dataplane::datapath::megaflow::traced_actions(&trace)
                 .map(str::to_string)
                 .unwrap_or_else(|| {
                     let tail: Vec<&str> = trace.lines().rev().take(3).collect();
@@ -887,7 +887,7 @@ fn diagnose(lab: &Lab, env: &Env) -> String {
 
 /// The flows of a `dpctl/dump-flows -m` text by ufid.
 fn flows_by_ufid(dump: &str) -> BTreeMap<String, Megaflow> {
-    dataplane::megaflow::parse_dump(dump)
+    dataplane::datapath::megaflow::parse_dump(dump)
         .into_iter()
         .map(|f| (f.ufid.clone(), f))
         .collect()

@@ -12,7 +12,7 @@
 //!   [`NODE_PRIORITY`]): `ip4.src == $<node's pods>` → the node's management port
 //!   (`ovn-k8s-mp0`, the join address). The node's kernel then forwards the packet to its
 //!   uplink and, for Subnets with `natOutgoing`, masquerades it to the node's address
-//!   (the node agent's `table inet zstack-ovn`, `dataplane/src/host_nat.rs`); replies come
+//!   (the node agent's `table inet zstack-ovn`, `dataplane/src/host/nat.rs`); replies come
 //!   back through the management port, which routes every Subnet.
 //!
 //! The pods of a node are an address set per node and family (they change with every pod;

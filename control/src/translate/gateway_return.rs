@@ -3,7 +3,7 @@
 //!
 //! A client outside reaching such a Service on a node (NodePort, externalIP, LoadBalancer
 //! ingress) is DNATed by that node's agent straight to one of the node's endpoints, with
-//! the client's address kept (`dataplane/src/host_nat.rs`): the connection lives in the
+//! the client's address kept (`dataplane/src/host/nat.rs`): the connection lives in the
 //! node's kernel conntrack. In `shared` mode the cluster router would send the endpoint's
 //! reply (to an address outside the cluster) to the node's gateway router instead, which
 //! knows nothing of the connection. So, per node with a gateway router, a policy at

@@ -12,7 +12,7 @@
 //!
 //! The router shares the node's address and MAC (the node keeps one address on the
 //! underlay); the node agent splits the bridge's traffic between the host and the router
-//! (`dataplane/src/gateway_flows.rs`). IPv6: when the join network has an IPv6 part
+//! (`dataplane/src/host/gateway_flows.rs`). IPv6: when the join network has an IPv6 part
 //! (`--join-cidr-v6`) and the node reported an IPv6 address and next hop, the router's
 //! ports get an IPv6 address each (the join one the upper-half twin of the management
 //! port's IPv6 address) and the IPv6 rows follow; otherwise its pods' IPv6 leaves through

@@ -1,6 +1,6 @@
 //! The agent's `shared` gateway pass ([`Agent::gateway_pass`]): the Node's gateway
-//! report ([`crate::gateway`]), its events, and the gateway bridge's rules
-//! ([`crate::gateway_flows`]) once ovn-controller plugged the router's patch port in.
+//! report ([`crate::host::gateway`]), its events, and the gateway bridge's rules
+//! ([`crate::host::gateway_flows`]) once ovn-controller plugged the router's patch port in.
 
 use std::collections::BTreeMap;
 
@@ -17,10 +17,10 @@ pub(super) struct GatewayState {
 impl Agent {
     /// `shared` gateway mode: reports the gateway bridge on the Node (and a changed error
     /// as an event), and once ovn-controller plugged the gateway router's patch port into
-    /// the bridge, keeps the bridge's rules ([`crate::gateway_flows`]).
+    /// the bridge, keeps the bridge's rules ([`crate::host::gateway_flows`]).
     pub async fn gateway_pass(&self) {
-        use crate::gateway_flows as gf;
-        use crate::report::EventType;
+        use crate::agent::report::EventType;
+        use crate::host::gateway_flows as gf;
         let Some(cfg) = &self.cfg.gateway else {
             // once: rules a `shared` agent left on a bridge before this one started
             let first = {
@@ -33,7 +33,7 @@ impl Agent {
             return;
         };
         let node = self.cfg.node_name.as_str();
-        let report = crate::gateway::discover(cfg);
+        let report = crate::host::gateway::discover(cfg);
         let json = serde_json::to_string(&report).unwrap_or_default();
         match self.ctx.pods().node_annotations(node).await {
             Ok(Some(ann)) if ann.get(api::keys::NODE_GATEWAY) == Some(&json) => {}
@@ -124,7 +124,7 @@ impl Agent {
             tracing::warn!(bridge = %cfg.interface, uplinks = ?uplinks, "gateway: the bridge must hold exactly one uplink port");
             return;
         };
-        crate::gateway::keep_kernel_off_uplink(uplink_name);
+        crate::host::gateway::keep_kernel_off_uplink(uplink_name);
         let pod_cidrs = match self.ctx.pods().subnet_cidrs().await {
             Ok(c) => c,
             Err(e) => {
@@ -176,7 +176,7 @@ impl Agent {
     /// Removes our gateway rules from every bridge but `keep` (and br-int, which never has
     /// them).
     async fn gateway_rules_off_except(&self, keep: Option<&str>) {
-        use crate::gateway_flows as gf;
+        use crate::host::gateway_flows as gf;
         let rundir = gf::rundir(self.cfg.vswitchd_ctl.as_deref());
         let bridges: Vec<String> = self
             .ovs

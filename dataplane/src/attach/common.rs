@@ -10,10 +10,10 @@ use cni::error::code;
 use cni::{CniError, CniResult, Interface, IpConfig, Route};
 use ipnet::IpNet;
 
-use crate::node_datapath::{PORT_DATAPATH_KEY, PORT_PENDING_KEY, PORT_REASON_KEY};
+use crate::attach::state::SandboxRecord;
+use crate::datapath::report::{PORT_DATAPATH_KEY, PORT_PENDING_KEY, PORT_REASON_KEY};
 use crate::ovs::{IFNAME_KEY, POD_KEY, PortSpec, SANDBOX_KEY};
 use crate::source::PodInfo;
-use crate::state::SandboxRecord;
 
 pub(crate) fn refused(msg: impl Into<String>) -> CniError {
     CniError::new(code::AGENT_REFUSED, msg)

@@ -23,22 +23,28 @@ use std::time::{Duration, Instant};
 use cni::error::code;
 use cni::{CniError, CniResult, Request};
 
-use crate::node::NodeCtx;
+use crate::attach::node::NodeCtx;
+use crate::attach::pod_iface::host_ifname_for;
+use crate::attach::state::SandboxRecord;
+use crate::attach::vhost_state::VhostRecord;
 use crate::ovs::{IFNAME_KEY, SANDBOX_KEY};
-use crate::pod_iface::host_ifname_for;
-use crate::state::SandboxRecord;
-use crate::vhost_state::VhostRecord;
 
 pub mod common;
 pub mod errors;
+pub mod node;
 pub mod phases;
+pub mod plumbing;
+pub mod pod_iface;
 pub mod primary;
 pub mod promote;
+pub mod promote_queue;
 pub mod secondary;
+pub mod state;
 #[cfg(test)]
 mod tests;
 pub mod veth;
 pub mod vhost;
+pub mod vhost_state;
 
 use errors::ErrorList;
 

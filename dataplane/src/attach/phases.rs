@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::node::NodeCtx;
+use crate::attach::node::NodeCtx;
 
 /// The phase names, in order.
 pub const PHASES: [&str; 5] = ["annotation", "plumb", "ovs", "open", "installed"];

@@ -9,7 +9,7 @@ use api::pod_networks::POD_NETWORKS;
 use cni::{CniError, CniResult, NetConf, Request};
 
 use super::common::{pod_addrs, refused};
-use crate::node::NodeCtx;
+use crate::attach::node::NodeCtx;
 use crate::source::PodInfo;
 
 /// How long an ADD keeps waiting when the pod carries an IPAM error, in case the error

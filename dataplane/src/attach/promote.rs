@@ -9,8 +9,8 @@
 //! ovn-controller's flows stay, and the pod's own traffic pauses once, for that switch.
 //!
 //! When: the switches wait until no ADD has been in flight for
-//! [`crate::promote_queue::QUIET`] (a burst's ADDs do not queue behind them in
-//! ovs-vswitchd), but never longer than [`crate::promote_queue::MAX_DEFER`] for the
+//! [`crate::attach::promote_queue::QUIET`] (a burst's ADDs do not queue behind them in
+//! ovs-vswitchd), but never longer than [`crate::attach::promote_queue::MAX_DEFER`] for the
 //! oldest pending port (steady churn cannot starve them). One port per OVS
 //! transaction, oldest first, each under its sandbox lock and re-read under it (a DEL in
 //! flight wins). The pending state is in the sandbox record ([`SandboxRecord::promote_to`])
@@ -25,12 +25,12 @@
 use std::time::{Duration, Instant};
 
 use super::common::pod_port_spec;
+use crate::attach::node::NodeCtx;
+use crate::attach::state::SandboxRecord;
 use crate::datapath::Datapath;
-use crate::node::NodeCtx;
-use crate::node_datapath::AFXDP_OPEN_WAIT;
-use crate::state::SandboxRecord;
+use crate::datapath::report::AFXDP_OPEN_WAIT;
 
-pub use crate::promote_queue::Promotions;
+pub use crate::attach::promote_queue::Promotions;
 
 /// How often the records are re-read without a wake-up (after a restart, a failure).
 const RESCAN: Duration = Duration::from_secs(2);

@@ -18,7 +18,7 @@ use cni::{CniError, CniResult, NetConf, Request};
 use vhost::VhostUserConfig;
 
 use super::common::network_addrs;
-use crate::node::NodeCtx;
+use crate::attach::node::NodeCtx;
 use crate::source::PodInfo;
 
 /// The pod's primary interface.

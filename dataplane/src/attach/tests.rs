@@ -9,15 +9,15 @@ use cni::{Command, Request};
 use futures::future::BoxFuture;
 
 use super::*;
-use crate::metrics::Metrics;
-use crate::node::{NodeCtx, NodeParts};
+use crate::agent::metrics::Metrics;
+use crate::agent::report::AgentEvent;
+use crate::attach::node::{NodeCtx, NodeParts};
+use crate::attach::plumbing::Plumbing;
+use crate::attach::state::StateStore;
+use crate::attach::vhost_state::VhostPorts;
 use crate::ovs::NodeOvs;
 use crate::ovs::memory::MemoryOvs;
-use crate::plumbing::Plumbing;
-use crate::report::AgentEvent;
 use crate::source::{PodInfo, PodSource, SourceError};
-use crate::state::StateStore;
-use crate::vhost_state::VhostPorts;
 
 /// Records every call; `teardown` of a name in `fail_teardown` fails; a netns exists
 /// when its path is in `netns`, a socket directory once "prepared" (nothing is created:
@@ -41,7 +41,10 @@ impl FakePlumbing {
 }
 
 impl Plumbing for FakePlumbing {
-    fn setup(&self, spec: crate::pod_iface::PodInterfaceSpec) -> BoxFuture<'_, Result<(), String>> {
+    fn setup(
+        &self,
+        spec: crate::attach::pod_iface::PodInterfaceSpec,
+    ) -> BoxFuture<'_, Result<(), String>> {
         self.call(format!("setup {}", spec.host_ifname));
         Box::pin(async { Ok(()) })
     }
@@ -60,7 +63,10 @@ impl Plumbing for FakePlumbing {
             }
         })
     }
-    fn check(&self, spec: crate::pod_iface::PodInterfaceSpec) -> BoxFuture<'_, Result<(), String>> {
+    fn check(
+        &self,
+        spec: crate::attach::pod_iface::PodInterfaceSpec,
+    ) -> BoxFuture<'_, Result<(), String>> {
         self.call(format!("check {}", spec.host_ifname));
         Box::pin(async { Ok(()) })
     }
@@ -233,7 +239,7 @@ impl Node {
 const VHOST: &str = r#","interfaceType":"vhost-user""#;
 
 fn veth_port(cid: &str) -> String {
-    crate::pod_iface::host_ifname_for(cid)
+    crate::attach::pod_iface::host_ifname_for(cid)
 }
 
 #[tokio::test]

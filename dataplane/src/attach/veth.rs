@@ -11,14 +11,14 @@ use cni::{CniError, CniResult, NetConf, Request};
 
 use super::common::{PodAddrs, cni_result, pod_port_spec, refused};
 use super::errors::ErrorList;
+use crate::agent::report::EventType;
+use crate::attach::node::NodeCtx;
+use crate::attach::pod_iface::{PodInterfaceSpec, host_ifname_for};
+use crate::attach::state::SandboxRecord;
 use crate::datapath::Datapath;
-use crate::node::NodeCtx;
-use crate::node_datapath::AFXDP_OPEN_WAIT;
+use crate::datapath::report::AFXDP_OPEN_WAIT;
 use crate::ovs::{IFNAME_KEY, SANDBOX_KEY};
-use crate::pod_iface::{PodInterfaceSpec, host_ifname_for};
-use crate::report::EventType;
 use crate::source::PodInfo;
-use crate::state::SandboxRecord;
 
 /// CNI ADD of a veth for `pod` with `addrs` (under the sandbox lock; `budget` is what is
 /// left of the request's time).

@@ -15,7 +15,7 @@
 //!   runtime passes `runtimeConfig.CNIDeviceInfoFile`, and answers with a CNI result whose
 //!   pod interface carries `socketPath` and the pod's addresses (for the guest to use).
 //!
-//! Records live in `<root>/.records/` ([`crate::vhost_state`]; host only: the
+//! Records live in `<root>/.records/` ([`crate::attach::vhost_state`]; host only: the
 //! per-interface directories are what pods see). DEL removes the port, the mount, the directory, the device-info file and the
 //! record. A restarted agent re-adds missing ports and keeps live sockets; records whose
 //! netns is gone are removed.
@@ -36,11 +36,11 @@ use vhost::{DeviceInfo, SocketLayout, VhostUserConfig};
 
 use super::common::{PodAddrs, cni_result, pod_port_spec};
 use super::errors::ErrorList;
-use crate::node::NodeCtx;
+use crate::attach::node::NodeCtx;
+use crate::attach::state::{SandboxRecord, sandbox_key};
+pub use crate::attach::vhost_state::{VHOST_DIR_ENV, VhostPorts, VhostRecord};
 use crate::ovs::{NodeOvs, PortSpec};
 use crate::source::PodInfo;
-use crate::state::{SandboxRecord, sandbox_key};
-pub use crate::vhost_state::{VHOST_DIR_ENV, VhostPorts, VhostRecord};
 
 /// OVS Interface type: OVS connects to the workload's socket.
 pub const IFACE_TYPE: &str = "dpdkvhostuserclient";

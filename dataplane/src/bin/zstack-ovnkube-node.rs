@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use dataplane::agent::metrics::Metrics;
 use dataplane::agent::{Agent, AgentConfig};
+use dataplane::attach::state::StateStore;
 use dataplane::datapath::DatapathConfig;
 use dataplane::datapath::manager::ManagerConfig;
-use dataplane::metrics::Metrics;
 use dataplane::ovs::{OvnConfig, Ovs};
-use dataplane::state::StateStore;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -265,7 +265,7 @@ fn init_logging(json: bool) {
 const FALLBACK_MTU: u32 = 1400;
 
 /// The pod MTU from the tunnel endpoint's interface and the encapsulation (see
-/// [`dataplane::mtu`]); the decision and its reason are logged.
+/// [`dataplane::host::mtu`]); the decision and its reason are logged.
 fn derive_mtu(args: &Args, ovs: &Ovs) -> u32 {
     let from_ovs = |key: &str| {
         ovs.open_vswitch()
@@ -285,8 +285,8 @@ fn derive_mtu(args: &Args, ovs: &Ovs) -> u32 {
         );
         return FALLBACK_MTU;
     };
-    let derived = dataplane::mtu::uplink_mtu(ip).and_then(|(iface, underlay)| {
-        dataplane::mtu::pod_mtu(underlay, &encap, ip).map(|m| (iface, underlay, m))
+    let derived = dataplane::host::mtu::uplink_mtu(ip).and_then(|(iface, underlay)| {
+        dataplane::host::mtu::pod_mtu(underlay, &encap, ip).map(|m| (iface, underlay, m))
     });
     match derived {
         Ok((iface, underlay, mtu)) => {
@@ -305,7 +305,7 @@ fn derive_mtu(args: &Args, ovs: &Ovs) -> u32 {
 async fn wait_interface_ipv4(iface: &str) -> std::net::Ipv4Addr {
     let mut waited = 0u32;
     loop {
-        if let Some(ip) = dataplane::mtu::interface_ipv4(iface) {
+        if let Some(ip) = dataplane::host::mtu::interface_ipv4(iface) {
             return ip;
         }
         if waited.is_multiple_of(30) {
@@ -376,7 +376,7 @@ async fn main() -> anyhow::Result<()> {
     let mut metrics = Metrics::new();
     if let Some(ctl) = &args.vswitchd_ctl {
         // PMD and per-port counters, collected on each scrape
-        dataplane::datapath_metrics::register(&mut metrics, ctl, ovs.clone());
+        dataplane::datapath::metrics::register(&mut metrics, ctl, ovs.clone());
     }
     let metrics = Arc::new(metrics);
     let (base, base_errors) = match &args.datapath_config {
@@ -414,7 +414,7 @@ async fn main() -> anyhow::Result<()> {
             },
             vswitchd_ctl: args.vswitchd_ctl.clone(),
             gateway: matches!(args.gateway_mode, GatewayModeArg::Shared).then(|| {
-                dataplane::gateway::GatewayConfig {
+                dataplane::host::gateway::GatewayConfig {
                     interface: args.gateway_interface.clone(),
                     next_hop: args.gateway_next_hop,
                     next_hop_v6: args.gateway_next_hop_v6,
@@ -466,9 +466,9 @@ async fn main() -> anyhow::Result<()> {
         ));
     }
 
-    let listener = dataplane::server::bind(&args.cni_socket)
+    let listener = dataplane::agent::server::bind(&args.cni_socket)
         .with_context(|| format!("CNI socket {}", args.cni_socket.display()))?;
-    let bound = dataplane::server::BoundSocket::of(&args.cni_socket);
+    let bound = dataplane::agent::server::BoundSocket::of(&args.cni_socket);
     if let (Some(conf_dir), Some(bin_dir), Some(shim)) =
         (&args.cni_conf_dir, &args.cni_bin_dir, &args.cni_shim)
     {
@@ -501,9 +501,9 @@ async fn main() -> anyhow::Result<()> {
             .await
             .context("Kubernetes client for the chassis certificate")?;
         let ca = args.ovn_ca.clone().unwrap_or_default();
-        tokio::spawn(dataplane::chassis_cert::keep_current(
+        tokio::spawn(dataplane::agent::chassis_cert::keep_current(
             kube,
-            dataplane::chassis_cert::CertOptions {
+            dataplane::agent::chassis_cert::CertOptions {
                 dir: dir.clone(),
                 chassis: args.node_name.clone(),
                 wait: Duration::from_secs(60),
@@ -519,11 +519,14 @@ async fn main() -> anyhow::Result<()> {
     // the Mirrors and ports of `zovn capture`s that were killed
     tokio::spawn(agent.clone().run_capture_gc());
     if let Some(ctl) = &args.vswitchd_ctl {
-        // stale verdicts of the userspace revalidator (see dataplane::megaflow_guard)
-        let ctl = dataplane::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(5));
-        tokio::spawn(dataplane::megaflow_guard::run(ctl, metrics.clone()));
+        // stale verdicts of the userspace revalidator (see dataplane::datapath::megaflow_guard)
+        let ctl = dataplane::ovs::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(5));
+        tokio::spawn(dataplane::datapath::megaflow_guard::run(
+            ctl,
+            metrics.clone(),
+        ));
     }
-    let server = tokio::spawn(dataplane::server::serve(listener, agent));
+    let server = tokio::spawn(dataplane::agent::server::serve(listener, agent));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     tokio::select! {

@@ -136,7 +136,7 @@ pub struct DatapathConfig {
     /// `--gateway-interface`, br-phy): `auto` (default: an AF_XDP port on the dpdk and
     /// afxdp datapaths, a kernel port on the kernel one), `afxdp` or `kernel`. Only an
     /// uplink port marked as ours (`external_ids:zstack.io/owner`) is changed. See
-    /// [`crate::uplink`].
+    /// [`crate::host::uplink`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uplink: Option<String>,
     /// CPU wake-up latency (µs) the agent requests through `/dev/cpu_dma_latency` while it

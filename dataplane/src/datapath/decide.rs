@@ -106,7 +106,7 @@ pub struct AfxdpPorts {
 }
 
 /// What the node's uplink port should be (config `uplink`; carried out by
-/// [`crate::uplink`], which knows the port).
+/// [`crate::host::uplink`], which knows the port).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UplinkPlan {

@@ -16,8 +16,12 @@ pub mod cpus;
 pub mod decide;
 pub mod eal_args;
 pub mod manager;
+pub mod megaflow;
+pub mod megaflow_guard;
+pub mod metrics;
 pub mod pm_qos;
 pub mod probe;
+pub mod report;
 pub mod status;
 
 pub use config::DatapathConfig;

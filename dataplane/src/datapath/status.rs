@@ -55,10 +55,10 @@ pub struct DatapathStatus {
     /// Start-time settings waiting for an ovs-vswitchd restart the agent could not do.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restart_required: Vec<String>,
-    /// The uplink port of the bridge holding the node's address ([`crate::uplink`]);
+    /// The uplink port of the bridge holding the node's address ([`crate::host::uplink`]);
     /// `None` where that bridge does not exist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uplink: Option<crate::uplink::UplinkStatus>,
+    pub uplink: Option<crate::host::uplink::UplinkStatus>,
 }
 
 impl DatapathStatus {

@@ -75,7 +75,7 @@ impl Ovs {
         if version.is_empty()
             && let Some(ctl) = vswitchd_ctl
         {
-            let c = crate::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(2));
+            let c = crate::ovs::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(2));
             version = c.call("version", &[]).await.unwrap_or_default();
         }
         let version = version.lines().next().unwrap_or("").trim().to_string();

@@ -28,6 +28,7 @@ pub mod memory;
 pub mod node_ovs;
 mod spec;
 pub mod ssl;
+pub mod unixctl;
 pub mod uplink_port;
 
 pub use client::Ovs;

@@ -1,5 +1,5 @@
 //! The uplink port of a bridge (the NIC of the bridge holding the node's address, br-phy)
-//! as the database shows it, and changing its type: what [`crate::uplink`] needs of OVS.
+//! as the database shows it, and changing its type: what [`crate::host::uplink`] needs of OVS.
 //! Only a port marked as ours is ever changed.
 
 use std::collections::BTreeMap;

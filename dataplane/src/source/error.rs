@@ -1,5 +1,5 @@
 //! The error of a pod source ([`crate::source::PodSource`]) and of the Kubernetes writes
-//! beside it ([`crate::report`]): its own module so that both can name it without
+//! beside it ([`crate::agent::report`]): its own module so that both can name it without
 //! importing each other.
 
 /// Errors of a pod source.

@@ -212,7 +212,7 @@ pub struct KubeSource {
     subnets: Arc<Reflected<api::subnet::Subnet>>,
     services: Arc<Reflected<Service>>,
     endpoints: Arc<EndpointStore>,
-    events: crate::report::KubeEvents,
+    events: crate::agent::report::KubeEvents,
     _watches: Arc<Watches>,
 }
 
@@ -238,7 +238,7 @@ impl KubeSource {
         );
         let endpoints = EndpointStore::start(&client, &mut tasks).await;
         Ok(KubeSource {
-            events: crate::report::KubeEvents::new(client.clone()),
+            events: crate::agent::report::KubeEvents::new(client.clone()),
             client,
             node: node.to_string(),
             pods: Arc::new(pods),
@@ -283,7 +283,7 @@ impl PodSource for KubeSource {
         node: &'a str,
         annotations: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), SourceError>> {
-        Box::pin(crate::report::kube_annotate_node(
+        Box::pin(crate::agent::report::kube_annotate_node(
             &self.client,
             node,
             annotations,
@@ -292,7 +292,7 @@ impl PodSource for KubeSource {
 
     fn event<'a>(
         &'a self,
-        ev: &'a crate::report::AgentEvent,
+        ev: &'a crate::agent::report::AgentEvent,
     ) -> BoxFuture<'a, Result<(), SourceError>> {
         Box::pin(self.events.publish(ev))
     }

@@ -150,7 +150,7 @@ impl PodSource for LabSource {
 
     fn event<'a>(
         &'a self,
-        ev: &'a crate::report::AgentEvent,
+        ev: &'a crate::agent::report::AgentEvent,
     ) -> BoxFuture<'a, Result<(), SourceError>> {
         Box::pin(async move {
             self.call(&Request::Event {

@@ -57,7 +57,7 @@ pub trait PodSource: Send + Sync {
         Box::pin(async { Ok(Vec::new()) })
     }
 
-    /// Every Service (for the host's Service NAT, [`crate::host_nat`]). The default has
+    /// Every Service (for the host's Service NAT, [`crate::host::nat`]). The default has
     /// none (a source that cannot list Services gets no host rules).
     fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async { Ok(Vec::new()) })
@@ -65,7 +65,7 @@ pub trait PodSource: Send + Sync {
 
     /// Every Service's endpoints with their node (EndpointSlices, or core v1 Endpoints on
     /// servers without discovery.k8s.io/v1), for the host's `externalTrafficPolicy: Local`
-    /// rules ([`crate::host_nat`]). The default has none.
+    /// rules ([`crate::host::nat`]). The default has none.
     fn endpoint_slices(
         &self,
     ) -> BoxFuture<'_, Result<Vec<api::services::EndpointSliceInfo>, SourceError>> {
@@ -86,10 +86,10 @@ pub trait PodSource: Send + Sync {
         annotations: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), SourceError>>;
 
-    /// Records an event about a Node or a Pod (see [`crate::report`]).
+    /// Records an event about a Node or a Pod (see [`crate::agent::report`]).
     fn event<'a>(
         &'a self,
-        ev: &'a crate::report::AgentEvent,
+        ev: &'a crate::agent::report::AgentEvent,
     ) -> BoxFuture<'a, Result<(), SourceError>>;
 
     /// Waits (at most `timeout`) until `ready` holds for the pod; returns the last pod seen

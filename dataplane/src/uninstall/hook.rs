@@ -157,7 +157,7 @@ pub fn missing_message(missing: &BTreeSet<String>) -> String {
         nodes.join(", "),
         cni::conflist::CONFLIST_NAME,
         cni::conflist::BINARY_NAME,
-        crate::host_nat::TABLE,
+        crate::host::nat::TABLE,
     )
 }
 

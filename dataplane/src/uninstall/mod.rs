@@ -64,8 +64,8 @@ pub async fn cleanup(plan: &CleanupPlan) -> Vec<String> {
     if let Some(dir) = &plan.cni_bin_dir {
         remove_file(&dir.join(cni::conflist::BINARY_NAME), &mut done);
     }
-    match crate::host_nat::delete_table() {
-        Ok(true) => done.push(format!("nft table {}", crate::host_nat::TABLE)),
+    match crate::host::nat::delete_table() {
+        Ok(true) => done.push(format!("nft table {}", crate::host::nat::TABLE)),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "uninstall: nft table not removed"),
     }

@@ -1,13 +1,13 @@
 //! `zovn lab stats [--node N] [-o table|json]`: per node, the datapath counters the agent
 //! exports as metrics — PMD threads, rx queue usage, and the agent's ports — collected the
-//! same way (`dataplane::datapath_metrics::collect`: vswitchd's unixctl socket and one
+//! same way (`dataplane::datapath::metrics::collect`: vswitchd's unixctl socket and one
 //! `select` of the Interface statistics).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use dataplane::datapath_metrics::{DatapathSnapshot, PortSource, collect, connect_db};
-use dataplane::unixctl::Unixctl;
+use dataplane::datapath::metrics::{DatapathSnapshot, PortSource, collect, connect_db};
+use dataplane::ovs::unixctl::Unixctl;
 use lab::Lab;
 
 use super::args::{StatsArgs, StatsOutput};

@@ -12,17 +12,21 @@ use cni::error::code;
 use cni::{CniError, Command, Request, Response};
 use ipnet::IpNet;
 
-use crate::metrics::Metrics;
-use crate::mgmt::{self, MGMT_PORT, MgmtConfig};
-use crate::node::{NodeCtx, NodeParts};
+use crate::agent::metrics::Metrics;
+use crate::agent::report::EventType;
+use crate::attach::node::{NodeCtx, NodeParts};
+use crate::attach::plumbing::KernelPlumbing;
+use crate::attach::state::StateStore;
+use crate::attach::vhost_state::VhostPorts;
+use crate::host::mgmt::{self, MGMT_PORT, MgmtConfig};
 use crate::ovs::{OvnConfig, Ovs, capture_mirror};
-use crate::plumbing::KernelPlumbing;
-use crate::report::EventType;
 use crate::source::PodSource;
-use crate::state::StateStore;
-use crate::vhost_state::VhostPorts;
 
+pub mod chassis_cert;
 mod gateway;
+pub mod metrics;
+pub mod report;
+pub mod server;
 
 pub use crate::attach::common::{PodAddrs, cni_result, network_addrs, pod_addrs, pod_port_spec};
 
@@ -43,10 +47,10 @@ pub struct AgentConfig {
     /// The ovs-vswitchd unixctl socket (PMD statistics; its directory holds the bridges'
     /// OpenFlow sockets).
     pub vswitchd_ctl: Option<PathBuf>,
-    /// `shared` gateway mode: the gateway bridge ([`crate::gateway`]); `None`: not shared.
-    pub gateway: Option<crate::gateway::GatewayConfig>,
+    /// `shared` gateway mode: the gateway bridge ([`crate::host::gateway`]); `None`: not shared.
+    pub gateway: Option<crate::host::gateway::GatewayConfig>,
     /// The bridge holding the node's address and uplink (`--gateway-interface`, br-phy),
-    /// whose uplink port [`crate::uplink`] manages.
+    /// whose uplink port [`crate::host::uplink`] manages.
     pub uplink_bridge: String,
     /// The `spec.externalIPs` an administrator allows (`--service-external-ip-cidrs`);
     /// the others get no host route and no NAT rule here.
@@ -64,19 +68,19 @@ pub struct Agent {
     /// The Subnets the management port was last configured with: an ADD whose addresses
     /// they cover needs no refresh (the periodic one still runs).
     mgmt_subnets: Mutex<Vec<IpNet>>,
-    /// The host's Service NAT table (see [`crate::host_nat`]).
-    host_nat: crate::host_nat::HostNat,
+    /// The host's Service NAT table (see [`crate::host::nat`]).
+    host_nat: crate::host::nat::HostNat,
     /// Services' externalIPs and LoadBalancer ingress IPs (host prefixes): routed through
     /// the management port like the Subnets, so the host reaches them.
     service_routes: Mutex<Vec<IpNet>>,
-    /// The Service addresses this host refused last ([`crate::service_address_guard`]).
+    /// The Service addresses this host refused last ([`crate::host::service_address_guard`]).
     service_refusals: Mutex<Vec<String>>,
     /// The `natOutgoing` Subnets' CIDRs the host NAT table masquerades (pods' egress).
     egress_sources: Mutex<Vec<IpNet>>,
     /// `shared` gateway mode: the last error reported, and the bridge rules last applied.
     gateway_state: Mutex<gateway::GatewayState>,
     /// The uplink port's manager.
-    uplink: crate::uplink::Uplink,
+    uplink: crate::host::uplink::Uplink,
 }
 
 impl Agent {
@@ -112,14 +116,14 @@ impl Agent {
             metrics,
             datapath: crate::datapath::DatapathManager::new(cfg.datapath.clone()),
         });
-        let uplink = crate::uplink::Uplink::new(&cfg.uplink_bridge);
+        let uplink = crate::host::uplink::Uplink::new(&cfg.uplink_bridge);
         Agent {
             cfg,
             ovs,
             ctx,
             mgmt_refresh: tokio::sync::Notify::new(),
             mgmt_subnets: Mutex::new(Vec::new()),
-            host_nat: crate::host_nat::HostNat::default(),
+            host_nat: crate::host::nat::HostNat::default(),
             service_routes: Mutex::new(Vec::new()),
             service_refusals: Mutex::new(Vec::new()),
             egress_sources: Mutex::new(Vec::new()),
@@ -201,7 +205,7 @@ impl Agent {
         for s in &mut services {
             self.cfg.external_ips.apply(s);
         }
-        match crate::service_address_guard::read().await {
+        match crate::host::service_address_guard::read().await {
             Ok(host) => {
                 let refused = host.police(&mut services);
                 self.report_service_refusals(refused).await;
@@ -223,8 +227,8 @@ impl Agent {
         } else {
             Vec::new()
         };
-        let rules = crate::host_nat::rules(&services, &slices, &self.cfg.node_name);
-        let routes = crate::host_nat::external_prefixes(&services);
+        let rules = crate::host::nat::rules(&services, &slices, &self.cfg.node_name);
+        let routes = crate::host::nat::external_prefixes(&services);
         let moved = {
             let mut r = self
                 .service_routes
@@ -250,7 +254,7 @@ impl Agent {
     }
 
     /// Logs and reports (a Warning event on this Node) each Service address newly refused
-    /// by [`crate::service_address_guard`].
+    /// by [`crate::host::service_address_guard`].
     async fn report_service_refusals(&self, now: Vec<String>) {
         let new: Vec<String> = {
             let mut last = self
@@ -265,7 +269,7 @@ impl Agent {
             tracing::warn!(refusal = %r, "Service address refused on this host: no route, no NAT rule");
             self.ctx
                 .node_event(
-                    crate::report::EventType::Warning,
+                    crate::agent::report::EventType::Warning,
                     api::keys::REASON_SERVICE_ADDRESS_REFUSED,
                     format!("{r}: not routed or NATed on this node"),
                 )
@@ -375,9 +379,9 @@ impl Agent {
         crate::attach::promote::run(&self.ctx).await;
     }
 
-    /// One datapath pass and its report (see [`crate::node_datapath`]).
+    /// One datapath pass and its report (see [`crate::datapath::report`]).
     pub async fn datapath_pass(&self) -> crate::datapath::manager::PassOutcome {
-        crate::node_datapath::pass(
+        crate::datapath::report::pass(
             &self.ctx,
             &self.ovs,
             self.cfg.vswitchd_ctl.as_deref(),

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::agent::report::EventType;
+use crate::attach::node::NodeCtx;
 use crate::datapath::STATUS_ANNOTATION;
 use crate::datapath::manager::PassOutcome;
-use crate::node::NodeCtx;
 use crate::ovs::Ovs;
-use crate::report::EventType;
 
 /// How long an AF_XDP port may take to open (ofport assigned, or an error) before the
 /// agent gives up on it and uses the kernel path.
@@ -25,13 +25,13 @@ pub use api::external_ids::ovs::{
 };
 
 /// One datapath pass (see [`crate::datapath::manager`]), the uplink's (see
-/// [`crate::uplink`]) and their report; `vswitchd_ctl`: ovs-vswitchd's unixctl socket
+/// [`crate::host::uplink`]) and their report; `vswitchd_ctl`: ovs-vswitchd's unixctl socket
 /// (its version and PMD threads).
 pub async fn pass(
     ctx: &NodeCtx,
     ovs: &Ovs,
     vswitchd_ctl: Option<&Path>,
-    uplink: &crate::uplink::Uplink,
+    uplink: &crate::host::uplink::Uplink,
 ) -> PassOutcome {
     let ann = match ctx.pods().node_annotations(ctx.node_name()).await {
         Ok(a) => a,
@@ -59,7 +59,7 @@ async fn add_vswitchd_facts(ctl: Option<&Path>, s: &mut crate::datapath::Datapat
     let Some(ctl) = ctl else {
         return;
     };
-    let c = crate::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(2));
+    let c = crate::ovs::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(2));
     if s.ovs_version.is_none()
         && let Ok(v) = c.call("version", &[]).await
     {

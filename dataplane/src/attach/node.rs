@@ -11,14 +11,14 @@ use std::time::Duration;
 use cni::CniError;
 use cni::error::code;
 
+use crate::agent::metrics::Metrics;
+use crate::agent::report::{AgentEvent, EventType, Subject};
+use crate::attach::plumbing::Plumbing;
+use crate::attach::state::StateStore;
+use crate::attach::vhost_state::VhostPorts;
 use crate::datapath::DatapathManager;
-use crate::metrics::Metrics;
 use crate::ovs::NodeOvs;
-use crate::plumbing::Plumbing;
-use crate::report::{AgentEvent, EventType, Subject};
 use crate::source::{PodInfo, PodSource};
-use crate::state::StateStore;
-use crate::vhost_state::VhostPorts;
 
 /// The node's shared context (see the module doc).
 pub struct NodeCtx {
@@ -32,7 +32,7 @@ pub struct NodeCtx {
     metrics: Arc<Metrics>,
     datapath: DatapathManager,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    promotions: crate::promote_queue::Promotions,
+    promotions: crate::attach::promote_queue::Promotions,
 }
 
 /// The parts of a [`NodeCtx`].
@@ -97,8 +97,8 @@ impl NodeCtx {
     }
 
     /// Fast-start ports waiting for AF_XDP, and the ADDs in flight (see
-    /// [`crate::promote_queue`]).
-    pub fn promotions(&self) -> &crate::promote_queue::Promotions {
+    /// [`crate::attach::promote_queue`]).
+    pub fn promotions(&self) -> &crate::attach::promote_queue::Promotions {
         &self.promotions
     }
 

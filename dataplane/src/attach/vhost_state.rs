@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use vhost::config::DEFAULT_SOCKET_ROOT;
 use vhost::{SocketLayout, VhostUserConfig};
 
-use crate::state::{SandboxRecord, sandbox_key};
+use crate::attach::state::{SandboxRecord, sandbox_key};
 
 /// Environment variable overriding the agent's socket root.
 pub const VHOST_DIR_ENV: &str = "ZSTACK_OVN_VHOST_DIR";

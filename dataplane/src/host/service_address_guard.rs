@@ -2,7 +2,7 @@
 //! through the management port and to NAT, whatever the Service says.
 //!
 //! Every `externalIPs` entry and LoadBalancer ingress IP becomes a host route through
-//! `ovn-k8s-mp0` and a DNAT rule ([`crate::host_nat`]). A host route to a `/32` beats every
+//! `ovn-k8s-mp0` and a DNAT rule ([`crate::host::nat`]). A host route to a `/32` beats every
 //! shorter one, so a Service claiming another node's underlay address would move this
 //! host's traffic to that node (the Geneve tunnel included) into OVN; one claiming the API
 //! server's address would cut kubelet off. The controller's allowlist
@@ -28,8 +28,8 @@ use rtnetlink::{Handle, RouteMessageBuilder};
 
 use api::services::ServiceInfo;
 
-use crate::mgmt::MGMT_PORT;
-use crate::pod_iface::netns;
+use crate::attach::pod_iface::netns;
+use crate::host::mgmt::MGMT_PORT;
 
 /// The host's addresses and routes, as far as the guard needs them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,7 +87,7 @@ pub async fn read() -> Result<HostAddresses, String> {
         netns::run_in_netns(None, |h| async move {
             read_with(&h)
                 .await
-                .map_err(crate::pod_iface::PlumbError::InvalidSpec)
+                .map_err(crate::attach::pod_iface::PlumbError::InvalidSpec)
         })
     })
     .await

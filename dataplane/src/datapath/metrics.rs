@@ -6,7 +6,7 @@
 //! [`collect`] gathers one [`DatapathSnapshot`] within a bounded time; a dead or hung
 //! vswitchd gives `vswitchd_up = false` (exported as `zstack_ovn_vswitchd_up 0`), never
 //! an error. [`register`] hooks a [`DatapathCollector`] into the agent's
-//! [`Metrics`](crate::metrics::Metrics): refreshed before each scrape, encoded by a
+//! [`Metrics`](crate::agent::metrics::Metrics): refreshed before each scrape, encoded by a
 //! prometheus-client `Collector`.
 //!
 //! | metric | labels |
@@ -43,8 +43,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use serde::Serialize;
 
+use crate::ovs::unixctl::Unixctl;
 use crate::ovs::{DB, OWNER, OWNER_KEY, Ovs, POD_KEY};
-use crate::unixctl::Unixctl;
 use ovsdb::pmd_stats::{PmdThreadStats, RxqShow, parse_pmd_rxq, parse_pmd_stats};
 
 /// Bound of one collection (each source alone; they run concurrently).
@@ -292,7 +292,7 @@ impl DatapathCollector {
 }
 
 /// Hooks the datapath metrics into `metrics`: collected before each scrape.
-pub fn register(metrics: &mut crate::metrics::Metrics, vswitchd_ctl: &Path, ovs: Ovs) {
+pub fn register(metrics: &mut crate::agent::metrics::Metrics, vswitchd_ctl: &Path, ovs: Ovs) {
     let collector = Arc::new(DatapathCollector::new(vswitchd_ctl, ovs));
     metrics.register_collector(Box::new(collector.encoder()));
     metrics.on_scrape(Box::new(move || {

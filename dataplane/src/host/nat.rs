@@ -257,7 +257,7 @@ fn egress_rules(sources: &[ipnet::IpNet]) -> Vec<String> {
             out.push(format!(
                 "{ip} saddr {{ {} }} oifname != \"{}\" masquerade",
                 set.join(", "),
-                crate::mgmt::MGMT_PORT
+                crate::host::mgmt::MGMT_PORT
             ));
         }
     }

@@ -1,5 +1,5 @@
 //! [`Plumbing`]: the host side of a pod attachment that is not OVS: the veth pair and its
-//! addresses inside the pod's netns ([`crate::pod_iface`]), the vhost-user socket
+//! addresses inside the pod's netns ([`crate::attach::pod_iface`]), the vhost-user socket
 //! directories ([`vhost::socket_dir`]: owner, mode, bind mounts), whether a netns still
 //! exists, and the node's free hugepages. [`KernelPlumbing`] does it for real (rtnetlink,
 //! tested as root by `dataplane/tests/pod_iface.rs`); the attachments' unit tests use a
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use futures::future::BoxFuture;
 use vhost::{SocketLayout, VhostUserConfig, socket_dir};
 
-use crate::pod_iface::{self, PodInterfaceSpec};
+use crate::attach::pod_iface::{self, PodInterfaceSpec};
 
 /// What the attachments do on the host besides OVS. Errors are sentences naming the step.
 pub trait Plumbing: Send + Sync {

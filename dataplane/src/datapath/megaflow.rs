@@ -1,5 +1,5 @@
 //! Datapath flows (megaflows) as `ovs-appctl dpctl/dump-flows -m --no-names` prints them,
-//! and the test of two of them overlapping: the evidence [`crate::megaflow_guard`] looks
+//! and the test of two of them overlapping: the evidence [`crate::datapath::megaflow_guard`] looks
 //! for.
 //!
 //! Why overlaps matter: OVS 3.1's userspace datapath (dpif-netdev) applies a revalidator's

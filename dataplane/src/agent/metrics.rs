@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 type Labels = Vec<(String, String)>;
 
 /// Work run before each scrape renders (e.g. refreshing the datapath collector's
-/// snapshot, see [`crate::datapath_metrics`]); it bounds its own time.
+/// snapshot, see [`crate::datapath::metrics`]); it bounds its own time.
 pub type ScrapeHook =
     Box<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
@@ -25,7 +25,7 @@ pub struct Metrics {
     pub datapath_fallbacks: Family<Labels, Counter>,
     /// `zstack_ovn_datapath_info{datapath}`: 1 for the node's datapath.
     pub datapath_info: Family<Labels, prometheus_client::metrics::gauge::Gauge>,
-    /// `zstack_ovn_stale_megaflow_purges_total` (see [`crate::megaflow_guard`]).
+    /// `zstack_ovn_stale_megaflow_purges_total` (see [`crate::datapath::megaflow_guard`]).
     pub stale_megaflow_purges: Counter,
     /// `zstack_ovn_cni_add_phase_seconds{phase,datapath}` (see [`crate::attach::phases`]).
     pub add_phase_seconds: Family<Labels, Histogram>,

@@ -1,7 +1,7 @@
 //! `shared` gateway mode, the node's side: find the gateway bridge's address, MAC and next
 //! hop, report them on the Node ([`api::keys::NODE_GATEWAY`], [`NodeGateway`]) for the
 //! controller's gateway router, and split the bridge's traffic between the host and that
-//! router ([`crate::gateway_flows`]) once ovn-controller has plugged the router's
+//! router ([`crate::host::gateway_flows`]) once ovn-controller has plugged the router's
 //! external switch into the bridge (the patch port [`api::gateway::gateway_patch_port`]).
 //!
 //! A bridge that does not exist, has no IPv4 address or no next hop is reported in the

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::pod_iface::PodInterfaceSpec;
+use crate::attach::pod_iface::PodInterfaceSpec;
 
 /// What the agent set up for one sandbox (container id + ifname).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

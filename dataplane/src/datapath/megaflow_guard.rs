@@ -1,7 +1,7 @@
 //! Keeps OVS 3.1's userspace datapath from serving a stale verdict after a flow-table
 //! change (a NetworkPolicy's old "allow" or "drop" kept for as long as traffic hits it).
 //!
-//! The fault (see [`crate::megaflow`]): a revalidator "modify" can land on an overlapping
+//! The fault (see [`crate::datapath::megaflow`]): a revalidator "modify" can land on an overlapping
 //! broader megaflow instead of the one it was meant for, which then keeps its old actions
 //! while OVS believes it revalidated it. Nothing in OVS ever looks at it again.
 //!
@@ -33,11 +33,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use crate::megaflow::{
+use crate::datapath::megaflow::{
     Megaflow, conflicting_overlaps, is_slow_path, parse_dump, recirc_targets, same_actions,
     traced_actions,
 };
-use crate::unixctl::{Unixctl, UnixctlError};
+use crate::ovs::unixctl::{Unixctl, UnixctlError};
 
 /// How often the datapath counters (`COUNTERS`) are read.
 pub const POLL: Duration = Duration::from_millis(500);
@@ -289,7 +289,7 @@ fn brief(f: &Megaflow) -> (String, String) {
 
 /// Runs the guard forever: a purge is logged (with up to three of the conflicting pairs)
 /// and counted; an unreachable ovs-vswitchd is logged once per outage.
-pub async fn run(ctl: Unixctl, metrics: std::sync::Arc<crate::metrics::Metrics>) {
+pub async fn run(ctl: Unixctl, metrics: std::sync::Arc<crate::agent::metrics::Metrics>) {
     let mut guard = MegaflowGuard::new(ctl);
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

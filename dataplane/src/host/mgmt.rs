@@ -17,8 +17,8 @@ use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 use api::Mac;
 use api::pod_networks::{NODE_MGMT_PORT, PodNetwork};
 
+use crate::attach::pod_iface::{self, PlumbError, netns};
 use crate::ovs::{Ovs, OvsError, PortSpec};
-use crate::pod_iface::{self, PlumbError, netns};
 
 /// The management port's name (OVS port and host interface).
 pub const MGMT_PORT: &str = "ovn-k8s-mp0";

@@ -26,11 +26,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::report::EventType;
 use crate::datapath::Datapath;
 use crate::datapath::decide::UplinkPlan;
 use crate::ovs::Ovs;
 use crate::ovs::uplink_port::UplinkPort;
-use crate::report::EventType;
 
 /// How long ovs-vswitchd may take to reconfigure after a type change.
 pub const OPEN_WAIT: Duration = Duration::from_secs(10);
