@@ -15,6 +15,7 @@
 //! | [`model`] | the plain cluster model (pods, nodes, validated subnets; [`api::Mac`], [`api::pod_networks::PodAddresses`] re-exported) |
 //! | [`crd`] | the Subnet custom resource's YAML (types: [`api::subnet`], re-exported) |
 //! | [`validate`] | Subnet spec → [`model::ValidSubnet`] or reasons a person understands |
+//! | [`address_space`] | one CIDR's reserved addresses, default gateway and size: the one rule IPAM and validation follow |
 //! | [`ipam`] | per-Subnet address and MAC allocation, pod annotation requests |
 //! | [`names`] | row names and the `external_ids` ownership marks (persistent ones from [`api::names`]) |
 //! | [`translate`] | pure translators: model → [`desired::DesiredNb`] |
@@ -32,6 +33,7 @@
 //! | [`services`] | Services and their endpoints: backend selection (model and conversion from [`api::services`]) |
 //! | [`multus`] | IPAM owner keys of secondary networks; selections and NADs from [`api::multus`] |
 
+pub mod address_space;
 pub mod admission;
 pub mod agent_identity;
 pub mod annotation;

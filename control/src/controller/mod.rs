@@ -726,8 +726,8 @@ impl<W: Writer> Controller<W> {
         }
         match self.served.get(name) {
             Some(v) => {
-                let used = self.ipam.usage(name).map(|u| u.used).unwrap_or(0);
-                validate::active_status(v, &translate::switch_of(v), used)
+                let usage = self.ipam.usage(name).ok();
+                validate::active_status(v, &translate::switch_of(v), usage)
             }
             None => SubnetStatus::default(),
         }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
+use crate::address_space::{AddressSpace, Reserved};
 use crate::model::IpRange;
 
 use super::hash::FxBuild;
@@ -77,8 +78,8 @@ pub struct FamilyPool {
     cidr: IpNet,
     first: u128,
     last: u128,
-    network: Option<u128>,
-    broadcast: Option<u128>,
+    /// Its reserved addresses: [`AddressSpace`], validation's rule too.
+    space: AddressSpace,
     gateway: Option<u128>,
     /// `excludes`, clipped to the CIDR.
     excludes: RangeSet,
@@ -93,17 +94,16 @@ impl FamilyPool {
     /// A pool for `cidr` with nothing used. `gateway` and `excludes` outside the CIDR or
     /// of the other family are ignored.
     pub fn new(cidr: IpNet, gateway: Option<IpAddr>, excludes: &[IpRange]) -> Self {
-        let cidr = cidr.trunc();
+        let space = AddressSpace::new(cidr);
+        let cidr = space.cidr();
         let family = Family::of(cidr.network());
-        let first = Family::to_u128(cidr.network());
-        let last = Family::to_u128(cidr.broadcast());
+        let (first, last) = (space.first(), space.last());
         let mut pool = FamilyPool {
             family,
             cidr,
             first,
             last,
-            network: None,
-            broadcast: None,
+            space,
             gateway: None,
             excludes: RangeSet::new(),
             free: RangeSet::new(),
@@ -117,12 +117,6 @@ impl FamilyPool {
     /// Applies a new gateway and excludes and rebuilds the free space; addresses in use
     /// stay in use even if now excluded.
     pub(crate) fn configure(&mut self, gateway: Option<IpAddr>, excludes: &[IpRange]) {
-        let p2p = match self.family {
-            Family::V4 => self.cidr.prefix_len() >= 31,
-            Family::V6 => self.cidr.prefix_len() >= 127,
-        };
-        self.network = (!p2p).then_some(self.first);
-        self.broadcast = (!p2p && self.family == Family::V4).then_some(self.last);
         self.gateway = gateway
             .filter(|g| self.cidr.contains(g))
             .map(Family::to_u128);
@@ -138,10 +132,7 @@ impl FamilyPool {
         }
 
         self.free = RangeSet::from_range(self.first, self.last);
-        for x in [self.network, self.broadcast, self.gateway]
-            .into_iter()
-            .flatten()
-        {
+        for x in self.space.reserved_addrs().chain(self.gateway) {
             self.free.remove(x);
         }
         for (s, e) in self.excludes.ranges() {
@@ -167,10 +158,11 @@ impl FamilyPool {
 
     /// Network, broadcast or gateway.
     pub(crate) fn reserved_kind(&self, x: u128) -> Option<ReservedKind> {
-        if self.network == Some(x) {
-            Some(ReservedKind::Network)
-        } else if self.broadcast == Some(x) {
-            Some(ReservedKind::Broadcast)
+        if let Some(r) = self.space.reserved_at(x) {
+            Some(match r {
+                Reserved::Network => ReservedKind::Network,
+                Reserved::Broadcast => ReservedKind::Broadcast,
+            })
         } else if self.gateway == Some(x) {
             Some(ReservedKind::Gateway)
         } else {

@@ -333,3 +333,32 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Validation's capacity (what a new Subnet's status says) and a fresh allocator's
+    /// free count (what pods can get) are one number: both follow
+    /// [`crate::address_space::AddressSpace`].
+    #[test]
+    fn validation_capacity_is_a_fresh_allocators_free_count(
+        shape in shape(),
+        excludes in proptest::collection::vec((0u16..300, 0u16..300), 0..4),
+    ) {
+        let size = shape.size();
+        let ex: Vec<(u128, u128)> = excludes
+            .iter()
+            .map(|&(a, b)| {
+                let (a, b) = (u128::from(a.min(b)), u128::from(a.max(b)));
+                (a.min(size - 1), b.min(size - 1))
+            })
+            .collect();
+        let mut spec = shape.spec(&ex);
+        // validation gives every valid Subnet a gateway: the default one when none is set
+        if spec.gateways.is_empty() {
+            spec.gateways = spec.cidrs.iter().map(crate::validate::default_gateway).collect();
+        }
+        let pool = SubnetPool::new(&spec).expect("pool");
+        prop_assert_eq!(pool.usage().available, crate::validate::capacity(&spec));
+    }
+}

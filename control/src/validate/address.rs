@@ -1,40 +1,23 @@
-//! Address arithmetic of a Subnet: reserved addresses, the default gateway, overlaps,
-//! ranges (clip, merge) and how many addresses a Subnet can hand out.
+//! Address arithmetic of a Subnet: overlaps, ranges (clip, merge) and how many addresses a
+//! Subnet can hand out; reserved addresses and the default gateway by the allocator's
+//! rule ([`AddressSpace`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
+use crate::address_space::{AddressSpace, Reserved};
 use crate::model::{IpRange, ValidSubnet};
 
-/// Whether `ip` is reserved in `net` (network/broadcast), and which.
+/// Whether `ip` is reserved in `net` (network/broadcast), and which
+/// ([`AddressSpace`]'s rule, the allocator's).
 pub(super) fn reserved_kind(net: &IpNet, ip: IpAddr) -> Option<&'static str> {
-    match net {
-        IpNet::V4(n) if n.prefix_len() <= 30 => {
-            if ip == IpAddr::V4(n.network()) {
-                Some("network")
-            } else if ip == IpAddr::V4(n.broadcast()) {
-                Some("broadcast")
-            } else {
-                None
-            }
-        }
-        IpNet::V6(n) if n.prefix_len() <= 126 && ip == IpAddr::V6(n.network()) => Some("network"),
-        _ => None,
-    }
+    AddressSpace::new(*net).reserved(ip).map(Reserved::name)
 }
 
 /// The first address of `net` that is not reserved: the default gateway.
 pub fn default_gateway(net: &IpNet) -> IpAddr {
-    match net {
-        IpNet::V4(n) if n.prefix_len() <= 30 => {
-            IpAddr::V4(Ipv4Addr::from(u32::from(n.network()).wrapping_add(1)))
-        }
-        IpNet::V6(n) if n.prefix_len() <= 126 => {
-            IpAddr::V6(Ipv6Addr::from(u128::from(n.network()).wrapping_add(1)))
-        }
-        _ => net.network(),
-    }
+    AddressSpace::new(*net).default_gateway()
 }
 
 /// Whether two networks share an address.
@@ -104,20 +87,20 @@ pub fn merge_ranges(ranges: Vec<IpRange>) -> Vec<IpRange> {
 
 /// Addresses in `net` (saturating: an IPv6 /0 counts `u128::MAX`).
 pub(super) fn net_size(net: &IpNet) -> u128 {
-    let host_bits = u32::from(net.max_prefix_len().saturating_sub(net.prefix_len()));
-    1u128.checked_shl(host_bits).unwrap_or(u128::MAX)
+    AddressSpace::new(*net).size()
 }
 
 /// Addresses of `cidr` left for pods: all of them, minus the reserved ones (network and
 /// broadcast, see the module docs), the gateway and `excludes`.
 pub fn family_capacity(cidr: &IpNet, gateway: IpAddr, excludes: &[IpRange]) -> u128 {
+    let space = AddressSpace::new(*cidr);
     let mut taken: Vec<IpRange> = excludes.iter().filter_map(|r| clip(*r, cidr)).collect();
     taken.push(IpRange::single(gateway));
-    for ip in [cidr.network(), cidr.broadcast()] {
-        if reserved_kind(cidr, ip).is_some() {
-            taken.push(IpRange::single(ip));
-        }
-    }
+    taken.extend(
+        space
+            .reserved_addrs()
+            .map(|x| IpRange::single(space.addr(x))),
+    );
     let taken = merge_ranges(taken)
         .into_iter()
         .filter_map(|r| clip(r, cidr))

@@ -3,6 +3,7 @@
 
 use crate::crd::{CONDITION_READY, REASON_ACTIVE, REASON_INVALID_SPEC, condition_now};
 use crate::crd::{SubnetPhase, SubnetStatus};
+use crate::ipam::Usage;
 use crate::model::ValidSubnet;
 
 use super::address::*;
@@ -36,10 +37,20 @@ pub fn failed_status(problems: &[SubnetProblem]) -> SubnetStatus {
     }
 }
 
-/// The status of a valid Subnet served by `logical_switch` with `used_ips` addresses held by
-/// pods: phase `Active`, effective protocol and gateway, address counts, `Ready=True`.
-pub fn active_status(subnet: &ValidSubnet, logical_switch: &str, used_ips: u128) -> SubnetStatus {
-    let available = capacity(subnet).saturating_sub(used_ips);
+/// The status of a valid Subnet served by `logical_switch`: phase `Active`, effective
+/// protocol and gateway, address counts, `Ready=True`. The counts are the allocator's own
+/// (`usage`: what it can still hand out and what it handed out), so `availableIPs` is the
+/// number a pod can still get; without an allocator yet, the Subnet's [`capacity`].
+pub fn active_status(
+    subnet: &ValidSubnet,
+    logical_switch: &str,
+    usage: Option<Usage>,
+) -> SubnetStatus {
+    let usage = usage.unwrap_or(Usage {
+        available: capacity(subnet),
+        used: 0,
+    });
+    let (available, used_ips) = (usage.available, usage.used);
     let cidrs = subnet
         .cidrs
         .iter()

@@ -4,6 +4,7 @@ use ipnet::IpNet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::crd::{SubnetPhase, SubnetSpec};
+use crate::ipam::{Family, Owner, SubnetPool};
 use crate::model::{IpRange, Protocol, ValidSubnet};
 
 use super::address::*;
@@ -826,7 +827,12 @@ fn failed_status_joins_reasons() {
 #[test]
 fn active_status_numbers() {
     let v = valid_of(&spec("10.0.0.0/24,fd00::/120"));
-    let st = active_status(&v, "red", 3);
+    let mut pool = SubnetPool::new(&v).unwrap();
+    let owner: Owner = "default/p".into();
+    for _ in 0..3 {
+        pool.allocate_next(Family::V4, &owner).unwrap();
+    }
+    let st = active_status(&v, "red", Some(pool.usage()));
     assert_eq!(st.phase, SubnetPhase::Active);
     assert_eq!(st.reason, "");
     assert_eq!(st.protocol.as_deref(), Some("Dual"));
@@ -845,16 +851,40 @@ fn active_status_numbers() {
     assert_eq!(json["availableIPs"], serde_json::json!(504.0));
     assert_eq!(json["usedIPs"], serde_json::json!(3.0));
     assert!(json.get("reason").is_none());
-    // more used than capacity: no underflow
-    assert_eq!(active_status(&v, "red", 10_000).available_ips, Some(0.0));
+    // no allocator yet: the Subnet's capacity, nothing used
+    let fresh = active_status(&v, "red", None);
+    assert_eq!(fresh.available_ips, Some(253.0 + 254.0));
+    assert_eq!(fresh.used_ips, Some(0.0));
+}
+
+/// `availableIPs` is what the allocator can still hand out: an address handed out and
+/// then excluded is used, not also subtracted as excluded (it was counted twice when the
+/// status did its own arithmetic), and validation's capacity agrees with a fresh
+/// allocator.
+#[test]
+fn available_ips_is_the_allocators_free_count() {
+    let v = valid_of(&spec("10.0.0.0/29"));
+    let mut pool = SubnetPool::new(&v).unwrap();
+    assert_eq!(pool.usage().available, capacity(&v));
+    let owner: Owner = "default/p".into();
+    let ip = pool.allocate_next(Family::V4, &owner).unwrap();
+    let mut excluded = spec("10.0.0.0/29");
+    excluded.exclude_ips = vec![ip.to_string()];
+    let v2 = valid_of(&excluded);
+    pool.update(&v2).unwrap();
+    let st = active_status(&v2, "red", Some(pool.usage()));
+    // /29: 8 - network - broadcast - gateway = 5; one excluded but held by the pod
+    assert_eq!(st.used_ips, Some(1.0));
+    assert_eq!(st.available_ips, Some(4.0));
+    assert_eq!(capacity(&v2), 4, "capacity excludes the held address");
 }
 
 #[test]
 fn transition_times_kept_when_status_unchanged() {
     let v = valid_of(&spec("10.0.0.0/24"));
-    let mut old = active_status(&v, "red", 0);
+    let mut old = active_status(&v, "red", None);
     old.conditions[0].last_transition_time = t(5);
-    let new = active_status(&v, "red", 1)
+    let new = active_status(&v, "red", None)
         .keep_transition_times(Some(&old))
         .with_observed_generation(Some(7));
     assert_eq!(new.conditions[0].last_transition_time, t(5));
@@ -862,7 +892,7 @@ fn transition_times_kept_when_status_unchanged() {
     let failed =
         failed_status(&[SubnetProblem::VlanOutOfRange(0)]).keep_transition_times(Some(&old));
     assert_ne!(failed.conditions[0].last_transition_time, t(5));
-    let fresh = active_status(&v, "red", 1).keep_transition_times(None);
+    let fresh = active_status(&v, "red", None).keep_transition_times(None);
     assert_ne!(fresh.conditions[0].last_transition_time, t(5));
 }
 
@@ -981,7 +1011,7 @@ proptest! {
             Ok(v) => {
                 prop_assert_eq!(v.cidrs.len(), v.gateways.len());
                 prop_assert!(capacity(&v) > 0);
-                let _ = active_status(&v, "red", 1);
+                let _ = active_status(&v, "red", None);
             }
             Err(p) => {
                 prop_assert!(!p.is_empty());
