@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use api::subnet::{Subnet, SubnetSpec};
 use control::controller::Controller;
 use control::model::{NodeInfo, PodInfo};
@@ -136,18 +136,8 @@ async fn settle(
     ctl: &mut Controller<MemoryStore>,
     rx: &mut UnboundedReceiver<Event>,
 ) -> Result<(usize, usize)> {
-    let mut txns = 0;
-    for pass in 1..=10 {
-        while let Ok(ev) = rx.try_recv() {
-            ctl.apply(ev);
-        }
-        let r = ctl.sync().await?;
-        txns += r.nb.transactions;
-        if r.nb.transactions == 0 && r.annotations_written == 0 && r.statuses_written == 0 {
-            return Ok((pass, txns));
-        }
-    }
-    bail!("the controller did not reach steady state in 10 passes")
+    let s = ctl.settle(rx, 10).await?;
+    Ok((s.passes, s.transactions))
 }
 
 async fn controller(nb: &str, store: &MemoryStore) -> Result<Controller<MemoryStore>> {

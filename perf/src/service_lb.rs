@@ -18,7 +18,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use api::subnet::{Subnet, SubnetSpec};
 use control::controller::Controller;
 use control::model::NodeInfo;
@@ -223,18 +223,7 @@ async fn settle(
     ctl: &mut Controller<MemoryStore>,
     rx: &mut UnboundedReceiver<Event>,
 ) -> Result<usize> {
-    let mut rows = 0;
-    for _ in 0..10 {
-        while let Ok(ev) = rx.try_recv() {
-            ctl.apply(ev);
-        }
-        let r = ctl.sync().await?;
-        rows += r.nb.inserts + r.nb.updates + r.nb.deletes;
-        if r.nb.transactions == 0 && r.annotations_written == 0 && r.statuses_written == 0 {
-            return Ok(rows);
-        }
-    }
-    bail!("the controller did not reach steady state in 10 passes")
+    Ok(ctl.settle(rx, 10).await?.rows_written())
 }
 
 /// An independent observer of the NB's Load_Balancer rows.

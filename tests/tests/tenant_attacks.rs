@@ -103,16 +103,7 @@ mod forged {
 
     /// Passes until one writes nothing (the controller's own writes come back as events).
     pub async fn settle(ctl: &mut Controller<MemoryStore>, rx: &mut UnboundedReceiver<Event>) {
-        for _ in 0..6 {
-            while let Ok(ev) = rx.try_recv() {
-                ctl.apply(ev);
-            }
-            let r = ctl.sync().await.expect("sync");
-            if r.nb.transactions == 0 && r.annotations_written == 0 && r.statuses_written == 0 {
-                return;
-            }
-        }
-        panic!("controller did not settle in 6 passes");
+        ctl.settle(rx, 6).await.expect("settle");
     }
 
     /// The pod's primary address (its annotation, as the controller wrote it), if any.

@@ -25,6 +25,7 @@ pub mod default_subnet;
 mod restore;
 mod secondary;
 mod services;
+mod settle;
 pub mod state;
 mod writeback;
 
@@ -46,6 +47,7 @@ use crate::reconcile::{Outcome, ReconcileError, Reconciler};
 use crate::source::{Event, Writer};
 use crate::translate::{self, ClusterConfig, Input, pod::SUBNET};
 use crate::validate::{self, SubnetProblem};
+pub use settle::Settled;
 use state::ClusterState;
 
 /// The IPAM name of the join switch's address pool (node management ports). Not a valid
@@ -62,6 +64,10 @@ pub enum ControllerError {
     Reconcile(#[from] ReconcileError),
     #[error("the object source closed")]
     SourceClosed,
+    #[error(
+        "the controller did not settle in {0} passes (each wrote to the NB, a pod or a Subnet)"
+    )]
+    NotSettled(usize),
 }
 
 /// What one pass did (for logs, tests and benchmarks).
