@@ -170,11 +170,11 @@ impl<W: Writer> Controller<W> {
             )),
             Some(s) => mismatch(&d, s),
         };
-        if note != self.default_note {
+        if note != self.reported.default_note {
             if let Some(n) = &note {
                 tracing::warn!(subnet = %d.name, "{n}");
             }
-            self.default_note = note;
+            self.reported.default_note = note;
         }
     }
 }

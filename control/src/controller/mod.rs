@@ -20,6 +20,7 @@
 //! deleted or altered behind our back are repaired, and a reconnect resyncs), and on a
 //! retry timer after an error.
 
+mod bookkeeping;
 pub mod context;
 pub mod default_subnet;
 mod restore;
@@ -47,6 +48,7 @@ use crate::reconcile::{Outcome, ReconcileError, Reconciler};
 use crate::source::{Event, Writer};
 use crate::translate::{self, ClusterConfig, Input, pod::SUBNET};
 use crate::validate::{self, SubnetProblem};
+use bookkeeping::{Addressing, ChassisCleanup, Reported};
 pub use settle::Settled;
 use state::ClusterState;
 
@@ -94,34 +96,14 @@ pub struct Controller<W: Writer> {
     rec: Reconciler,
     writer: W,
     state: ClusterState,
-    ipam: Ipam,
-    /// Subnets being served (valid now, or last valid before an invalid edit).
-    served: BTreeMap<String, ValidSubnet>,
-    /// Problems of Subnets whose current spec is invalid.
-    problems: BTreeMap<String, String>,
-    /// Pod keys holding addresses.
-    assigned: BTreeSet<String>,
-    /// Node names holding a join address.
-    nodes_assigned: BTreeSet<String>,
-    /// Pod key → why it has no address.
-    pod_errors: BTreeMap<String, String>,
-    restored: bool,
-    /// Southbound client for node-deletion cleanup (standalone mode).
-    sb: Option<crate::chassis::Southbound>,
-    /// Chassis name of every node seen (annotation, else the node name).
-    chassis_of: BTreeMap<String, String>,
-    /// Deleted nodes whose chassis still has to be removed: (node, chassis).
-    chassis_cleanup: BTreeSet<(String, String)>,
-    /// NetworkPolicy problems already reported.
-    policy_problems: BTreeSet<crate::netpol::Problem>,
-    /// Service problems already reported (`namespace/name: problem`).
-    service_problems: BTreeSet<String>,
+    /// Addresses: the allocator, the Subnets it serves, who holds what.
+    addr: Addressing,
+    /// Deleted nodes' chassis still to remove from the SB.
+    chassis: ChassisCleanup,
+    /// Warnings already given (each logged and evented once per change).
+    reported: Reported,
     /// Secondary (Multus) networks served ([`secondary`]).
     secondary: secondary::Secondary,
-    /// Nodes without a gateway router in `shared` mode and why, as last reported.
-    gateway_problems: translate::egress::GatewayProblems,
-    /// The last warning about the default Subnet (logged once per change).
-    default_note: Option<String>,
     /// Pass latency, NB transactions, errors, Subnet usage ([`crate::metrics`]).
     metrics: Option<std::sync::Arc<crate::metrics::ControllerMetrics>>,
 }
@@ -144,21 +126,10 @@ impl<W: Writer> Controller<W> {
             rec,
             writer,
             state: ClusterState::default(),
-            ipam,
-            served: BTreeMap::new(),
-            problems: BTreeMap::new(),
-            assigned: BTreeSet::new(),
-            nodes_assigned: BTreeSet::new(),
-            pod_errors: BTreeMap::new(),
-            restored: false,
-            sb: None,
-            chassis_of: BTreeMap::new(),
-            chassis_cleanup: BTreeSet::new(),
-            policy_problems: BTreeSet::new(),
-            gateway_problems: Default::default(),
-            service_problems: BTreeSet::new(),
+            addr: Addressing::new(ipam),
+            chassis: ChassisCleanup::default(),
+            reported: Reported::default(),
             secondary: secondary::Secondary::default(),
-            default_note: None,
             metrics: None,
         }
     }
@@ -166,13 +137,13 @@ impl<W: Writer> Controller<W> {
     /// Gives the controller a Southbound client: a deleted node's chassis is then removed
     /// (standalone mode only).
     pub fn with_southbound(mut self, sb: ovsdb::Client) -> Self {
-        self.sb = Some(crate::chassis::Southbound::Shared(sb));
+        self.chassis.sb = Some(crate::chassis::Southbound::Shared(sb));
         self
     }
 
     /// The Southbound, reached as each deleted chassis in turn (OVN's SB RBAC).
     pub fn with_southbound_as_chassis(mut self, login: crate::chassis::ChassisLogin) -> Self {
-        self.sb = Some(crate::chassis::Southbound::AsChassis(Box::new(login)));
+        self.chassis.sb = Some(crate::chassis::Southbound::AsChassis(Box::new(login)));
         self
     }
 
@@ -204,7 +175,7 @@ impl<W: Writer> Controller<W> {
 
     /// The addresses a pod holds.
     pub fn pod_addresses(&self, key: &str) -> Option<PodAddresses> {
-        self.ipam.addresses(key)
+        self.addr.ipam.addresses(key)
     }
 
     /// Runs until the event stream ends: a pass after each batch of events, after NB
@@ -239,7 +210,7 @@ impl<W: Writer> Controller<W> {
                 match &result {
                     Ok(r) if r.ran => {
                         m.pass_ok(started.elapsed(), r.nb.transactions);
-                        m.set_usage(&self.ipam);
+                        m.set_usage(&self.addr.ipam);
                     }
                     Ok(_) => {}
                     Err(e) => m.pass_failed(
@@ -279,18 +250,19 @@ impl<W: Writer> Controller<W> {
         self.validate_subnets();
         self.release_unserved_secondary();
         report.pods_released += self.sync_ipam_subnets();
-        if !self.restored {
+        if !self.addr.restored {
             self.restore();
-            self.restored = true;
+            self.addr.restored = true;
         }
         report.pods_released += self.release_gone();
         report.pods_assigned = self.assign_pods();
         report.pods_assigned += self.sync_secondary();
         self.assign_nodes();
-        report.pod_errors = self.pod_errors.len();
+        report.pod_errors = self.addr.pod_errors.len();
         let (desired, problems, gateways) = self.desired_with_problems();
         report.nb = self.rec.reconcile(&desired).await?;
-        crate::netpol::report::problems(&self.writer, &mut self.policy_problems, problems).await;
+        crate::netpol::report::problems(&self.writer, &mut self.reported.policy_problems, problems)
+            .await;
         self.report_gateway_problems(gateways).await;
         self.report_service_problems().await;
         for c in &report.nb.conflicts {
@@ -312,32 +284,33 @@ impl<W: Writer> Controller<W> {
                 .filter(|v| !v.is_empty())
                 .cloned()
                 .unwrap_or_else(|| name.clone());
-            self.chassis_of.insert(name.clone(), id);
+            self.chassis.chassis_of.insert(name.clone(), id);
         }
         let gone: Vec<(String, String)> = self
+            .chassis
             .chassis_of
             .iter()
             .filter(|(n, _)| !self.state.nodes.contains_key(*n))
             .map(|(n, c)| (n.clone(), c.clone()))
             .collect();
         for (node, chassis) in gone {
-            self.chassis_of.remove(&node);
-            self.chassis_cleanup.insert((node, chassis));
+            self.chassis.chassis_of.remove(&node);
+            self.chassis.cleanup.insert((node, chassis));
         }
     }
 
     /// Deletes the chassis of deleted nodes (standalone mode with a Southbound client).
     async fn clean_chassis(&mut self) -> i64 {
         if self.cfg.mode != crate::translate::Mode::Standalone {
-            self.chassis_cleanup.clear();
+            self.chassis.cleanup.clear();
             return 0;
         }
-        let Some(sb) = &self.sb else {
-            self.chassis_cleanup.clear();
+        let Some(sb) = &self.chassis.sb else {
+            self.chassis.cleanup.clear();
             return 0;
         };
         let mut deleted = 0;
-        for (node, chassis) in std::mem::take(&mut self.chassis_cleanup) {
+        for (node, chassis) in std::mem::take(&mut self.chassis.cleanup) {
             match sb.delete_node_chassis(&node, &chassis).await {
                 Ok(n) => {
                     if n > 0 {
@@ -347,7 +320,7 @@ impl<W: Writer> Controller<W> {
                 }
                 Err(e) => {
                     tracing::warn!(%node, error = %e, "SB chassis cleanup failed; will retry");
-                    self.chassis_cleanup.insert((node, chassis));
+                    self.chassis.cleanup.insert((node, chassis));
                 }
             }
         }
@@ -367,7 +340,7 @@ impl<W: Writer> Controller<W> {
             .collect();
         names.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)));
         let names: Vec<String> = names.into_iter().map(|(n, _)| n.clone()).collect();
-        self.problems.clear();
+        self.addr.problems.clear();
         for name in names {
             let Some(spec) = default_subnet::effective_spec(&self.state, &name) else {
                 continue;
@@ -375,49 +348,57 @@ impl<W: Writer> Controller<W> {
             let ctx = context::validation_context(&self.cfg, &self.state, &name, external.as_ref());
             match validate::validate(&name, &spec, &ctx) {
                 Ok(valid) => {
-                    self.served.insert(name, valid);
+                    self.addr.served.insert(name, valid);
                 }
                 Err(problems) => {
                     let mut reason = joined(&problems);
-                    if self.served.contains_key(&name) {
+                    if self.addr.served.contains_key(&name) {
                         reason.push_str(" (still serving the last valid spec)");
                     }
-                    self.problems.insert(name, reason);
+                    self.addr.problems.insert(name, reason);
                 }
             }
         }
         let present: BTreeSet<&String> = self.state.subnets.keys().collect();
-        self.served.retain(|n, _| present.contains(n));
+        self.addr.served.retain(|n, _| present.contains(n));
     }
 
     /// Adds/updates IPAM subnets; releases and removes deleted ones. Returns pods released.
     fn sync_ipam_subnets(&mut self) -> usize {
-        for (name, v) in &self.served {
-            if let Err(e) = self.ipam.apply_subnet(v) {
+        for (name, v) in &self.addr.served {
+            if let Err(e) = self.addr.ipam.apply_subnet(v) {
                 tracing::warn!(subnet = %name, error = %e, "IPAM refused the Subnet change");
-                self.problems
+                self.addr
+                    .problems
                     .insert(name.clone(), format!("IPAM refused the change: {e}"));
             }
         }
         let gone: Vec<String> = self
+            .addr
             .ipam
             .subnet_names()
-            .filter(|n| *n != JOIN_POOL && *n != JOIN6_POOL && !self.served.contains_key(*n))
+            .filter(|n| *n != JOIN_POOL && *n != JOIN6_POOL && !self.addr.served.contains_key(*n))
             .map(str::to_string)
             .collect();
         let mut released = 0;
         for name in gone {
             let holders: Vec<String> = self
+                .addr
                 .assigned
                 .iter()
-                .filter(|k| self.ipam.addresses(k).is_some_and(|a| a.subnet == name))
+                .filter(|k| {
+                    self.addr
+                        .ipam
+                        .addresses(k)
+                        .is_some_and(|a| a.subnet == name)
+                })
                 .cloned()
                 .collect();
             for key in holders {
                 self.release_pod(&key);
                 released += 1;
             }
-            if let Err(e) = self.ipam.remove_subnet(&name) {
+            if let Err(e) = self.addr.ipam.remove_subnet(&name) {
                 tracing::warn!(subnet = %name, error = %e, "cannot remove IPAM subnet yet");
             }
         }
@@ -425,13 +406,14 @@ impl<W: Writer> Controller<W> {
     }
 
     fn release_pod(&mut self, key: &str) {
-        self.ipam.release(key);
-        self.assigned.remove(key);
+        self.addr.ipam.release(key);
+        self.addr.assigned.remove(key);
     }
 
     /// Releases pods that are gone or finished. Returns how many.
     fn release_gone(&mut self) -> usize {
         let gone: Vec<String> = self
+            .addr
             .assigned
             .iter()
             .filter(|k| {
@@ -446,18 +428,20 @@ impl<W: Writer> Controller<W> {
             self.release_pod(k);
         }
         self.release_gone_vms();
-        self.pod_errors
+        self.addr
+            .pod_errors
             .retain(|k, _| self.state.pods.contains_key(k));
         let nodes_gone: Vec<String> = self
+            .addr
             .nodes_assigned
             .iter()
             .filter(|n| !self.state.nodes.contains_key(*n))
             .cloned()
             .collect();
         for n in nodes_gone {
-            self.ipam.release(&node_key(&n));
-            self.ipam.release(&node6_key(&n));
-            self.nodes_assigned.remove(&n);
+            self.addr.ipam.release(&node_key(&n));
+            self.addr.ipam.release(&node6_key(&n));
+            self.addr.nodes_assigned.remove(&n);
         }
         gone.len()
     }
@@ -476,7 +460,7 @@ impl<W: Writer> Controller<W> {
                 Some(format!("{}/{vmi}", p.namespace))
             })
             .collect();
-        for key in self.ipam.vm_leases() {
+        for key in self.addr.ipam.vm_leases() {
             let Some(vm) = key.strip_prefix("vm:") else {
                 continue;
             };
@@ -487,7 +471,7 @@ impl<W: Writer> Controller<W> {
             }
             if let Some((ns, name)) = vm.split_once('/') {
                 tracing::info!(vm = %vm, "VirtualMachine gone: releasing its addresses");
-                self.ipam.release_vm(ns, name);
+                self.addr.ipam.release_vm(ns, name);
             }
         }
     }
@@ -501,11 +485,12 @@ impl<W: Writer> Controller<W> {
                 .get(&s.name)
                 .is_some_and(default_subnet::is_managed)
         };
-        self.served
+        self.addr
+            .served
             .values()
             .find(|s| s.namespaces.iter().any(|n| n == &pod.namespace))
-            .or_else(|| self.served.values().find(|s| s.default && !managed(s)))
-            .or_else(|| self.served.values().find(|s| s.default))
+            .or_else(|| self.addr.served.values().find(|s| s.default && !managed(s)))
+            .or_else(|| self.addr.served.values().find(|s| s.default))
     }
 
     /// Gives addresses to pods that need them. Returns how many were assigned.
@@ -516,7 +501,7 @@ impl<W: Writer> Controller<W> {
             .pods
             .values()
             .filter(|p| !p.host_network && !p.completed && p.node.is_some())
-            .filter(|p| !self.assigned.contains(&p.key()))
+            .filter(|p| !self.addr.assigned.contains(&p.key()))
             .cloned()
             .collect();
         for pod in pods {
@@ -524,15 +509,15 @@ impl<W: Writer> Controller<W> {
             let result = self.assign_pod(&pod);
             match result {
                 Ok(()) => {
-                    self.assigned.insert(key.clone());
-                    self.pod_errors.remove(&key);
+                    self.addr.assigned.insert(key.clone());
+                    self.addr.pod_errors.remove(&key);
                     assigned += 1;
                 }
                 Err(msg) => {
-                    if self.pod_errors.get(&key) != Some(&msg) {
+                    if self.addr.pod_errors.get(&key) != Some(&msg) {
                         tracing::warn!(pod = %key, error = %msg, "pod gets no address");
                     }
-                    self.pod_errors.insert(key, msg);
+                    self.addr.pod_errors.insert(key, msg);
                 }
             }
         }
@@ -550,7 +535,8 @@ impl<W: Writer> Controller<W> {
                     pod.namespace
                 )
             })?;
-        self.ipam
+        self.addr
+            .ipam
             .assign(&pod.key(), &subnet, &req)
             .map(|_| ())
             .map_err(|e| e.to_string())
@@ -561,16 +547,17 @@ impl<W: Writer> Controller<W> {
             .state
             .nodes
             .keys()
-            .filter(|n| !self.nodes_assigned.contains(*n))
+            .filter(|n| !self.addr.nodes_assigned.contains(*n))
             .cloned()
             .collect();
         for name in names {
             match self
+                .addr
                 .ipam
                 .assign(&node_key(&name), JOIN_POOL, &PodIpRequest::default())
             {
                 Ok(_) => {
-                    self.nodes_assigned.insert(name);
+                    self.addr.nodes_assigned.insert(name);
                 }
                 Err(e) => tracing::warn!(node = %name, error = %e, "no join address for node"),
             }
@@ -580,10 +567,12 @@ impl<W: Writer> Controller<W> {
         if self.cfg.join_v6.is_some() {
             let names: Vec<String> = self.state.nodes.keys().cloned().collect();
             for name in names {
-                if self.ipam.lease(&node6_key(&name)).is_none()
-                    && let Err(e) =
-                        self.ipam
-                            .assign(&node6_key(&name), JOIN6_POOL, &PodIpRequest::default())
+                if self.addr.ipam.lease(&node6_key(&name)).is_none()
+                    && let Err(e) = self.addr.ipam.assign(
+                        &node6_key(&name),
+                        JOIN6_POOL,
+                        &PodIpRequest::default(),
+                    )
                 {
                     tracing::warn!(node = %name, error = %e, "no IPv6 join address for node");
                 }
@@ -593,8 +582,8 @@ impl<W: Writer> Controller<W> {
 
     /// A node's join addresses: its IPv4 lease (MAC included) plus its IPv6 one, if any.
     fn node_addresses(&self, node: &str) -> Option<PodAddresses> {
-        let mut addrs = self.ipam.addresses(&node_key(node))?;
-        if let Some(v6) = self.ipam.addresses(&node6_key(node)) {
+        let mut addrs = self.addr.ipam.addresses(&node_key(node))?;
+        if let Some(v6) = self.addr.ipam.addresses(&node6_key(node)) {
             addrs.ips.extend(v6.ips);
         }
         Some(addrs)
@@ -610,7 +599,7 @@ impl<W: Writer> Controller<W> {
     /// reported yet is logged only: every node passes through that.
     async fn report_gateway_problems(&mut self, now: translate::egress::GatewayProblems) {
         for (node, why) in &now {
-            if self.gateway_problems.get(node) == Some(why) {
+            if self.reported.gateway_problems.get(node) == Some(why) {
                 continue;
             }
             if why.starts_with(translate::egress::NOT_REPORTED_YET) {
@@ -629,12 +618,12 @@ impl<W: Writer> Controller<W> {
                 tracing::warn!(node = %node, error = %e, "cannot record the node event");
             }
         }
-        for node in self.gateway_problems.keys() {
+        for node in self.reported.gateway_problems.keys() {
             if !now.contains_key(node) && self.state.nodes.contains_key(node) {
                 tracing::info!(node = %node, "gateway router built: the node's pods leave through it");
             }
         }
-        self.gateway_problems = now;
+        self.reported.gateway_problems = now;
     }
 
     /// The desired NB rows, with the problems of NetworkPolicies (reported by the pass).
@@ -652,17 +641,19 @@ impl<W: Writer> Controller<W> {
         translate::egress::GatewayProblems,
     ) {
         let pods: Vec<(&PodInfo, PodAddresses)> = self
+            .addr
             .assigned
             .iter()
-            .filter_map(|k| Some((self.state.pods.get(k)?, self.ipam.addresses(k)?)))
+            .filter_map(|k| Some((self.state.pods.get(k)?, self.addr.ipam.addresses(k)?)))
             .collect();
         let nodes: Vec<(&crate::model::NodeInfo, PodAddresses)> = self
+            .addr
             .nodes_assigned
             .iter()
             .filter_map(|n| Some((self.state.nodes.get(n)?, self.node_addresses(n)?)))
             .collect();
         let input = Input {
-            subnets: self.served.values().collect(),
+            subnets: self.addr.served.values().collect(),
             pods: pods.iter().map(|(p, a)| (*p, a)).collect(),
             nodes: nodes.iter().map(|(n, a)| (*n, a)).collect(),
         };
@@ -722,7 +713,7 @@ impl<W: Writer> Controller<W> {
 
     /// The status from validation and IPAM alone.
     fn validity_status(&self, name: &str) -> SubnetStatus {
-        if let Some(reason) = self.problems.get(name) {
+        if let Some(reason) = self.addr.problems.get(name) {
             let mut st = validate::failed_status(&[]);
             st.reason = reason.clone();
             for c in &mut st.conditions {
@@ -730,9 +721,9 @@ impl<W: Writer> Controller<W> {
             }
             return st;
         }
-        match self.served.get(name) {
+        match self.addr.served.get(name) {
             Some(v) => {
-                let usage = self.ipam.usage(name).ok();
+                let usage = self.addr.ipam.usage(name).ok();
                 validate::active_status(v, &translate::switch_of(v), usage)
             }
             None => SubnetStatus::default(),

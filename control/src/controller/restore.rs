@@ -90,7 +90,8 @@ impl<S: Writer> Controller<S> {
                     let key = r.map_get("external_ids", crate::names::OBJECT)?.to_string();
                     let subnet = r.map_get("external_ids", SUBNET)?.to_string();
                     let addresses: Vec<String> = r.get_as("addresses").ok()?;
-                    let addrs = parse_lsp_addresses(addresses.first()?, &subnet, &self.served)?;
+                    let addrs =
+                        parse_lsp_addresses(addresses.first()?, &subnet, &self.addr.served)?;
                     let uid = r.map_get("external_ids", POD_UID).map(str::to_string);
                     Some((key, NbClaim { addrs, uid }))
                 })
@@ -106,7 +107,7 @@ impl<S: Writer> Controller<S> {
         if pod.host_network {
             return Err("the pod is on the host network".into());
         }
-        let Some(subnet) = self.served.get(&addrs.subnet) else {
+        let Some(subnet) = self.addr.served.get(&addrs.subnet) else {
             return Err(format!("Subnet {} is not served", addrs.subnet));
         };
         if !subnet.default && !subnet.namespaces.iter().any(|n| n == &pod.namespace) {
@@ -125,7 +126,7 @@ impl<S: Writer> Controller<S> {
             None => pod.key(),
         };
         let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
-        match self.ipam.restore(&key, &addrs.subnet, &ips, addrs.mac) {
+        match self.addr.ipam.restore(&key, &addrs.subnet, &ips, addrs.mac) {
             Ok(()) => {
                 if vm.is_some() {
                     // ties the pod to its VM's lease (restore records the lease only), so
@@ -134,11 +135,11 @@ impl<S: Writer> Controller<S> {
                         vm,
                         ..PodIpRequest::default()
                     };
-                    if let Err(e) = self.ipam.assign(&pod.key(), &addrs.subnet, &req) {
+                    if let Err(e) = self.addr.ipam.assign(&pod.key(), &addrs.subnet, &req) {
                         tracing::warn!(pod = %pod.key(), error = %e, "cannot tie the pod to its VM's addresses");
                     }
                 }
-                self.assigned.insert(pod.key());
+                self.addr.assigned.insert(pod.key());
             }
             Err(e) => {
                 tracing::warn!(pod = %pod.key(), error = %e, "cannot restore pod addresses");
@@ -167,11 +168,12 @@ impl<S: Writer> Controller<S> {
                     .map(|n| n.addr())
                     .partition(IpAddr::is_ipv4);
                 match self
+                    .addr
                     .ipam
                     .restore(&node_key(&name), JOIN_POOL, &ips, addrs.mac)
                 {
                     Ok(()) => {
-                        self.nodes_assigned.insert(name.clone());
+                        self.addr.nodes_assigned.insert(name.clone());
                     }
                     Err(e) => {
                         tracing::warn!(node = %name, error = %e, "cannot restore join address")
@@ -181,7 +183,7 @@ impl<S: Writer> Controller<S> {
                 // the port's MAC; this lease's own MAC is never used)
                 if !ips6.is_empty()
                     && self.cfg.join_v6.is_some()
-                    && let Err(e) = self.ipam.assign(
+                    && let Err(e) = self.addr.ipam.assign(
                         &node6_key(&name),
                         JOIN6_POOL,
                         &PodIpRequest {

@@ -97,7 +97,7 @@ impl<W: Writer> Controller<W> {
                 let Some(addrs) = addrs else { continue };
                 let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
                 let owner = ipam_owner(pod, vmi.as_deref(), &nad);
-                match self.ipam.restore(&owner, &subnet, &ips, addrs.mac) {
+                match self.addr.ipam.restore(&owner, &subnet, &ips, addrs.mac) {
                     Ok(()) => {
                         restored.insert((pod.key(), nad));
                     }
@@ -121,7 +121,7 @@ impl<W: Writer> Controller<W> {
                     let subnet = r.map_get("external_ids", SUBNET)?.to_string();
                     let addresses: Vec<String> = r.get_as("addresses").ok()?;
                     let addrs =
-                        super::parse_lsp_addresses(addresses.first()?, &subnet, &self.served)?;
+                        super::parse_lsp_addresses(addresses.first()?, &subnet, &self.addr.served)?;
                     Some((pod, nad, addrs))
                 })
                 .collect()
@@ -136,7 +136,11 @@ impl<W: Writer> Controller<W> {
             let vmi = pod_request(pod).ok().and_then(|r| r.vm);
             let owner = ipam_owner(pod, vmi.as_deref(), &nad);
             let ips: Vec<IpAddr> = addrs.ips.iter().map(|n| n.addr()).collect();
-            if let Err(e) = self.ipam.restore(&owner, &addrs.subnet, &ips, addrs.mac) {
+            if let Err(e) = self
+                .addr
+                .ipam
+                .restore(&owner, &addrs.subnet, &ips, addrs.mac)
+            {
                 tracing::warn!(pod = %key, network = %nad, error = %e, "cannot restore secondary addresses from the NB");
             }
         }
@@ -148,7 +152,7 @@ impl<W: Writer> Controller<W> {
             .secondary
             .held
             .iter()
-            .filter(|(_, a)| !self.served.contains_key(&a.subnet))
+            .filter(|(_, a)| !self.addr.served.contains_key(&a.subnet))
             .map(|(k, _)| k.clone())
             .collect();
         for (pod, nad) in gone {
@@ -160,7 +164,7 @@ impl<W: Writer> Controller<W> {
         self.secondary
             .held
             .remove(&(pod_key.to_string(), nad.to_string()));
-        self.ipam.release(&owner_key(pod_key, nad));
+        self.addr.ipam.release(&owner_key(pod_key, nad));
     }
 
     /// Assigns and releases secondary addresses (see the module docs). Returns how many
@@ -168,7 +172,7 @@ impl<W: Writer> Controller<W> {
     pub(super) fn sync_secondary(&mut self) -> usize {
         let mut want: BTreeMap<(String, String), (String, PodIpRequest)> = BTreeMap::new();
         let mut errors: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-        for key in &self.assigned {
+        for key in &self.addr.assigned {
             let Some(pod) = self.state.pods.get(key) else {
                 continue;
             };
@@ -192,7 +196,7 @@ impl<W: Writer> Controller<W> {
                     continue;
                 };
                 let subnet = nad.subnet().and_then(|s| {
-                    if self.served.contains_key(&s) {
+                    if self.addr.served.contains_key(&s) {
                         Ok(s)
                     } else {
                         Err(format!(
@@ -231,7 +235,7 @@ impl<W: Writer> Controller<W> {
         let mut assigned = 0;
         for ((pod, nad), (subnet, req)) in want {
             let owner = owner_key(&pod, &nad);
-            match self.ipam.assign(&owner, &subnet, &req) {
+            match self.addr.ipam.assign(&owner, &subnet, &req) {
                 Ok(addrs) => {
                     if self
                         .secondary
@@ -255,8 +259,10 @@ impl<W: Writer> Controller<W> {
     /// Adds the secondary networks' switch ports to `nb`.
     pub(super) fn add_secondary_ports(&self, nb: &mut DesiredNb) {
         for ((pod, nad), addrs) in &self.secondary.held {
-            let (Some(p), Some(s)) = (self.state.pods.get(pod), self.served.get(&addrs.subnet))
-            else {
+            let (Some(p), Some(s)) = (
+                self.state.pods.get(pod),
+                self.addr.served.get(&addrs.subnet),
+            ) else {
                 continue;
             };
             nb.add_switch_port(

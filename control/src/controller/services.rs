@@ -28,13 +28,17 @@ impl<W: Writer> Controller<W> {
             .map(|(ns, name, p)| format!("{ns}/{name}: {p}"))
             .collect();
         for (ns, name, p) in &now {
-            if self.service_problems.contains(&format!("{ns}/{name}: {p}")) {
+            if self
+                .reported
+                .service_problems
+                .contains(&format!("{ns}/{name}: {p}"))
+            {
                 continue;
             }
             if let Err(e) = self.writer.service_event(ns, name, p).await {
                 tracing::warn!(service = %format!("{ns}/{name}"), error = %e, "cannot record the Service event");
             }
         }
-        self.service_problems = keys;
+        self.reported.service_problems = keys;
     }
 }

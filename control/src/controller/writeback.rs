@@ -13,8 +13,9 @@ impl<W: Writer> Controller<W> {
     pub(super) async fn write_back(&mut self) -> (usize, usize) {
         let mut annotations = 0;
         let mut pod_writes: Vec<(String, String, BTreeMap<String, String>)> = Vec::new();
-        for key in &self.assigned {
-            let (Some(pod), Some(addrs)) = (self.state.pods.get(key), self.ipam.addresses(key))
+        for key in &self.addr.assigned {
+            let (Some(pod), Some(addrs)) =
+                (self.state.pods.get(key), self.addr.ipam.addresses(key))
             else {
                 continue;
             };
@@ -38,7 +39,7 @@ impl<W: Writer> Controller<W> {
                 pod_writes.push((pod.namespace.clone(), pod.name.clone(), want));
             }
         }
-        for (key, msg) in &self.pod_errors {
+        for (key, msg) in &self.addr.pod_errors {
             let Some(pod) = self.state.pods.get(key) else {
                 continue;
             };
@@ -64,7 +65,7 @@ impl<W: Writer> Controller<W> {
         }
 
         let mut node_writes = Vec::new();
-        for name in &self.nodes_assigned {
+        for name in &self.addr.nodes_assigned {
             let (Some(node), Some(addrs)) = (self.state.nodes.get(name), self.node_addresses(name))
             else {
                 continue;
