@@ -23,7 +23,7 @@ test:
 
 # the NetworkPolicy corpus on real traffic alone, with its progress (also part of `test`)
 test-netpol: build
-	cargo test -p tests --test netpol_lab -- --nocapture
+	cargo test -p tests --test lab_suite -- netpol_lab:: --nocapture
 
 # the chart on a real 2-node Kubernetes cluster (zovn cluster: kubelet + containerd per node),
 # issue 16's checks as named steps printing `N passed, M failed` (also part of `test`).

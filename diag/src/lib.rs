@@ -4,7 +4,7 @@
 //! against a small trait of reads and commands, with the cluster's implementation here
 //! (`kubectl` and the chart's pods) and the lab's in the `lab` crate, so the operator's
 //! plugin links neither the lab nor the controller nor the node agent
-//! (`tests/tests/layering.rs` checks it).
+//! (`tests/tests/repo_suite/layering.rs` checks it).
 //!
 //! | module | holds |
 //! |---|---|

@@ -1,4 +1,4 @@
-//! What the egress lab suites share (`tests/tests/egress_lab.rs`, `egress_shared_lab.rs`):
+//! What the egress lab suites share (`tests/tests/lab_suite/egress_lab.rs`, `egress_shared_lab.rs`):
 //! the manifest, the external host probes and the pods' wait.
 
 use std::process::Command;

@@ -154,7 +154,7 @@ fn delete_needs_only_kind_namespace_and_name() {
 
 /// `zovn lab down` on a lab whose manifest records nothing running, with one daemon under
 /// its run dir that no manifest names: that daemon is stopped with a warning (a normal
-/// down of a lab with pods is quiet: tests/tests/lab_pods.rs `pods_reach_each_other`), and
+/// down of a lab with pods is quiet: tests/tests/lab_suite/lab_pods.rs `pods_reach_each_other`), and
 /// the warning, written to a pipe, carries no colour codes.
 #[test]
 fn down_warns_for_an_unrecorded_daemon_without_colour_on_a_pipe() {

@@ -115,7 +115,7 @@ mod tests {
 
     // A plain file stands in for the device here (the kernel's behaviour — the request
     // lives while the descriptor is open — is checked on the real device by
-    // tests/tests/datapath.rs).
+    // tests/tests/node_suite/datapath.rs).
     fn root() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("dev")).unwrap();

@@ -121,7 +121,7 @@ fn violations(graph: &Graph, allowed: &BTreeMap<&str, &[&str]>) -> Vec<String> {
     for (krate, _) in graph.iter() {
         let Some(ok) = allowed.get(krate.as_str()) else {
             out.push(format!(
-                "workspace crate {krate} has no layer: add it to allowed() in tests/tests/layering.rs"
+                "workspace crate {krate} has no layer: add it to allowed() in tests/tests/repo_suite/layering.rs"
             ));
             continue;
         };

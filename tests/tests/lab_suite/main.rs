@@ -1,0 +1,22 @@
+//! The local lab: real OVN central and OVS nodes in network namespaces, pods, Services, policies, egress, diagnostics.
+//!
+//! One test binary for these files (each a module, its tests named `<file>::<test>`):
+//! linking one binary instead of one per file is most of an edit-test cycle. Heavy tests
+//! still take [`tests::heavy_lock`], so they run one at a time as before.
+
+mod lab;
+mod lab_apply;
+mod lab_external;
+mod lab_pods;
+mod default_subnet_lab;
+mod egress_lab;
+mod egress_shared_lab;
+mod external_clients_lab;
+mod external_mode_lab;
+mod services_lab;
+mod services_host_lab;
+mod trace_lab;
+mod capture_lab;
+mod uplink_lab;
+mod vlan_underlay_lab;
+mod netpol_lab;

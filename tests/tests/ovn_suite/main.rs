@@ -1,0 +1,15 @@
+//! The OVSDB client, OVN RBAC and the controller on real ovsdb-server/ovn-northd (no Kubernetes).
+//!
+//! One test binary for these files (each a module, its tests named `<file>::<test>`):
+//! linking one binary instead of one per file is most of an edit-test cycle. Heavy tests
+//! still take [`tests::heavy_lock`], so they run one at a time as before.
+
+mod ovsdb_server;
+mod ovsdb_cluster;
+mod ovn_rbac;
+mod chassis_certs;
+mod control_controller;
+mod control_secondary;
+mod control_reconcile;
+mod services_nb;
+mod netpol_reconcile;
