@@ -217,7 +217,7 @@ impl KubeApi {
         let peer_url = format!("http://127.0.0.1:{peer_port}");
         let server_url = format!("https://127.0.0.1:{secure_port}");
 
-        let files = write_credentials(dir)?;
+        let files = write_credentials(dir, &server_url)?;
 
         // etcd
         let etcd_data = dir.join("etcd-data");
@@ -557,82 +557,31 @@ struct Credentials {
     token: String,
 }
 
-/// A private CA, a serving certificate for 127.0.0.1/localhost/kubernetes.default (and the
-/// first Service IP), a service-account signing key and a static token file.
-fn write_credentials(dir: &Path) -> Result<Credentials> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-        IsCa, KeyPair, KeyUsagePurpose,
-    };
-    let pki = dir.join("pki");
-    std::fs::create_dir_all(&pki).with_context(|| format!("create {}", pki.display()))?;
-
-    let mut ca_params = CertificateParams::default();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "zovn-test-ca");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_key = KeyPair::generate().context("generate CA key")?;
-    let ca = CertifiedIssuer::self_signed(ca_params, ca_key).context("self-sign CA")?;
-
-    let mut params = CertificateParams::new(vec![
-        "127.0.0.1".to_string(),
-        "localhost".to_string(),
-        "kubernetes".to_string(),
-        "kubernetes.default".to_string(),
-        "kubernetes.default.svc".to_string(),
-        "10.96.0.1".to_string(),
-    ])
-    .context("serving certificate params")?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let key = KeyPair::generate().context("generate serving key")?;
-    let cert = params.signed_by(&key, &ca).context("sign serving cert")?;
-
-    let sa = KeyPair::generate().context("generate service-account key")?;
-    let token = random_hex(16)?;
-
-    let creds = Credentials {
-        ca_cert: pki.join("ca.crt"),
-        serving_cert: pki.join("apiserver.crt"),
-        serving_key: pki.join("apiserver.key"),
-        sa_key: pki.join("sa.key"),
-        sa_pub: pki.join("sa.pub"),
-        token_file: pki.join("tokens.csv"),
-        token,
-    };
-    let token_line = format!("{},admin,admin,\"system:masters\"\n", creds.token);
-    for (path, text) in [
-        (&creds.ca_cert, ca.pem()),
-        (&creds.serving_cert, cert.pem()),
-        (&creds.serving_key, key.serialize_pem()),
-        (&creds.sa_key, sa.serialize_pem()),
-        (&creds.sa_pub, sa.public_key_pem()),
-        (&creds.token_file, token_line),
-    ] {
-        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
-    }
-    Ok(creds)
-}
-
-/// `n` random bytes from the kernel, hex-encoded.
-fn random_hex(n: usize) -> Result<String> {
-    let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .context("read /dev/urandom")?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+/// The lab cluster's credentials (`lab::kubecluster::pki`, one writer for both): a private
+/// CA, a serving certificate for 127.0.0.1/localhost/kubernetes.default (and the first
+/// Service IP), a service-account signing key and a static token file with one admin.
+fn write_credentials(dir: &Path, server: &str) -> Result<Credentials> {
+    use lab::kubecluster::pki::{self, Identity};
+    let sans = [
+        "127.0.0.1",
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "10.96.0.1",
+    ]
+    .map(String::from);
+    let admin = Identity::new("admin", "admin", &["system:masters"]);
+    let p = pki::write(dir, server, &sans, &[admin]).context("write the credentials")?;
+    Ok(Credentials {
+        token: p.token("admin").context("the admin token")?,
+        ca_cert: p.ca_cert(),
+        serving_cert: p.serving_cert(),
+        serving_key: p.serving_key(),
+        sa_key: p.sa_key(),
+        sa_pub: p.sa_pub(),
+        token_file: p.token_file(),
+    })
 }
 
 /// `N` distinct free TCP ports on 127.0.0.1 (all listeners are held until every port is

@@ -6,6 +6,8 @@
 //! Kubernetes identity, so the Node authorizer and the built-in RBAC roles apply as in a
 //! kubeadm cluster (`system:node:<name>` in `system:nodes`, `system:kube-controller-manager`,
 //! `system:kube-scheduler`).
+//!
+//! The tests' own API server (`tests::kube::KubeApi`) takes its credentials from here too.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -27,7 +29,7 @@ pub struct Identity {
 }
 
 impl Identity {
-    fn new(file: &str, user: &str, groups: &[&str]) -> Identity {
+    pub fn new(file: &str, user: &str, groups: &[&str]) -> Identity {
         Identity {
             file: file.into(),
             user: user.into(),
@@ -60,6 +62,19 @@ impl Pki {
     }
     pub fn token_file(&self) -> PathBuf {
         self.dir.join("tokens.csv")
+    }
+    /// The bearer token of `user`, from the token file.
+    pub fn token(&self, user: &str) -> Result<String> {
+        let path = self.token_file();
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| LabError::io("read", &path, e))?;
+        text.lines()
+            .find_map(|l| {
+                let mut f = l.split(',');
+                let token = f.next()?;
+                (f.next()? == user).then(|| token.to_string())
+            })
+            .ok_or_else(|| LabError::Invalid(format!("no token for {user} in {}", path.display())))
     }
     /// The kubeconfig of an identity (`admin` → `<dir>/pki/admin.kubeconfig`).
     pub fn kubeconfig(&self, file: &str) -> PathBuf {
