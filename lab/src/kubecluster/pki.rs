@@ -66,8 +66,7 @@ impl Pki {
     /// The bearer token of `user`, from the token file.
     pub fn token(&self, user: &str) -> Result<String> {
         let path = self.token_file();
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| LabError::io("read", &path, e))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| LabError::io("read", &path, e))?;
         text.lines()
             .find_map(|l| {
                 let mut f = l.split(',');

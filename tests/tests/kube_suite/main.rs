@@ -4,14 +4,14 @@
 //! linking one binary instead of one per file is most of an edit-test cycle. Heavy tests
 //! still take [`tests::heavy_lock`], so they run one at a time as before.
 
-mod kube_apiserver;
+mod admission_webhook;
+mod agent_kube;
 mod control_kube;
 mod control_kube_secondary;
 mod control_leader;
 mod default_subnet_kube;
 mod events_kube;
+mod kube_apiserver;
 mod services_kube;
-mod agent_kube;
-mod uninstall_kube;
-mod admission_webhook;
 mod tenant_attacks;
+mod uninstall_kube;

@@ -4,19 +4,19 @@
 //! linking one binary instead of one per file is most of an edit-test cycle. Heavy tests
 //! still take [`tests::heavy_lock`], so they run one at a time as before.
 
-mod lab;
-mod lab_apply;
-mod lab_external;
-mod lab_pods;
+mod capture_lab;
 mod default_subnet_lab;
 mod egress_lab;
 mod egress_shared_lab;
 mod external_clients_lab;
 mod external_mode_lab;
-mod services_lab;
+mod lab;
+mod lab_apply;
+mod lab_external;
+mod lab_pods;
+mod netpol_lab;
 mod services_host_lab;
+mod services_lab;
 mod trace_lab;
-mod capture_lab;
 mod uplink_lab;
 mod vlan_underlay_lab;
-mod netpol_lab;

@@ -4,13 +4,13 @@
 //! linking one binary instead of one per file is most of an edit-test cycle. Heavy tests
 //! still take [`tests::heavy_lock`], so they run one at a time as before.
 
-mod node_agent;
+mod cni_agent_restart;
+mod cni_containerd;
 mod datapath;
 mod datapath_metrics;
 mod megaflow_guard;
-mod vhost_pod;
+mod node_agent;
 mod vhost_hugepages;
+mod vhost_pod;
 mod vhost_refusals;
 mod vhost_secondary;
-mod cni_containerd;
-mod cni_agent_restart;

@@ -4,12 +4,12 @@
 //! linking one binary instead of one per file is most of an edit-test cycle. Heavy tests
 //! still take [`tests::heavy_lock`], so they run one at a time as before.
 
-mod ovsdb_server;
-mod ovsdb_cluster;
-mod ovn_rbac;
 mod chassis_certs;
 mod control_controller;
-mod control_secondary;
 mod control_reconcile;
-mod services_nb;
+mod control_secondary;
 mod netpol_reconcile;
+mod ovn_rbac;
+mod ovsdb_cluster;
+mod ovsdb_server;
+mod services_nb;

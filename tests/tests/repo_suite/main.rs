@@ -5,7 +5,7 @@
 //! still take [`tests::heavy_lock`], so they run one at a time as before.
 
 mod docs;
-mod layering;
-mod tool_cli;
 mod helm_chart;
 mod helm_scripts;
+mod layering;
+mod tool_cli;
