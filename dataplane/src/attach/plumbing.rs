@@ -10,16 +10,52 @@ use std::path::{Path, PathBuf};
 use futures::future::BoxFuture;
 use vhost::{SocketLayout, VhostUserConfig, socket_dir};
 
-use crate::attach::pod_iface::{self, PodInterfaceSpec};
+use crate::attach::pod_iface::{self, CheckError, PlumbError, PodInterfaceSpec};
 
-/// What the attachments do on the host besides OVS. Errors are sentences naming the step.
+/// Why a host step of an attachment failed; its text names the step and what it acted
+/// on (the attachments put it in the CNI error's message).
+#[derive(Debug, thiserror::Error)]
+pub enum PlumbingError {
+    /// Setting up or deleting the pod's veth pair.
+    #[error(transparent)]
+    Interface(#[from] PlumbError),
+    /// The pod interface differs from its record (CNI CHECK), or could not be read.
+    #[error(transparent)]
+    Check(#[from] CheckError),
+    /// A vhost-user socket directory step: `prepare`, `bind-mount`, `unmount`, `remove`.
+    #[error("{step} {}: {source}", path.display())]
+    SocketDir {
+        step: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The blocking worker running a step died.
+    #[error("{what} worker: {source}")]
+    Worker {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+impl PlumbingError {
+    fn socket_dir(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| PlumbingError::SocketDir { step, path, source }
+    }
+}
+
+type Plumbed<'a> = BoxFuture<'a, Result<(), PlumbingError>>;
+
+/// What the attachments do on the host besides OVS.
 pub trait Plumbing: Send + Sync {
     /// Creates (or repairs) the pod's veth pair and configures it inside the netns.
-    fn setup(&self, spec: PodInterfaceSpec) -> BoxFuture<'_, Result<(), String>>;
+    fn setup(&self, spec: PodInterfaceSpec) -> Plumbed<'_>;
     /// Deletes the host end `host_ifname` (and so the pair); a missing one is Ok.
-    fn teardown(&self, host_ifname: String) -> BoxFuture<'_, Result<(), String>>;
+    fn teardown(&self, host_ifname: String) -> Plumbed<'_>;
     /// Compares the pod interface with `spec` (CNI CHECK).
-    fn check(&self, spec: PodInterfaceSpec) -> BoxFuture<'_, Result<(), String>>;
+    fn check(&self, spec: PodInterfaceSpec) -> Plumbed<'_>;
     /// Creates a vhost-user socket directory (owner and mode of `cfg`; `clear_stale`:
     /// removes a socket no one listens on) and bind-mounts it onto `volume_target`.
     fn prepare_socket_dir(
@@ -28,7 +64,7 @@ pub trait Plumbing: Send + Sync {
         cfg: VhostUserConfig,
         clear_stale: bool,
         volume_target: Option<PathBuf>,
-    ) -> BoxFuture<'_, Result<(), String>>;
+    ) -> Plumbed<'_>;
     /// Unmounts a socket directory from `volume_target` and removes it (unless
     /// `keep_dir`).
     fn remove_socket_dir(
@@ -36,7 +72,7 @@ pub trait Plumbing: Send + Sync {
         layout: SocketLayout,
         volume_target: Option<PathBuf>,
         keep_dir: bool,
-    ) -> BoxFuture<'_, Result<(), String>>;
+    ) -> Plumbed<'_>;
     /// Whether the directory `dir` exists.
     fn dir_exists(&self, dir: &Path) -> bool;
     /// Whether the netns `path` still exists (a sandbox without one is gone).
@@ -51,34 +87,30 @@ pub struct KernelPlumbing;
 
 async fn blocking<T: Send + 'static>(
     what: &'static str,
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    f: impl FnOnce() -> Result<T, PlumbingError> + Send + 'static,
+) -> Result<T, PlumbingError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| format!("{what} worker: {e}"))?
+        .map_err(|source| PlumbingError::Worker { what, source })?
 }
 
 impl Plumbing for KernelPlumbing {
-    fn setup(&self, spec: PodInterfaceSpec) -> BoxFuture<'_, Result<(), String>> {
+    fn setup(&self, spec: PodInterfaceSpec) -> Plumbed<'_> {
         Box::pin(blocking("pod interface", move || {
-            pod_iface::setup(&spec)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            pod_iface::setup(&spec)?;
+            Ok(())
         }))
     }
 
-    fn teardown(&self, host_ifname: String) -> BoxFuture<'_, Result<(), String>> {
+    fn teardown(&self, host_ifname: String) -> Plumbed<'_> {
         Box::pin(blocking("teardown", move || {
-            pod_iface::teardown(None, &host_ifname)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            pod_iface::teardown(None, &host_ifname)?;
+            Ok(())
         }))
     }
 
-    fn check(&self, spec: PodInterfaceSpec) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(blocking("check", move || {
-            pod_iface::check(&spec).map_err(|e| e.to_string())
-        }))
+    fn check(&self, spec: PodInterfaceSpec) -> Plumbed<'_> {
+        Box::pin(blocking("check", move || Ok(pod_iface::check(&spec)?)))
     }
 
     fn prepare_socket_dir(
@@ -87,15 +119,17 @@ impl Plumbing for KernelPlumbing {
         cfg: VhostUserConfig,
         clear_stale: bool,
         volume_target: Option<PathBuf>,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> Plumbed<'_> {
         Box::pin(blocking("socket dir", move || {
-            socket_dir::prepare(&layout, &cfg, clear_stale).map_err(|e| e.to_string())?;
+            socket_dir::prepare(&layout, &cfg, clear_stale)
+                .map_err(PlumbingError::socket_dir("prepare", &layout.dir))?;
             if let Some(t) = volume_target {
                 let kubelet = cfg
                     .kubelet_dir
                     .clone()
                     .unwrap_or_else(|| PathBuf::from(vhost::config::DEFAULT_KUBELET_DIR));
-                socket_dir::bind_into(&layout, &kubelet, &t).map_err(|e| e.to_string())?;
+                socket_dir::bind_into(&layout, &kubelet, &t)
+                    .map_err(PlumbingError::socket_dir("bind-mount", &t))?;
             }
             Ok(())
         }))
@@ -106,13 +140,15 @@ impl Plumbing for KernelPlumbing {
         layout: SocketLayout,
         volume_target: Option<PathBuf>,
         keep_dir: bool,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> Plumbed<'_> {
         Box::pin(blocking("socket dir", move || {
             if let Some(t) = &volume_target {
-                socket_dir::unbind(&layout.dir, t).map_err(|e| e.to_string())?;
+                socket_dir::unbind(&layout.dir, t)
+                    .map_err(PlumbingError::socket_dir("unmount", t))?;
             }
             if !keep_dir {
-                socket_dir::remove(&layout).map_err(|e| e.to_string())?;
+                socket_dir::remove(&layout)
+                    .map_err(PlumbingError::socket_dir("remove", &layout.dir))?;
             }
             Ok(())
         }))

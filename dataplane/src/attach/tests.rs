@@ -12,7 +12,8 @@ use super::*;
 use crate::agent::metrics::Metrics;
 use crate::agent::report::AgentEvent;
 use crate::attach::node::{NodeCtx, NodeParts};
-use crate::attach::plumbing::Plumbing;
+use crate::attach::plumbing::{Plumbing, PlumbingError};
+use crate::attach::pod_iface::PlumbError;
 use crate::attach::state::StateStore;
 use crate::attach::vhost_state::VhostPorts;
 use crate::ovs::NodeOvs;
@@ -44,11 +45,11 @@ impl Plumbing for FakePlumbing {
     fn setup(
         &self,
         spec: crate::attach::pod_iface::PodInterfaceSpec,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), PlumbingError>> {
         self.call(format!("setup {}", spec.host_ifname));
         Box::pin(async { Ok(()) })
     }
-    fn teardown(&self, host_ifname: String) -> BoxFuture<'_, Result<(), String>> {
+    fn teardown(&self, host_ifname: String) -> BoxFuture<'_, Result<(), PlumbingError>> {
         self.call(format!("teardown {host_ifname}"));
         let fail = self
             .fail_teardown
@@ -57,7 +58,10 @@ impl Plumbing for FakePlumbing {
             .contains(&host_ifname);
         Box::pin(async move {
             if fail {
-                Err(format!("netlink: cannot delete {host_ifname}"))
+                Err(PlumbingError::Interface(PlumbError::Step {
+                    step: "netlink".into(),
+                    source: format!("cannot delete {host_ifname}").into(),
+                }))
             } else {
                 Ok(())
             }
@@ -66,7 +70,7 @@ impl Plumbing for FakePlumbing {
     fn check(
         &self,
         spec: crate::attach::pod_iface::PodInterfaceSpec,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), PlumbingError>> {
         self.call(format!("check {}", spec.host_ifname));
         Box::pin(async { Ok(()) })
     }
@@ -76,7 +80,7 @@ impl Plumbing for FakePlumbing {
         _cfg: ::vhost::VhostUserConfig,
         _clear_stale: bool,
         _volume_target: Option<PathBuf>,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), PlumbingError>> {
         self.call(format!("prepare {}", layout.dir.display()));
         self.dirs.lock().expect("dirs").insert(layout.dir);
         Box::pin(async { Ok(()) })
@@ -86,7 +90,7 @@ impl Plumbing for FakePlumbing {
         layout: ::vhost::SocketLayout,
         _volume_target: Option<PathBuf>,
         keep_dir: bool,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), PlumbingError>> {
         self.call(format!("remove {}", layout.dir.display()));
         if !keep_dir {
             self.dirs.lock().expect("dirs").remove(&layout.dir);
