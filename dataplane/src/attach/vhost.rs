@@ -84,27 +84,65 @@ pub fn requested(conf: &NetConf, pod: &PodInfo) -> Result<Option<VhostUserConfig
     })
 }
 
+/// Why this node refuses a vhost-user interface (the CNI error's message, after the pod's
+/// name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VhostRefusal {
+    #[error(
+        "this node is not on a DPDK datapath (Open_vSwitch dpdk_initialized is not true): \
+         vhost-user interfaces need OVS-DPDK; schedule the pod on a DPDK node"
+    )]
+    NotDpdk,
+    #[error("ovs-vswitchd does not offer interface type {IFACE_TYPE} (iface_types: {offered})")]
+    NoVhostType { offered: String },
+    #[error(
+        "hugepages exhausted on this node (HugePages_Free 0 of {total}): the vhost-user \
+         workload needs shared hugepage memory"
+    )]
+    HugepagesExhausted { total: u64 },
+    #[error("no hugepage information in /proc/meminfo")]
+    NoHugepageInfo,
+    #[error(
+        "check failed: OVS interface {port} negotiated {negotiated} queue pair(s) (status \
+         num_of_vrings {vrings}), the request asks for {requested}: the workload \
+         (QEMU/testpmd) must open {requested} queue pair(s)"
+    )]
+    QueueMismatch {
+        port: String,
+        negotiated: u32,
+        vrings: String,
+        requested: u32,
+    },
+    #[error(
+        "vhostUser.socketDir {} is outside the agent's socket root {}: a \
+         NetworkAttachmentDefinition may only name a directory at or below it",
+        dir.display(),
+        root.display()
+    )]
+    SocketDirOutsideRoot { dir: PathBuf, root: PathBuf },
+    #[error(
+        "vhostUser.kubeletDir {} is not kubelet's directory the agent serves ({DEFAULT_KUBELET_DIR})",
+        dir.display()
+    )]
+    KubeletDirNotServed { dir: PathBuf },
+}
+
 /// Whether this node's OVS runs DPDK with vhost-user support (the replica's
 /// `Open_vSwitch` row: what a vhost-user port needs, whatever the agent decided for veth
 /// pods; a refusal quotes that decision, see [`crate::datapath`]).
-pub fn dpdk_ready(ovs: &dyn NodeOvs) -> Result<(), String> {
+pub fn dpdk_ready(ovs: &dyn NodeOvs) -> Result<(), VhostRefusal> {
     let facts = ovs
         .open_vswitch()
         .map(|r| crate::datapath::probe::OvsFacts::of(&r))
         .unwrap_or_default();
     let (init, types) = (facts.dpdk_initialized, facts.iface_types);
     if !init {
-        return Err(
-            "this node is not on a DPDK datapath (Open_vSwitch dpdk_initialized is not true): \
-             vhost-user interfaces need OVS-DPDK; schedule the pod on a DPDK node"
-                .into(),
-        );
+        return Err(VhostRefusal::NotDpdk);
     }
     if !types.contains(IFACE_TYPE) {
-        return Err(format!(
-            "ovs-vswitchd does not offer interface type {IFACE_TYPE} (iface_types: {})",
-            types.into_iter().collect::<Vec<_>>().join(",")
-        ));
+        return Err(VhostRefusal::NoVhostType {
+            offered: types.into_iter().collect::<Vec<_>>().join(","),
+        });
     }
     Ok(())
 }
@@ -124,14 +162,11 @@ pub fn hugepages_of(meminfo: &str) -> Option<(u64, u64)> {
 }
 
 /// A vhost-user workload maps its memory from shared hugepages: refuse when none are free.
-pub fn hugepages_check(meminfo: &str) -> Result<(), String> {
+pub fn hugepages_check(meminfo: &str) -> Result<(), VhostRefusal> {
     match hugepages_of(meminfo) {
-        Some((total, 0)) => Err(format!(
-            "hugepages exhausted on this node (HugePages_Free 0 of {total}): the vhost-user \
-             workload needs shared hugepage memory"
-        )),
+        Some((total, 0)) => Err(VhostRefusal::HugepagesExhausted { total }),
         Some(_) => Ok(()),
-        None => Err("no hugepage information in /proc/meminfo".into()),
+        None => Err(VhostRefusal::NoHugepageInfo),
     }
 }
 
@@ -373,14 +408,17 @@ pub fn check_queues(
     port: &str,
     requested: u32,
     status: &BTreeMap<String, String>,
-) -> Result<(), String> {
+) -> Result<(), VhostRefusal> {
     match negotiated_queues(status) {
-        Some(n) if n != requested => Err(format!(
-            "check failed: OVS interface {port} negotiated {n} queue pair(s) \
-             (status num_of_vrings {}), the request asks for {requested}: the workload \
-             (QEMU/testpmd) must open {requested} queue pair(s)",
-            status.get("num_of_vrings").map_or("?", String::as_str)
-        )),
+        Some(n) if n != requested => Err(VhostRefusal::QueueMismatch {
+            port: port.to_string(),
+            negotiated: n,
+            vrings: status
+                .get("num_of_vrings")
+                .map_or("?", String::as_str)
+                .to_string(),
+            requested,
+        }),
         _ => Ok(()),
     }
 }
@@ -395,7 +433,7 @@ pub async fn check(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError> {
         .interface_status(port)
         .await
         .map_err(|e| refused(format!("check failed: {e}")))?;
-    check_queues(port, u32::from(rec.config.queues), &status).map_err(refused)
+    check_queues(port, u32::from(rec.config.queues), &status).map_err(|e| refused(e.to_string()))
 }
 
 fn check_port(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError> {
@@ -470,24 +508,19 @@ pub async fn readd_port(ctx: &NodeCtx, rec: &VhostRecord) -> Result<(), CniError
 /// `kubeletDir` only kubelet's directory the agent serves ([`DEFAULT_KUBELET_DIR`]: the
 /// chart mounts `/var/lib/kubelet/pods`). The privileged agent creates, chowns and
 /// bind-mounts there.
-pub(crate) fn confine(cfg: &VhostUserConfig, root: &Path) -> Result<(), String> {
+pub(crate) fn confine(cfg: &VhostUserConfig, root: &Path) -> Result<(), VhostRefusal> {
     if let Some(dir) = &cfg.socket_root
         && !dir.starts_with(root)
     {
-        return Err(format!(
-            "vhostUser.socketDir {} is outside the agent's socket root {}: a \
-             NetworkAttachmentDefinition may only name a directory at or below it",
-            dir.display(),
-            root.display()
-        ));
+        return Err(VhostRefusal::SocketDirOutsideRoot {
+            dir: dir.clone(),
+            root: root.to_path_buf(),
+        });
     }
     if let Some(dir) = &cfg.kubelet_dir
         && dir != Path::new(DEFAULT_KUBELET_DIR)
     {
-        return Err(format!(
-            "vhostUser.kubeletDir {} is not kubelet's directory the agent serves ({DEFAULT_KUBELET_DIR})",
-            dir.display()
-        ));
+        return Err(VhostRefusal::KubeletDirNotServed { dir: dir.clone() });
     }
     Ok(())
 }
@@ -525,7 +558,7 @@ mod tests {
                 "not kubelet's directory",
             ),
         ] {
-            let e = confine(&bad, root).expect_err("refused");
+            let e = confine(&bad, root).expect_err("refused").to_string();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
     }
@@ -619,7 +652,9 @@ mod tests {
         let two = st(&[("status", "connected"), ("num_of_vrings", "4")]);
         assert_eq!(negotiated_queues(&two), Some(2));
         assert!(check_queues("vhu1", 2, &two).is_ok());
-        let e = check_queues("vhu1", 1, &two).expect_err("mismatch");
+        let e = check_queues("vhu1", 1, &two)
+            .expect_err("mismatch")
+            .to_string();
         assert!(
             e.contains("negotiated 2 queue pair(s)") && e.contains("asks for 1"),
             "{e}"
@@ -653,7 +688,7 @@ mod tests {
     fn hugepages_refusal() {
         let mem = "MemTotal: 1 kB\nHugePages_Total:     512\nHugePages_Free:        0\n";
         assert_eq!(hugepages_of(mem), Some((512, 0)));
-        let e = hugepages_check(mem).expect_err("exhausted");
+        let e = hugepages_check(mem).expect_err("exhausted").to_string();
         assert!(
             e.contains("hugepages exhausted") && e.contains("0 of 512"),
             "{e}"
