@@ -17,7 +17,7 @@ use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 use api::Mac;
 use api::pod_networks::{NODE_MGMT_PORT, PodNetwork};
 
-use crate::attach::pod_iface::{self, PlumbError, netns};
+use crate::attach::pod_iface::{self, PlumbError, StepExt, netns};
 use crate::ovs::{Ovs, OvsError, PortSpec};
 
 /// The management port's name (OVS port and host interface).
@@ -63,8 +63,8 @@ pub enum MgmtError {
     },
     #[error(transparent)]
     Ovs(#[from] OvsError),
-    #[error("management port {MGMT_PORT}: {0}")]
-    Netlink(String),
+    #[error("management port {MGMT_PORT}: worker: {0}")]
+    Worker(#[source] tokio::task::JoinError),
     #[error("management port {MGMT_PORT}: {0}")]
     Plumb(#[from] PlumbError),
 }
@@ -165,14 +165,10 @@ pub async fn ensure(ovs: &Ovs, cfg: &MgmtConfig) -> Result<(), MgmtError> {
     ovs.ensure_port(&cfg.port_spec()).await?;
     let cfg2 = cfg.clone();
     let r = tokio::task::spawn_blocking(move || {
-        netns::run_in_netns(None, move |h| async move {
-            configure(&h, &cfg2)
-                .await
-                .map_err(|e| PlumbError::InvalidSpec(e.to_string()))
-        })
+        netns::run_in_netns(None, move |h| async move { configure(&h, &cfg2).await })
     })
     .await
-    .map_err(|e| MgmtError::Netlink(format!("worker: {e}")))?;
+    .map_err(MgmtError::Worker)?;
     r?;
     // the host sends through OVS userspace: partial checksums would be dropped on the way
     let off = tokio::task::spawn_blocking(|| pod_iface::set_tx_checksum(MGMT_PORT, false)).await;
@@ -182,11 +178,7 @@ pub async fn ensure(ovs: &Ovs, cfg: &MgmtConfig) -> Result<(), MgmtError> {
     Ok(())
 }
 
-fn nl(what: &str, e: rtnetlink::Error) -> String {
-    format!("{what}: {e}")
-}
-
-async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
+async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), PlumbError> {
     // ovs-vswitchd creates the tap device asynchronously
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let link = loop {
@@ -196,8 +188,13 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
             Ok(None) | Err(_) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Ok(None) => return Err("device did not appear in the host netns within 10 s".into()),
-            Err(e) => return Err(nl("look up the device", e)),
+            Ok(None) => {
+                return Err(PlumbError::Step {
+                    step: "wait for the device".into(),
+                    source: "it did not appear in the host netns within 10 s".into(),
+                });
+            }
+            Err(e) => return Err(e).step(|| "look up the device".into()),
         }
     };
     let idx = link.header.index;
@@ -220,21 +217,21 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
             )
             .execute()
             .await
-            .map_err(|e| nl("set MAC", e))?;
+            .step(|| "set MAC".into())?;
     }
     if mtu != cfg.mtu {
         h.link()
             .set(LinkUnspec::new_with_index(idx).mtu(cfg.mtu).build())
             .execute()
             .await
-            .map_err(|e| nl("set MTU", e))?;
+            .step(|| "set MTU".into())?;
     }
     if !up {
         h.link()
             .set(LinkUnspec::new_with_index(idx).up().build())
             .execute()
             .await
-            .map_err(|e| nl("bring up", e))?;
+            .step(|| "bring up".into())?;
     }
 
     for fam in &cfg.families {
@@ -245,11 +242,11 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), String> {
 
 /// One family's address (ours added, other static ones of the family dropped) and routes
 /// (every Subnet of the family via its join gateway; stale ones of ours removed).
-async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), String> {
+async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), PlumbError> {
     // address: add ours, drop other static ones of the same family
     let mut have = Vec::new();
     let mut s = h.address().get().set_link_index_filter(idx).execute();
-    while let Some(m) = s.try_next().await.map_err(|e| nl("list addresses", e))? {
+    while let Some(m) = s.try_next().await.step(|| "list addresses".into())? {
         if m.header.index != idx {
             continue;
         }
@@ -272,7 +269,7 @@ async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), 
             .add(idx, fam.address.addr(), fam.address.prefix_len())
             .execute()
             .await
-            .map_err(|e| nl(&format!("add address {}", fam.address), e))?;
+            .step(|| format!("add address {}", fam.address))?;
         tracing::info!(address = %fam.address, "management port address set");
     }
     for (net, m) in have {
@@ -283,7 +280,7 @@ async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), 
                 .del(m)
                 .execute()
                 .await
-                .map_err(|e| nl(&format!("remove stale address {net}"), e))?;
+                .step(|| format!("remove stale address {net}"))?;
         }
     }
 
@@ -297,7 +294,7 @@ async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), 
     };
     let mut present = Vec::new();
     let mut s = h.route().get(query).execute();
-    while let Some(m) = s.try_next().await.map_err(|e| nl("list routes", e))? {
+    while let Some(m) = s.try_next().await.step(|| "list routes".into())? {
         let mut table = u32::from(m.header.table);
         let (mut dest, mut gw, mut oif) = (None, None, None);
         for a in &m.attributes {
@@ -329,7 +326,7 @@ async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), 
         let msg = RouteMessageBuilder::<IpAddr>::new()
             .destination_prefix(subnet.addr(), subnet.prefix_len())
             .and_then(|b| b.gateway(fam.gateway))
-            .map_err(|e| format!("route {subnet}: {e}"))?
+            .step(|| format!("route {subnet}"))?
             .output_interface(idx)
             .build();
         h.route()
@@ -337,7 +334,7 @@ async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), 
             .replace()
             .execute()
             .await
-            .map_err(|e| nl(&format!("add route {subnet} via {}", fam.gateway), e))?;
+            .step(|| format!("add route {subnet} via {}", fam.gateway))?;
         tracing::info!(%subnet, via = %fam.gateway, "management route set");
     }
     for (d, g, m) in present {
@@ -349,7 +346,7 @@ async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), 
                 .del(m)
                 .execute()
                 .await
-                .map_err(|e| nl(&format!("remove stale route {d}"), e))?;
+                .step(|| format!("remove stale route {d}"))?;
             tracing::info!(subnet = %d, "stale management route removed");
         }
     }
