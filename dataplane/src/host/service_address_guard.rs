@@ -28,7 +28,7 @@ use rtnetlink::{Handle, RouteMessageBuilder};
 
 use api::services::ServiceInfo;
 
-use crate::attach::pod_iface::netns;
+use crate::attach::pod_iface::{PlumbError, StepExt, netns};
 use crate::host::mgmt::MGMT_PORT;
 
 /// The host's addresses and routes, as far as the guard needs them.
@@ -81,28 +81,29 @@ impl HostAddresses {
     }
 }
 
-/// Reads the host's addresses and routes (the agent's own netns: the host's).
-pub async fn read() -> Result<HostAddresses, String> {
-    let r = tokio::task::spawn_blocking(|| {
-        netns::run_in_netns(None, |h| async move {
-            read_with(&h)
-                .await
-                .map_err(crate::attach::pod_iface::PlumbError::InvalidSpec)
-        })
-    })
-    .await
-    .map_err(|e| format!("worker: {e}"))?;
-    r.map_err(|e| e.to_string())
+/// Why the host's addresses and routes could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HostReadError {
+    #[error("read the host's addresses and routes: {0}")]
+    Netlink(#[from] PlumbError),
+    #[error("read the host's addresses and routes: worker: {0}")]
+    Worker(#[source] tokio::task::JoinError),
 }
 
-async fn read_with(h: &Handle) -> Result<HostAddresses, String> {
+/// Reads the host's addresses and routes (the agent's own netns: the host's).
+pub async fn read() -> Result<HostAddresses, HostReadError> {
+    let r = tokio::task::spawn_blocking(|| {
+        netns::run_in_netns(None, |h| async move { read_with(&h).await })
+    })
+    .await
+    .map_err(HostReadError::Worker)?;
+    Ok(r?)
+}
+
+async fn read_with(h: &Handle) -> Result<HostAddresses, PlumbError> {
     let mut names = std::collections::BTreeMap::new();
     let mut links = h.link().get().execute();
-    while let Some(m) = links
-        .try_next()
-        .await
-        .map_err(|e| format!("list links: {e}"))?
-    {
+    while let Some(m) = links.try_next().await.step(|| "list links".into())? {
         for a in &m.attributes {
             if let netlink_packet_route::link::LinkAttribute::IfName(n) = a {
                 names.insert(m.header.index, n.clone());
@@ -115,11 +116,7 @@ async fn read_with(h: &Handle) -> Result<HostAddresses, String> {
         .map(|(i, _)| *i);
     let mut out = HostAddresses::default();
     let mut addrs = h.address().get().execute();
-    while let Some(m) = addrs
-        .try_next()
-        .await
-        .map_err(|e| format!("list addresses: {e}"))?
-    {
+    while let Some(m) = addrs.try_next().await.step(|| "list addresses".into())? {
         for a in &m.attributes {
             if let AddressAttribute::Local(ip) | AddressAttribute::Address(ip) = a
                 && !out.local.contains(ip)
@@ -133,11 +130,7 @@ async fn read_with(h: &Handle) -> Result<HostAddresses, String> {
         RouteMessageBuilder::<std::net::Ipv6Addr>::new().build(),
     ] {
         let mut routes = h.route().get(query).execute();
-        while let Some(m) = routes
-            .try_next()
-            .await
-            .map_err(|e| format!("list routes: {e}"))?
-        {
+        while let Some(m) = routes.try_next().await.step(|| "list routes".into())? {
             add_route(&mut out, &m, mgmt, &names);
         }
     }
