@@ -3,6 +3,7 @@
 //! ovs-vswitchd (the lab: the node's netns; a cluster: the agent's container, host
 //! network), mirrors the pod's port onto a temporary internal port
 //! ([`crate::ovs::capture_mirror`]), reads that port's tap device with an AF_PACKET socket
+//! ([`hostio::netdev::PacketSocket`]: the syscalls and their `unsafe` live there)
 //! and writes pcap ([`api::pcap`]) to its output, until the count, the duration, SIGINT,
 //! SIGTERM, SIGHUP or a closed output, then removes the Mirror and the port. The node agent
 //! owns this because its GC removes what a killed capture leaves.
@@ -22,7 +23,6 @@
 pub mod command;
 
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::ovs::Ovs;
@@ -32,6 +32,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{SignalKind, signal};
 
 use api::pcap::{PcapWriter, SNAPLEN};
+use hostio::netdev::{self, PacketSocket};
 
 pub use api::pcap::{EXIT_FAILURE, EXIT_INPUT};
 
@@ -185,6 +186,7 @@ async fn capture(
         .await
         .map_err(|e| Failure::system(format!("bring up {}: {e}", cap.port_name)))?;
     let sock = PacketSocket::open(ifindex)
+        .map_err(io::Error::from)
         .and_then(|s| {
             // SAFETY: the socket owns its fd and deregisters on drop (AsyncFd drops the
             // registration before the socket it holds).
@@ -293,11 +295,11 @@ async fn prepare_tap(name: &str, bridge: &str, vswitchd_ctl: &str) -> io::Result
             eprintln!(
                 "zstack-ovnkube-node debug capture: ovs-ofctl mod-port {name} up failed ({why}); setting it up directly (ovs-vswitchd may drop what it mirrors)"
             );
-            set_up(name)?;
+            netdev::set_up(name)?;
         }
     }
     let t0 = Instant::now();
-    while !is_up(name)? {
+    while !netdev::is_up(name)? {
         if t0.elapsed() > Duration::from_secs(3) {
             return Err(io::Error::other(
                 "still down 3s after ovs-ofctl mod-port up",
@@ -306,120 +308,4 @@ async fn prepare_tap(name: &str, bridge: &str, vswitchd_ctl: &str) -> io::Result
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
-}
-
-/// An `ifreq` naming `name`, and an AF_INET socket for its ioctls.
-fn ifreq(name: &str) -> io::Result<(OwnedFd, libc::ifreq)> {
-    // SAFETY: a plain socket(2); the fd is owned at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by socket(2) and is owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ifreq is plain data; all-zero is a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    if name.len() >= ifr.ifr_name.len() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "name too long"));
-    }
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    Ok((fd, ifr))
-}
-
-/// Whether the kernel has `name` up.
-fn is_up(name: &str) -> io::Result<bool> {
-    let (fd, mut ifr) = ifreq(name)?;
-    // SAFETY: SIOCGIFFLAGS writes into the ifreq we own.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: SIOCGIFFLAGS filled the flags member.
-    Ok(unsafe { ifr.ifr_ifru.ifru_flags } & libc::IFF_UP as libc::c_short != 0)
-}
-
-/// Sets `name` up behind ovs-vswitchd's back (the fallback of [`prepare_tap`]).
-fn set_up(name: &str) -> io::Result<()> {
-    let (fd, mut ifr) = ifreq(name)?;
-    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we own.
-    unsafe {
-        if libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// A non-blocking AF_PACKET socket bound to one interface, every protocol.
-struct PacketSocket(OwnedFd);
-
-impl PacketSocket {
-    fn open(ifindex: u32) -> io::Result<PacketSocket> {
-        let proto = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: a plain socket(2); the fd is owned at once.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                i32::from(proto),
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd was just returned by socket(2) and is owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = proto;
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: bind(2) reads `size_of::<sockaddr_ll>()` bytes of `sll`.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(PacketSocket(fd))
-    }
-
-    /// One frame into `buf`: its length on the wire (`MSG_TRUNC`) and whether the kernel
-    /// sent it (rather than received it).
-    fn recv(&self, buf: &mut [u8]) -> io::Result<(usize, bool)> {
-        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        // SAFETY: recvfrom(2) writes at most buf.len() bytes into buf and at most `len`
-        // bytes into sll.
-        let n = unsafe {
-            libc::recvfrom(
-                self.0.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_TRUNC,
-                (&mut sll as *mut libc::sockaddr_ll).cast(),
-                &mut len,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((n as usize, sll.sll_pkttype == libc::PACKET_OUTGOING))
-    }
-}
-
-impl AsRawFd for PacketSocket {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
 }
