@@ -59,6 +59,8 @@ use clap::Parser;
 use args::{Cli, Command};
 
 fn main() -> anyhow::Result<()> {
+    #[cfg(not(feature = "lab"))]
+    refuse_lab_commands();
     let cli = Cli::parse();
     // the daemon logs what it does to its log file; the commands only warn
     #[cfg(feature = "lab")]
@@ -92,4 +94,22 @@ fn main() -> anyhow::Result<()> {
         Command::Restore(a) => backup::restore(a),
         Command::UpgradeOvs(a) => upgrade_ovs::run(a),
     }
+}
+
+/// The operator's build has no `lab`/`cluster`: say where they are rather than clap's
+/// "unrecognized subcommand" (exit 2, bad input).
+#[cfg(not(feature = "lab"))]
+fn refuse_lab_commands() {
+    let Some(cmd) = std::env::args()
+        .nth(1)
+        .filter(|c| c == "lab" || c == "cluster")
+    else {
+        return;
+    };
+    eprintln!(
+        "zovn {cmd}: this zovn is the operator's build (make install-cli: diagnostics and \
+         day-2 tools only); `zovn {cmd}` is in the full build of the source tree: \
+         `cargo build --workspace --bins`, then `target/debug/zovn {cmd} ...`"
+    );
+    std::process::exit(2);
 }

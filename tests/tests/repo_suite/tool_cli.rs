@@ -1,6 +1,7 @@
 //! The small code-generation binaries answer `--help` and refuse unknown arguments instead
 //! of acting on them (`crdgen --help` used to write the CRD into a file named `--help`,
-//! `ovsdb-codegen --help` to regenerate the typed-row sources).
+//! `ovsdb-codegen --help` to regenerate the typed-row sources); the operator's `zovn`
+//! (no lab) names the build that has `zovn lab`.
 
 use std::process::Command;
 
@@ -57,4 +58,22 @@ fn ovsdb_codegen_help_regenerates_nothing() {
         .and_then(|m| m.modified())
         .expect("mtime");
     assert_eq!(before, after, "ovsdb-codegen rewrote {}", src.display());
+}
+
+/// The operator's `zovn` (built without the lab, as `make install-cli` ships it) says
+/// where `zovn lab` and `zovn cluster` are instead of not knowing them.
+#[test]
+fn the_operators_zovn_points_lab_commands_at_the_full_build() {
+    for cmd in ["lab", "cluster"] {
+        let out = Command::new(tests::operator_cli())
+            .args([cmd, "up"])
+            .output()
+            .expect("run the operator's zovn");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("operator's build") && err.contains("target/debug/zovn"),
+            "{cmd}: {err}"
+        );
+    }
 }
