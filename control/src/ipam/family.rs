@@ -38,10 +38,7 @@ impl Family {
 
     /// `ip` as a number (IPv4 widened).
     pub fn to_u128(ip: IpAddr) -> u128 {
-        match ip {
-            IpAddr::V4(a) => u128::from(u32::from(a)),
-            IpAddr::V6(a) => u128::from(a),
-        }
+        crate::address_space::to_u128(ip)
     }
 
     /// The address numbered `x` in this family (IPv4 keeps the low 32 bits).

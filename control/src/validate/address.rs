@@ -29,10 +29,7 @@ pub fn overlaps(a: &IpNet, b: &IpNet) -> bool {
 
 /// An address as (is IPv6, number).
 pub(super) fn bits(ip: IpAddr) -> (bool, u128) {
-    match ip {
-        IpAddr::V4(a) => (false, u128::from(u32::from(a))),
-        IpAddr::V6(a) => (true, u128::from(a)),
-    }
+    (ip.is_ipv6(), crate::address_space::to_u128(ip))
 }
 
 pub(super) fn from_bits(v6: bool, n: u128) -> IpAddr {
