@@ -93,8 +93,17 @@ pub struct Outcome {
     pub success: bool,
     /// stdout as JSON; `Null` when it printed nothing; `Err` with the text when it is not
     /// JSON.
-    pub stdout: Result<Value, String>,
+    pub stdout: Result<Value, NotJson>,
     pub stderr: String,
+}
+
+/// A plugin's stdout that is not JSON: the parser's complaint and the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {text}")]
+pub struct NotJson {
+    /// serde_json's message (with line and column).
+    pub reason: String,
+    pub text: String,
 }
 
 impl Outcome {
@@ -104,7 +113,10 @@ impl Outcome {
         let stdout = if text.trim().is_empty() {
             Ok(Value::Null)
         } else {
-            serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))
+            serde_json::from_str(&text).map_err(|e| NotJson {
+                reason: e.to_string(),
+                text: text.to_string(),
+            })
         };
         Outcome {
             success: out.status.success(),
@@ -153,7 +165,9 @@ mod tests {
         let failing = script("failing", "#!/bin/sh\necho 'not json'; exit 1\n");
         let out = inv.run(&failing, &Value::Null).expect("run");
         assert!(!out.success);
-        assert!(out.stdout.expect_err("text").contains("not json"));
+        let e = out.stdout.expect_err("text");
+        assert_eq!(e.text, "not json\n");
+        assert_eq!(e.to_string(), format!("{}: not json\n", e.reason));
         let silent = script("silent", "#!/bin/sh\nexit 0\n");
         assert_eq!(
             inv.run(&silent, &Value::Null).expect("run").stdout,

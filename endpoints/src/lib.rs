@@ -114,14 +114,19 @@ impl Endpoints {
     }
 }
 
+/// A listen address that is not `IP:PORT` ([`parse_listen_addr`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not IP:PORT (e.g. 10.0.0.5:10665 or [fd00::5]:10665)")]
+pub struct BadListenAddr(pub String);
+
 /// Parses a listen address: `IP:PORT`, `[IPv6]:PORT`, or `IPv6:PORT` without brackets
 /// (what `--metrics-addr=$(HOST_IP):PORT` gives in a pod spec on an IPv6 node: the last
 /// `:` starts the port).
-pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, BadListenAddr> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }
-    let bad = || format!("{s:?} is not IP:PORT (e.g. 10.0.0.5:10665 or [fd00::5]:10665)");
+    let bad = || BadListenAddr(s.to_string());
     let (ip, port) = s.rsplit_once(':').ok_or_else(bad)?;
     let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
     let port: u16 = port.parse().map_err(|_| bad())?;

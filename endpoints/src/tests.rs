@@ -66,7 +66,10 @@ fn listen_addresses_with_and_without_brackets() {
     assert_eq!(ok("0.0.0.0:0").port(), 0);
     for bad in ["10.0.0.5", "node1:10665", "10.0.0.5:99999", ":10665", ""] {
         let e = parse_listen_addr(bad).expect_err(bad);
-        assert!(e.contains("is not IP:PORT"), "{bad}: {e}");
+        assert_eq!(
+            e.to_string(),
+            format!("{bad:?} is not IP:PORT (e.g. 10.0.0.5:10665 or [fd00::5]:10665)")
+        );
     }
 }
 

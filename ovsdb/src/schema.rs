@@ -17,8 +17,25 @@ pub enum SchemaError {
     Column {
         table: String,
         column: String,
-        problem: String,
+        problem: ColumnTypeError,
     },
+}
+
+/// Why a column's `type` is not an RFC 7047 type.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ColumnTypeError {
+    #[error("unknown atomic type {0:?}")]
+    UnknownAtomic(String),
+    #[error("base type without \"type\"")]
+    BaseWithoutType,
+    #[error("bad base type {0}")]
+    BadBase(Json),
+    #[error("column type without \"key\"")]
+    WithoutKey,
+    #[error("bad max {0}")]
+    BadMax(Json),
+    #[error("bad column type {0}")]
+    BadColumn(Json),
 }
 
 /// A database schema.
@@ -148,18 +165,18 @@ impl Schema {
     }
 }
 
-fn atomic(s: &str) -> Result<AtomicType, String> {
+fn atomic(s: &str) -> Result<AtomicType, ColumnTypeError> {
     Ok(match s {
         "integer" => AtomicType::Integer,
         "real" => AtomicType::Real,
         "boolean" => AtomicType::Boolean,
         "string" => AtomicType::String,
         "uuid" => AtomicType::Uuid,
-        other => return Err(format!("unknown atomic type {other:?}")),
+        other => return Err(ColumnTypeError::UnknownAtomic(other.to_string())),
     })
 }
 
-fn base_type(j: &Json) -> Result<BaseType, String> {
+fn base_type(j: &Json) -> Result<BaseType, ColumnTypeError> {
     match j {
         Json::String(s) => Ok(BaseType {
             atomic: atomic(s)?,
@@ -170,7 +187,7 @@ fn base_type(j: &Json) -> Result<BaseType, String> {
             let ty = o
                 .get("type")
                 .and_then(Json::as_str)
-                .ok_or("base type without \"type\"")?;
+                .ok_or(ColumnTypeError::BaseWithoutType)?;
             let enum_values = o.get("enum").map(|e| match e {
                 Json::Array(a) if a.len() == 2 && a[0] == "set" => {
                     a[1].as_array().cloned().unwrap_or_default()
@@ -183,11 +200,11 @@ fn base_type(j: &Json) -> Result<BaseType, String> {
                 enum_values,
             })
         }
-        other => Err(format!("bad base type {other}")),
+        other => Err(ColumnTypeError::BadBase(other.clone())),
     }
 }
 
-fn column_type(j: &Json) -> Result<ColumnType, String> {
+fn column_type(j: &Json) -> Result<ColumnType, ColumnTypeError> {
     match j {
         Json::String(_) => Ok(ColumnType {
             key: base_type(j)?,
@@ -196,13 +213,16 @@ fn column_type(j: &Json) -> Result<ColumnType, String> {
             max: Some(1),
         }),
         Json::Object(o) => {
-            let key = base_type(o.get("key").ok_or("column type without \"key\"")?)?;
+            let key = base_type(o.get("key").ok_or(ColumnTypeError::WithoutKey)?)?;
             let value = o.get("value").map(base_type).transpose()?;
             let min = o.get("min").and_then(Json::as_u64).unwrap_or(1);
             let max = match o.get("max") {
                 None => Some(1),
                 Some(Json::String(s)) if s == "unlimited" => None,
-                Some(m) => Some(m.as_u64().ok_or(format!("bad max {m}"))?),
+                Some(m) => Some(
+                    m.as_u64()
+                        .ok_or_else(|| ColumnTypeError::BadMax(m.clone()))?,
+                ),
             };
             Ok(ColumnType {
                 key,
@@ -211,7 +231,7 @@ fn column_type(j: &Json) -> Result<ColumnType, String> {
                 max,
             })
         }
-        other => Err(format!("bad column type {other}")),
+        other => Err(ColumnTypeError::BadColumn(other.clone())),
     }
 }
 
@@ -257,6 +277,9 @@ mod tests {
     fn bad_schema_names_the_column() {
         let bad = r#"{"name":"X","version":"1","tables":{"T":{"columns":{"c":{"type":"float"}}}}}"#;
         let err = Schema::parse(bad).unwrap_err().to_string();
-        assert!(err.contains("table T, column c"), "{err}");
+        assert_eq!(err, "table T, column c: unknown atomic type \"float\"");
+        let bad = r#"{"name":"X","version":"1","tables":{"T":{"columns":{"c":{"type":{"key":"string","max":-1}}}}}}"#;
+        let err = Schema::parse(bad).unwrap_err().to_string();
+        assert_eq!(err, "table T, column c: bad max -1");
     }
 }

@@ -82,15 +82,16 @@ impl Default for Owner {
     }
 }
 
+/// An owner that is not `"uid:gid"` or `"uid"` with numeric ids.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("owner {0:?} is not \"uid:gid\" with numeric ids")]
+pub struct BadOwner(pub String);
+
 impl std::str::FromStr for Owner {
-    type Err = String;
+    type Err = BadOwner;
     /// `"uid:gid"` or `"uid"` (gid = uid), numeric.
-    fn from_str(s: &str) -> Result<Owner, String> {
-        let num = |p: &str| {
-            p.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("owner {s:?} is not \"uid:gid\" with numeric ids"))
-        };
+    fn from_str(s: &str) -> Result<Owner, BadOwner> {
+        let num = |p: &str| p.trim().parse::<u32>().map_err(|_| BadOwner(s.to_string()));
         match s.split_once(':') {
             Some((u, g)) => Ok(Owner {
                 uid: num(u)?,
@@ -215,7 +216,9 @@ impl VhostUserConfig {
             c.queues = parse_queues(where_, q)?;
         }
         if let Some(o) = &raw.owner {
-            c.owner = o.parse().map_err(|e: String| invalid(where_, e))?;
+            c.owner = o
+                .parse()
+                .map_err(|e: BadOwner| invalid(where_, e.to_string()))?;
         }
         if let Some(m) = &raw.mode {
             c.mode = parse_mode(where_, m)?;

@@ -44,19 +44,46 @@ const TABLES: [&str; 9] = [
     LogicalRouterStaticRoute::TABLE,
 ];
 
+/// Why one `select` result cannot be read as rows of `table`.
+#[derive(Debug, thiserror::Error)]
+enum SelectError {
+    #[error("{table}: no rows in {result}")]
+    NoRows {
+        table: &'static str,
+        result: serde_json::Value,
+    },
+    #[error("{table}: a row without _uuid")]
+    NoUuid { table: &'static str },
+    #[error("{table}: {source}")]
+    Row {
+        table: &'static str,
+        source: ovsdb::Error,
+    },
+    #[error("{table}: {source}")]
+    Value {
+        table: &'static str,
+        source: ovsdb::ValueError,
+    },
+}
+
 /// The rows of one `select` result (`{"rows": [...]}`) as `T`s.
-fn selected<T: Table>(result: &serde_json::Value) -> Result<Vec<T>, String> {
+fn selected<T: Table>(result: &serde_json::Value) -> Result<Vec<T>, SelectError> {
+    let table = T::TABLE;
     let rows = result["rows"]
         .as_array()
-        .ok_or_else(|| format!("{}: no rows in {result}", T::TABLE))?;
+        .ok_or_else(|| SelectError::NoRows {
+            table,
+            result: result.clone(),
+        })?;
     rows.iter()
         .map(|r| {
             let uuid: Uuid = r["_uuid"][1]
                 .as_str()
                 .and_then(|u| u.parse().ok())
-                .ok_or_else(|| format!("{}: a row without _uuid", T::TABLE))?;
-            let row = ovsdb::ops::row_from_json(r).map_err(|e| format!("{}: {e}", T::TABLE))?;
-            T::from_partial_row(uuid, &row).map_err(|e| format!("{}: {e}", T::TABLE))
+                .ok_or(SelectError::NoUuid { table })?;
+            let row = ovsdb::ops::row_from_json(r)
+                .map_err(|source| SelectError::Row { table, source })?;
+            T::from_partial_row(uuid, &row).map_err(|source| SelectError::Value { table, source })
         })
         .collect()
 }
@@ -129,16 +156,17 @@ impl NbView {
             .as_array()
             .filter(|a| a.len() >= TABLES.len())
             .ok_or_else(|| bad(format!("not one result per table: {v}")))?;
+        let unreadable = |e: SelectError| bad(e.to_string());
         Ok(NbView {
-            switches: selected(&r[0]).map_err(bad)?,
-            switch_ports: selected(&r[1]).map_err(bad)?,
-            routers: selected(&r[2]).map_err(bad)?,
-            router_ports: selected(&r[3]).map_err(bad)?,
-            acls: selected(&r[4]).map_err(bad)?,
-            port_groups: selected(&r[5]).map_err(bad)?,
-            load_balancers: selected(&r[6]).map_err(bad)?,
-            policies: selected(&r[7]).map_err(bad)?,
-            routes: selected(&r[8]).map_err(bad)?,
+            switches: selected(&r[0]).map_err(unreadable)?,
+            switch_ports: selected(&r[1]).map_err(unreadable)?,
+            routers: selected(&r[2]).map_err(unreadable)?,
+            router_ports: selected(&r[3]).map_err(unreadable)?,
+            acls: selected(&r[4]).map_err(unreadable)?,
+            port_groups: selected(&r[5]).map_err(unreadable)?,
+            load_balancers: selected(&r[6]).map_err(unreadable)?,
+            policies: selected(&r[7]).map_err(unreadable)?,
+            routes: selected(&r[8]).map_err(unreadable)?,
         })
     }
 
