@@ -151,14 +151,13 @@ impl Agent {
     }
 
     /// Reads the node annotation and the Subnets and (re)configures the management port.
-    pub async fn ensure_mgmt(&self) -> Result<(), String> {
+    pub async fn ensure_mgmt(&self) -> Result<(), mgmt::MgmtError> {
         let ann = self
             .ctx
             .pods()
             .node_annotations(&self.cfg.node_name)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("Node {} does not exist", self.cfg.node_name))?;
+            .await?
+            .ok_or_else(|| mgmt::MgmtError::NoNode(self.cfg.node_name.clone()))?;
         // the chassis name, for the controller's per-chassis rows (template variables)
         if let Some(ovn) = &self.cfg.ovn
             && ann.get(api::keys::CHASSIS_ID) != Some(&ovn.system_id)
@@ -168,12 +167,7 @@ impl Agent {
                 tracing::warn!(error = %e, "could not write the chassis-id annotation");
             }
         }
-        let mut subnets = self
-            .ctx
-            .pods()
-            .subnet_cidrs()
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut subnets = self.ctx.pods().subnet_cidrs().await?;
         subnets.extend(
             self.service_routes
                 .lock()
@@ -181,11 +175,8 @@ impl Agent {
                 .iter()
                 .copied(),
         );
-        let cfg = MgmtConfig::from_annotations(&self.cfg.node_name, &ann, subnets, self.cfg.mtu)
-            .map_err(|e| e.to_string())?;
-        mgmt::ensure(&self.ovs, &cfg)
-            .await
-            .map_err(|e| e.to_string())?;
+        let cfg = MgmtConfig::from_annotations(&self.cfg.node_name, &ann, subnets, self.cfg.mtu)?;
+        mgmt::ensure(&self.ovs, &cfg).await?;
         *self.mgmt_subnets.lock().unwrap_or_else(|e| e.into_inner()) = cfg.subnets();
         Ok(())
     }

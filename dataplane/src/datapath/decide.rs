@@ -748,24 +748,41 @@ fn lcore_mask(
         .map(|c| cpus::to_mask(&[*c].into()))
 }
 
+/// Why `pmdRxqAffinity` is not set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AffinityError {
+    #[error("{0:?} is not queue:cpu")]
+    NotQueueCpu(String),
+    #[error("{0:?} is not a queue id")]
+    NotAQueue(String),
+    #[error("{0:?} is not a CPU")]
+    NotACpu(String),
+    #[error("queue {queue} does not exist (afxdp.queues = {queues})")]
+    NoSuchQueue { queue: u32, queues: u32 },
+    #[error("CPU {cpu} is not a PMD CPU ({})", cpus::format_list(pmd))]
+    NotPmd { cpu: u32, pmd: BTreeSet<u32> },
+}
+
 /// `"0:3,1:7"`: queue ids below `queues`, CPUs among the PMD CPUs.
-fn check_affinity(a: &str, pmd: &BTreeSet<u32>, queues: u32) -> Result<(), String> {
+fn check_affinity(a: &str, pmd: &BTreeSet<u32>, queues: u32) -> Result<(), AffinityError> {
     for part in a.split(',').map(str::trim) {
         let (q, c) = part
             .split_once(':')
-            .ok_or_else(|| format!("{part:?} is not queue:cpu"))?;
-        let q: u32 = q.parse().map_err(|_| format!("{q:?} is not a queue id"))?;
-        let c: u32 = c.parse().map_err(|_| format!("{c:?} is not a CPU"))?;
+            .ok_or_else(|| AffinityError::NotQueueCpu(part.to_string()))?;
+        let q: u32 = q
+            .parse()
+            .map_err(|_| AffinityError::NotAQueue(q.to_string()))?;
+        let c: u32 = c
+            .parse()
+            .map_err(|_| AffinityError::NotACpu(c.to_string()))?;
         if q >= queues {
-            return Err(format!(
-                "queue {q} does not exist (afxdp.queues = {queues})"
-            ));
+            return Err(AffinityError::NoSuchQueue { queue: q, queues });
         }
         if !pmd.contains(&c) {
-            return Err(format!(
-                "CPU {c} is not a PMD CPU ({})",
-                cpus::format_list(pmd)
-            ));
+            return Err(AffinityError::NotPmd {
+                cpu: c,
+                pmd: pmd.clone(),
+            });
         }
     }
     Ok(())

@@ -49,8 +49,29 @@ const WHY: &[(&str, &str)] = &[
     ("--no-pci", "the agent sets it (noPci)"),
 ];
 
+/// Why `extraEalArgs` is refused (no extra argument reaches DPDK then).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EalArgsError {
+    /// `why`: what the option would do, else "not on the allowlist of EAL options".
+    #[error("EAL option {name:?} is refused ({why}); allowed: {}", allowed_list())]
+    Refused { name: String, why: &'static str },
+    #[error("EAL option {0} needs a value")]
+    NeedsValue(String),
+    #[error("EAL option {0} takes no value")]
+    TakesNoValue(String),
+}
+
+/// The allowed options, space-separated (for the message).
+fn allowed_list() -> String {
+    ALLOWED
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The arguments, normalized (single spaces), when every option is allowed; else why not.
-pub fn check(args: &str) -> Result<String, String> {
+pub fn check(args: &str) -> Result<String, EalArgsError> {
     let mut out = Vec::new();
     let mut tokens = args.split_whitespace();
     while let Some(t) = tokens.next() {
@@ -71,14 +92,10 @@ pub fn check(args: &str) -> Result<String, String> {
                 .iter()
                 .find(|(n, _)| *n == name)
                 .map_or("not on the allowlist of EAL options", |(_, w)| w);
-            return Err(format!(
-                "EAL option {name:?} is refused ({why}); allowed: {}",
-                ALLOWED
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ));
+            return Err(EalArgsError::Refused {
+                name: name.to_string(),
+                why,
+            });
         };
         match (takes_value, inline, attached) {
             (true, Some(v), _) => out.push(format!("{name}={v}")),
@@ -86,11 +103,11 @@ pub fn check(args: &str) -> Result<String, String> {
             (true, None, None) => {
                 let v = tokens
                     .next()
-                    .ok_or_else(|| format!("EAL option {name} needs a value"))?;
+                    .ok_or_else(|| EalArgsError::NeedsValue(name.to_string()))?;
                 out.push(format!("{name} {v}"));
             }
             (false, None, None) => out.push(name.to_string()),
-            (false, _, _) => return Err(format!("EAL option {name} takes no value")),
+            (false, _, _) => return Err(EalArgsError::TakesNoValue(name.to_string())),
         }
     }
     Ok(out.join(" "))
@@ -130,17 +147,19 @@ mod tests {
             ("--zovn-no-such-eal-option", "not on the allowlist"),
             ("-a 0000:03:00.0 -d x.so", "loads a shared object"),
         ] {
-            let e = check(args).expect_err(args);
+            let e = check(args).expect_err(args).to_string();
             assert!(e.contains(why) && e.contains("refused"), "{args}: {e}");
         }
         assert!(
             check("--iova-mode")
                 .expect_err("value")
+                .to_string()
                 .contains("needs a value")
         );
         assert!(
             check("--huge-unlink=1")
                 .expect_err("flag")
+                .to_string()
                 .contains("takes no value")
         );
     }

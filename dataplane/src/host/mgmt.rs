@@ -67,6 +67,11 @@ pub enum MgmtError {
     Worker(#[source] tokio::task::JoinError),
     #[error("management port {MGMT_PORT}: {0}")]
     Plumb(#[from] PlumbError),
+    /// Reading the Node or the Subnets ([`crate::agent::Agent::ensure_mgmt`]).
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
+    #[error("Node {0} does not exist")]
+    NoNode(String),
 }
 
 impl MgmtConfig {

@@ -239,7 +239,7 @@ impl Uplink {
                     Err(e) => {
                         tracing::warn!(port = %port.name, error = %e, "uplink: AF_XDP did not open; back on a kernel port");
                         self.mem.lock().unwrap_or_else(|e| e.into_inner()).failed =
-                            Some((inputs, e.clone()));
+                            Some((inputs, e.to_string()));
                         let back = ovs.set_uplink_type(port, "system", &BTreeMap::new()).await;
                         status.reason =
                             format!("a kernel port: {} did not open as AF_XDP ({e})", port.name);
@@ -278,7 +278,7 @@ impl Uplink {
         port: &UplinkPort,
         queues: u32,
         xdp_mode: &str,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, AfxdpNotOpen> {
         let opts = BTreeMap::from([
             ("xdp-mode".to_string(), xdp_mode.to_string()),
             ("n_rxq".to_string(), queues.to_string()),
@@ -288,35 +288,44 @@ impl Uplink {
         if current {
             // open already, or refused since (a restarted ovs-vswitchd, a changed device)
             return match &port.error {
-                Some(e) => Err(e.clone()),
+                Some(e) => Err(AfxdpNotOpen::Refused(e.clone())),
                 None => Ok(false),
             };
         }
-        ovs.set_uplink_type(port, "afxdp", &opts)
-            .await
-            .map_err(|e| e.to_string())?;
-        match ovs.wait_applied(OPEN_WAIT).await {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(format!(
-                    "ovs-vswitchd did not reconfigure within {OPEN_WAIT:?}"
-                ));
-            }
-            Err(e) => return Err(e.to_string()),
+        ovs.set_uplink_type(port, "afxdp", &opts).await?;
+        if !ovs.wait_applied(OPEN_WAIT).await? {
+            return Err(AfxdpNotOpen::NotReconfigured);
         }
         let now = ovs
             .uplink_ports(&self.bridge)
             .and_then(|ps| ps.into_iter().find(|p| p.name == port.name));
         match now {
-            Some(p) if p.error.is_some() => Err(p.error.unwrap_or_default()),
+            Some(p) if p.error.is_some() => Err(AfxdpNotOpen::Refused(p.error.unwrap_or_default())),
             Some(p) if p.ofport.is_some_and(|o| o > 0) => {
                 tracing::info!(port = %port.name, bridge = %self.bridge, queues, xdp_mode, "uplink: AF_XDP port");
                 Ok(true)
             }
-            Some(_) => Err("no OpenFlow port number assigned".to_string()),
-            None => Err("the port disappeared".to_string()),
+            Some(_) => Err(AfxdpNotOpen::NoOfport),
+            None => Err(AfxdpNotOpen::Gone),
         }
     }
+}
+
+/// Why the uplink did not open as an AF_XDP port ([`Uplink`] falls back to a kernel
+/// port and remembers the text for the same inputs).
+#[derive(Debug, thiserror::Error)]
+enum AfxdpNotOpen {
+    /// ovs-vswitchd's own words (the Interface's `error` column).
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Ovs(#[from] crate::ovs::OvsError),
+    #[error("ovs-vswitchd did not reconfigure within {OPEN_WAIT:?}")]
+    NotReconfigured,
+    #[error("no OpenFlow port number assigned")]
+    NoOfport,
+    #[error("the port disappeared")]
+    Gone,
 }
 
 #[cfg(test)]

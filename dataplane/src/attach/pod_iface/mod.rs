@@ -20,6 +20,7 @@
 mod ethtool;
 pub mod netns;
 mod nl;
+mod pair;
 pub mod rps;
 
 use std::fs::File;
@@ -248,41 +249,6 @@ fn open_netns(p: &Path) -> Result<OwnedFd, PlumbError> {
         .step(|| format!("open netns {}", p.display()))
 }
 
-/// Is `host` (a veth in the host netns) the right pair for `spec`? `Err(reason)` if not.
-fn pair_matches(
-    spec: &PodInterfaceSpec,
-    host: &nl::Link,
-    pod_nsid: Option<i32>,
-) -> Result<Result<(), String>, PlumbError> {
-    let (Some(peer), Some(nsid)) = (host.peer_index, host.link_netnsid) else {
-        return Ok(Err("peer is not in another netns".into()));
-    };
-    if pod_nsid != Some(nsid) {
-        return Ok(Err(format!("peer is in netns id {nsid}, not the pod's")));
-    }
-    let host_index = host.index;
-    let peer_link = netns::run_in_netns(Some(&spec.netns_path), move |h| async move {
-        nl::link_by_index(&h, peer)
-            .await
-            .step(|| format!("look up ifindex {peer} in pod netns"))
-    })?;
-    Ok(match peer_link {
-        None => Err(format!("peer ifindex {peer} missing in the pod netns")),
-        Some(p) if p.peer_index != Some(host_index) => {
-            Err(format!("pod ifindex {peer} is not the peer"))
-        }
-        Some(p) if p.name != spec.ifname => {
-            Err(format!("peer is named {}, not {}", p.name, spec.ifname))
-        }
-        Some(p) if p.mac != spec.mac => Err(format!(
-            "peer MAC {} != {}",
-            fmt_mac(&p.mac),
-            fmt_mac(&spec.mac)
-        )),
-        Some(_) => Ok(()),
-    })
-}
-
 /// Creates (or reconciles) the pod interface described by `spec`. See the module doc.
 pub fn setup(spec: &PodInterfaceSpec) -> Result<PodInterface, PlumbError> {
     spec.validate()?;
@@ -319,7 +285,7 @@ pub fn setup(spec: &PodInterfaceSpec) -> Result<PodInterface, PlumbError> {
                 ),
             });
         }
-        match pair_matches(spec, l, pod_nsid)? {
+        match pair::matches(spec, l, pod_nsid)? {
             Ok(()) => {
                 tracing::info!(host = %host_ifname, "veth pair exists and matches: reconciling");
                 create = false;
