@@ -247,10 +247,7 @@ fn container_ids(p: &Value) -> BTreeMap<String, String> {
 /// cannot be read from the status: kubelet reports an image by the first of its tags, and
 /// a build's two tags name one image.
 fn pod_ready_after(p: &Value, before: &BTreeMap<String, String>) -> bool {
-    let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
-        c.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    });
+    let ready = api::pod_json::is_ready(p);
     let statuses = p["status"]["containerStatuses"]
         .as_array()
         .cloned()

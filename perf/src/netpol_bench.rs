@@ -346,20 +346,11 @@ fn wait_ready(api: &mut ApiClient, n: usize) -> Result<(Addrs, Addrs)> {
         let mut ip = BTreeMap::new();
         let mut netns = BTreeMap::new();
         for p in &items {
-            let key = format!(
-                "{}/{}",
-                p["metadata"]["namespace"].as_str().unwrap_or(""),
-                p["metadata"]["name"].as_str().unwrap_or("")
-            );
-            let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
-            if let (true, Some(i), Some(ns)) = (
-                ready,
-                p["status"]["podIP"].as_str(),
-                p["metadata"]["annotations"]["lab.zstack.io/netns"].as_str(),
-            ) {
+            let key = api::pod_json::key(p);
+            let ready = api::pod_json::is_ready(p);
+            if let (true, Some(i), Some(ns)) =
+                (ready, api::pod_json::pod_ip(p), api::pod_json::lab_netns(p))
+            {
                 ip.insert(key.clone(), i.to_string());
                 netns.insert(key, ns.to_string());
             }

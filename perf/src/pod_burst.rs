@@ -547,10 +547,7 @@ fn pods_seen(api: &mut ApiClient) -> Result<BTreeMap<String, Seen>> {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        });
+        let ready = api::pod_json::is_ready(&p);
         let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
         out.insert(
             name,

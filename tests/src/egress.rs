@@ -129,25 +129,11 @@ pub fn wait_pods(z: &Zovn, n: usize) -> Vec<(String, String, String)> {
             out = items
                 .iter()
                 .filter_map(|p: &Value| {
-                    let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    });
-                    let dp = p["metadata"]["annotations"]["lab.zstack.io/datapath"]
-                        .as_str()
-                        .unwrap_or("");
-                    let ip = p["status"]["podIP"].as_str()?;
-                    (ready && !dp.is_empty() && !dp.contains('→')).then(|| {
-                        (
-                            format!(
-                                "{}/{}",
-                                p["metadata"]["namespace"].as_str().unwrap_or(""),
-                                p["metadata"]["name"].as_str().unwrap_or("")
-                            ),
-                            ip.to_string(),
-                            dp.to_string(),
-                        )
-                    })
+                    let ready = api::pod_json::is_ready(p);
+                    let dp = api::pod_json::lab_datapath(p);
+                    let ip = api::pod_json::pod_ip(p)?;
+                    (ready && !dp.is_empty() && !dp.contains('→'))
+                        .then(|| (api::pod_json::key(p), ip.to_string(), dp.to_string()))
                 })
                 .collect();
             out.len() == n

@@ -25,6 +25,10 @@
 //!   key, allocates Service IPs from 10.96.0.0/16, and runs without the `ServiceAccount`
 //!   admission plugin, so Pods are accepted although no token controller runs. A Pod with
 //!   `spec.nodeName` set needs no scheduler; with no kubelet it stays `Pending`.
+//! - **One command line with the lab cluster.** Both daemons' flags come from
+//!   `lab::kubecluster::control_plane` (`etcd_args`, `apiserver_args` with the `Bare`
+//!   profile), the credentials from `lab::kubecluster::pki`: only the process handling
+//!   differs (this harness owns and reaps its children; `zovn cluster` detaches them).
 //! - [`KubeApi::start`] returns once `/readyz` answers `ok` (bounded wait), with a kubeconfig
 //!   written to `<dir>/kubeconfig`. Dropping the [`KubeApi`] stops both processes (SIGTERM,
 //!   then SIGKILL after a grace period) and reaps them.
@@ -32,8 +36,6 @@
 //! Limits of 1.20: no `discovery.k8s.io/v1` EndpointSlice (v1beta1 only), no NetworkPolicy
 //! `endPort`, namespaces lack the `kubernetes.io/metadata.name` label.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -44,8 +46,8 @@ use anyhow::{Context, Result, anyhow, bail};
 /// The kube-apiserver version the build script produces.
 pub const KUBE_VERSION: &str = "1.20.2";
 
-/// The Service CIDR the API server allocates ClusterIPs from.
-pub const SERVICE_CIDR: &str = "10.96.0.0/16";
+/// The Service CIDR the API server allocates ClusterIPs from (the lab cluster's).
+pub use lab::kubecluster::config::SERVICE_CIDR;
 
 /// How long [`KubeApi::start`] waits for etcd, then for kube-apiserver, to become ready.
 /// Generous: the API server needs 10-30 s on 2 busy cores.
@@ -212,80 +214,41 @@ impl KubeApi {
     }
 
     async fn try_start(dir: &Path, etcd_bin: &Path, apiserver_bin: &Path) -> Result<KubeApi> {
+        use lab::kubecluster::control_plane::{
+            ApiServerFlags, ApiServerProfile, apiserver_args, etcd_args, free_ports,
+        };
         let [client_port, peer_port, secure_port] = free_ports::<3>()?;
-        let etcd_url = format!("http://127.0.0.1:{client_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
         let server_url = format!("https://127.0.0.1:{secure_port}");
+        let pki = write_credentials(dir, &server_url)?;
 
-        let files = write_credentials(dir, &server_url)?;
-
-        // etcd
-        let etcd_data = dir.join("etcd-data");
         let mut etcd_cmd = Command::new(etcd_bin);
-        etcd_cmd
-            .arg("--name=zovn")
-            .arg(format!("--data-dir={}", etcd_data.display()))
-            .arg(format!("--listen-client-urls={etcd_url}"))
-            .arg(format!("--advertise-client-urls={etcd_url}"))
-            .arg(format!("--listen-peer-urls={peer_url}"))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=zovn={peer_url}"))
-            .arg("--initial-cluster-state=new")
-            .arg(format!(
-                "--initial-cluster-token=zovn-{}",
-                std::process::id()
-            ))
-            .arg("--logger=zap");
+        etcd_cmd.args(etcd_args(&dir.join("etcd-data"), client_port, peer_port));
         let mut api = KubeApi {
             dir: dir.to_path_buf(),
             server_url,
-            etcd_url,
-            token: files.token,
-            kubeconfig: dir.join("kubeconfig"),
-            ca_cert: files.ca_cert,
+            etcd_url: format!("http://127.0.0.1:{client_port}"),
+            token: pki.token("admin").context("the admin token")?,
+            kubeconfig: pki.kubeconfig("admin"),
+            ca_cert: pki.ca_cert(),
             apiserver: None,
             etcd: None,
         };
         api.etcd = Some(Daemon::spawn("etcd", etcd_cmd, &dir.join("etcd.log"))?);
         api.wait_etcd_healthy(client_port).await?;
 
-        // kube-apiserver
         let mut cmd = Command::new(apiserver_bin);
-        cmd.arg(format!("--etcd-servers={}", api.etcd_url))
-            .arg("--bind-address=127.0.0.1")
-            .arg("--advertise-address=127.0.0.1")
-            .arg(format!("--secure-port={secure_port}"))
-            .arg("--insecure-port=0")
-            .arg(format!("--tls-cert-file={}", files.serving_cert.display()))
-            .arg(format!(
-                "--tls-private-key-file={}",
-                files.serving_key.display()
-            ))
-            .arg(format!("--token-auth-file={}", files.token_file.display()))
-            .arg("--authorization-mode=RBAC")
-            .arg(format!(
-                "--service-account-key-file={}",
-                files.sa_pub.display()
-            ))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                files.sa_key.display()
-            ))
-            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-            .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
-            // No token controller runs: Pods must be admitted without a service account.
-            .arg("--disable-admission-plugins=ServiceAccount")
-            .arg("--allow-privileged=true")
-            .arg("--profiling=false")
-            .arg("--v=1");
+        cmd.args(apiserver_args(&ApiServerFlags {
+            etcd_url: &api.etcd_url,
+            address: "127.0.0.1",
+            port: secure_port,
+            pki: &pki,
+            profile: ApiServerProfile::Bare,
+        }));
         api.apiserver = Some(Daemon::spawn(
             "kube-apiserver",
             cmd,
             &dir.join("kube-apiserver.log"),
         )?);
-
-        std::fs::write(&api.kubeconfig, api.kubeconfig_yaml())
-            .with_context(|| format!("write {}", api.kubeconfig.display()))?;
         api.wait_apiserver_ready().await?;
         Ok(api)
     }
@@ -358,7 +321,8 @@ impl KubeApi {
     /// instead of the admin's.
     pub async fn client_with_token(&self, token: &str) -> Result<::kube::Client> {
         use ::kube::config::{KubeConfigOptions, Kubeconfig};
-        let yaml = self.kubeconfig_yaml_for(token);
+        let yaml =
+            lab::kubecluster::pki::kubeconfig_yaml(&self.server_url, &self.ca_cert, "admin", token);
         let kc = Kubeconfig::from_yaml(&yaml).context("kubeconfig for a token")?;
         let config = ::kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
             .await
@@ -366,42 +330,20 @@ impl KubeApi {
         ::kube::Client::try_from(config).context("build kube client")
     }
 
-    fn kubeconfig_yaml(&self) -> String {
-        self.kubeconfig_yaml_for(&self.token)
-    }
-
-    fn kubeconfig_yaml_for(&self, token: &str) -> String {
-        format!(
-            "apiVersion: v1\n\
-             kind: Config\n\
-             clusters:\n\
-             - name: zovn\n\
-             \x20 cluster:\n\
-             \x20   server: {server}\n\
-             \x20   certificate-authority: {ca}\n\
-             users:\n\
-             - name: admin\n\
-             \x20 user:\n\
-             \x20   token: {token}\n\
-             contexts:\n\
-             - name: zovn\n\
-             \x20 context:\n\
-             \x20   cluster: zovn\n\
-             \x20   user: admin\n\
-             current-context: zovn\n",
-            server = self.server_url,
-            ca = self.ca_cert.display(),
-        )
-    }
-
     async fn wait_etcd_healthy(&mut self, port: u16) -> Result<()> {
         let deadline = Instant::now() + ETCD_READY_TIMEOUT;
         loop {
             self.check_running("etcd")?;
-            let last = match tokio::task::spawn_blocking(move || etcd_health(port)).await {
-                Ok(Ok(body)) if body.contains("\"health\":\"true\"") => return Ok(()),
+            let last = match tokio::task::spawn_blocking(move || {
+                lab::kubecluster::control_plane::etcd_health(port)
+            })
+            .await
+            {
+                Ok(Ok(body)) if lab::kubecluster::control_plane::etcd_healthy(&body) => {
+                    return Ok(());
+                }
                 Ok(Ok(body)) => body,
-                Ok(Err(e)) => format!("{e:#}"),
+                Ok(Err(e)) => format!("GET /health: {e}"),
                 Err(e) => format!("health probe task: {e}"),
             };
             if Instant::now() >= deadline {
@@ -546,21 +488,10 @@ impl Daemon {
     }
 }
 
-/// Files [`write_credentials`] produces.
-struct Credentials {
-    ca_cert: PathBuf,
-    serving_cert: PathBuf,
-    serving_key: PathBuf,
-    sa_key: PathBuf,
-    sa_pub: PathBuf,
-    token_file: PathBuf,
-    token: String,
-}
-
 /// The lab cluster's credentials (`lab::kubecluster::pki`, one writer for both): a private
 /// CA, a serving certificate for 127.0.0.1/localhost/kubernetes.default (and the first
 /// Service IP), a service-account signing key and a static token file with one admin.
-fn write_credentials(dir: &Path, server: &str) -> Result<Credentials> {
+fn write_credentials(dir: &Path, server: &str) -> Result<lab::kubecluster::pki::Pki> {
     use lab::kubecluster::pki::{self, Identity};
     let sans = [
         "127.0.0.1",
@@ -572,43 +503,7 @@ fn write_credentials(dir: &Path, server: &str) -> Result<Credentials> {
     ]
     .map(String::from);
     let admin = Identity::new("admin", "admin", &["system:masters"]);
-    let p = pki::write(dir, server, &sans, &[admin]).context("write the credentials")?;
-    Ok(Credentials {
-        token: p.token("admin").context("the admin token")?,
-        ca_cert: p.ca_cert(),
-        serving_cert: p.serving_cert(),
-        serving_key: p.serving_key(),
-        sa_key: p.sa_key(),
-        sa_pub: p.sa_pub(),
-        token_file: p.token_file(),
-    })
-}
-
-/// `N` distinct free TCP ports on 127.0.0.1 (all listeners are held until every port is
-/// picked, so they differ; they are free again when this returns).
-fn free_ports<const N: usize>() -> Result<[u16; N]> {
-    let mut listeners = Vec::with_capacity(N);
-    let mut ports = [0u16; N];
-    for p in ports.iter_mut() {
-        let l = TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
-        *p = l.local_addr().context("local_addr")?.port();
-        listeners.push(l);
-    }
-    Ok(ports)
-}
-
-/// GET /health from etcd over plain HTTP/1.0; returns the response (headers and body).
-fn etcd_health(port: u16) -> Result<String> {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-        .with_context(|| format!("connect {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .context("set read timeout")?;
-    s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .context("send GET /health")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).context("read /health")?;
-    Ok(out)
+    pki::write(dir, server, &sans, &[admin]).context("write the credentials")
 }
 
 /// The last lines of a log file, for error messages.

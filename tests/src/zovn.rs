@@ -100,14 +100,7 @@ impl Zovn {
         let t0 = Instant::now();
         loop {
             let pods = self.pods();
-            let ready = |k: &&str| {
-                pods.get(*k)
-                    .and_then(|p| p["status"]["conditions"].as_array())
-                    .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-            };
+            let ready = |k: &&str| pods.get(*k).is_some_and(api::pod_json::is_ready);
             if keys.iter().all(ready) {
                 return pods;
             }
@@ -129,8 +122,7 @@ impl Zovn {
 }
 
 pub fn netns_of(pod: &Value) -> String {
-    pod["metadata"]["annotations"]["lab.zstack.io/netns"]
-        .as_str()
+    api::pod_json::lab_netns(pod)
         .unwrap_or_else(|| panic!("no netns annotation: {pod}"))
         .to_string()
 }

@@ -35,10 +35,10 @@ use crate::netns;
 use crate::process::stop_daemon;
 use crate::state::{Layout, NodeState};
 
-/// Annotation (in `get` output only) naming the pod's netns.
-pub const NETNS_ANNOTATION: &str = "lab.zstack.io/netns";
-/// Annotation (in `get` output only) naming the pod's datapath.
-pub const DATAPATH_ANNOTATION: &str = "lab.zstack.io/datapath";
+/// Annotations (in `get` output only) naming the pod's netns and datapath.
+pub use api::pod_json::{
+    LAB_DATAPATH_ANNOTATION as DATAPATH_ANNOTATION, LAB_NETNS_ANNOTATION as NETNS_ANNOTATION,
+};
 /// How often the runtime looks at the store when nothing notifies it.
 const RESYNC: Duration = Duration::from_secs(1);
 /// How often a running pod's responder is checked.

@@ -953,15 +953,8 @@ fn wait_pods(mut api: ApiClient, nb: String) -> Env {
         let mut ip6 = BTreeMap::new();
         let mut netns = BTreeMap::new();
         for p in &items {
-            let key = format!(
-                "{}/{}",
-                p["metadata"]["namespace"].as_str().unwrap_or(""),
-                p["metadata"]["name"].as_str().unwrap_or("")
-            );
-            let ready = p["status"]["conditions"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
+            let key = api::pod_json::key(p);
+            let ready = api::pod_json::is_ready(p);
             let v6 = p["status"]["podIPs"].as_array().and_then(|a| {
                 a.iter()
                     .filter_map(|x| x["ip"].as_str())
@@ -969,15 +962,12 @@ fn wait_pods(mut api: ApiClient, nb: String) -> Env {
             });
             // on an AF_XDP node (the default lab): after the pod's fast-start switch, whose
             // pause would drop the cases' first packets
-            let settled = !p["metadata"]["annotations"]["lab.zstack.io/datapath"]
-                .as_str()
-                .unwrap_or("")
-                .contains('→');
+            let settled = !api::pod_json::lab_datapath(p).contains('→');
             if let (true, Some(i), Some(i6), Some(n)) = (
                 ready && settled,
-                p["status"]["podIP"].as_str(),
+                api::pod_json::pod_ip(p),
                 v6,
-                p["metadata"]["annotations"]["lab.zstack.io/netns"].as_str(),
+                api::pod_json::lab_netns(p),
             ) {
                 ip.insert(key.clone(), i.to_string());
                 ip6.insert(key.clone(), i6.to_string());

@@ -178,26 +178,12 @@ async fn unixctl_and_collect_on_real_vswitchd() {
         (&na, format!("{p}ha"), "10.98.0.1/24"),
         (&nb, format!("{p}hb"), "10.98.0.2/24"),
     ] {
-        sh(&["ip", "netns", "add", ns]);
+        lab::netns::add(ns).expect("add the pod's netns");
         cleanup.netns.push(ns.clone());
-        sh(&[
-            "ip",
-            "-n",
-            &node.netns,
-            "link",
-            "add",
-            &host,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            ns,
-        ]);
-        sh(&["ip", "-n", ns, "addr", "add", ip, "dev", "eth0"]);
-        sh(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
-        sh(&["ip", "-n", &node.netns, "link", "set", &host, "up"]);
+        lab::netns::add_veth(&host, &node.netns, "eth0", ns).expect("veth into the pod");
+        lab::netns::addr_add(ns, "eth0", ip).expect("pod address");
+        lab::netns::link_up(ns, "eth0").expect("pod's eth0 up");
+        lab::netns::link_up(&node.netns, &host).expect("host end up");
     }
     let db_opt = format!("--db={}", node.db_remote);
     let br = format!("{p}br");
