@@ -40,24 +40,51 @@ pub struct NodeGateway {
     pub error: Option<String>,
 }
 
+/// Why a gateway report offers no usable IPv4 gateway.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GatewayUnusable {
+    /// The agent's own verdict ([`NodeGateway::error`]), word for word.
+    #[error("{0}")]
+    Reported(String),
+    #[error("{interface} has no IPv4 address")]
+    NoIpv4 { interface: String },
+    #[error("{interface} has no MAC")]
+    NoMac { interface: String },
+    #[error("{interface}: MAC: {source}")]
+    BadMac {
+        interface: String,
+        source: crate::mac::BadMac,
+    },
+    #[error("{interface}: no IPv4 next hop")]
+    NoNextHopV4 { interface: String },
+}
+
 impl NodeGateway {
     /// The IPv4 part of a usable gateway: (address with prefix, MAC, next hop), or why not.
-    pub fn usable_v4(&self) -> Result<(Ipv4Net, crate::mac::Mac, IpAddr), String> {
+    pub fn usable_v4(&self) -> Result<(Ipv4Net, crate::mac::Mac, IpAddr), GatewayUnusable> {
         if let Some(e) = &self.error {
-            return Err(e.clone());
+            return Err(GatewayUnusable::Reported(e.clone()));
         }
-        let ip = self
-            .ipv4
-            .ok_or_else(|| format!("{} has no IPv4 address", self.interface))?;
+        let interface = || self.interface.clone();
+        let ip = self.ipv4.ok_or_else(|| GatewayUnusable::NoIpv4 {
+            interface: interface(),
+        })?;
         let mac = self
             .mac
             .as_deref()
-            .ok_or_else(|| format!("{} has no MAC", self.interface))?
+            .ok_or_else(|| GatewayUnusable::NoMac {
+                interface: interface(),
+            })?
             .parse::<crate::mac::Mac>()
-            .map_err(|e| format!("{}: MAC: {e}", self.interface))?;
+            .map_err(|source| GatewayUnusable::BadMac {
+                interface: interface(),
+                source,
+            })?;
         let hop = self
             .next_hop_v4
-            .ok_or_else(|| format!("{}: no IPv4 next hop", self.interface))?;
+            .ok_or_else(|| GatewayUnusable::NoNextHopV4 {
+                interface: interface(),
+            })?;
         Ok((ip, mac, IpAddr::V4(hop)))
     }
 
@@ -121,9 +148,15 @@ mod tests {
         assert!(json.contains("\"nextHopV4\":\"172.16.0.254\""), "{json}");
         assert_eq!(serde_json::from_str::<NodeGateway>(&json).unwrap(), g);
         g.next_hop_v4 = None;
-        assert!(g.usable_v4().unwrap_err().contains("next hop"));
+        assert_eq!(
+            g.usable_v4().unwrap_err().to_string(),
+            "br-phy: no IPv4 next hop"
+        );
         g.error = Some("interface eth9 does not exist".into());
-        assert_eq!(g.usable_v4().unwrap_err(), "interface eth9 does not exist");
+        assert_eq!(
+            g.usable_v4().unwrap_err().to_string(),
+            "interface eth9 does not exist"
+        );
         assert_eq!(g.usable_v6(), None);
     }
 }

@@ -36,7 +36,7 @@ impl std::fmt::Display for Mac {
 }
 
 /// Why a string is not a usable MAC address.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 #[error("invalid MAC address {0:?}: expected six hex bytes like 0a:58:0a:00:00:05, unicast")]
 pub struct BadMac(pub String);
 

@@ -195,28 +195,40 @@ impl NadInfo {
     }
 
     /// The Subnet its interfaces attach to; the error says what to write.
-    pub fn subnet(&self) -> Result<String, String> {
-        let cfg = self.plugin_config().ok_or_else(|| {
-            format!(
-                "NetworkAttachmentDefinition {} does not use plugin {PLUGIN_TYPE}",
-                self.key()
-            )
-        })?;
+    pub fn subnet(&self) -> Result<String, NadSubnetError> {
+        let nad = || self.key();
+        let cfg = self
+            .plugin_config()
+            .ok_or_else(|| NadSubnetError::NotOurs { nad: nad() })?;
         match cfg.get(SUBNET_KEY) {
             Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-            Some(other) => Err(format!(
-                "NetworkAttachmentDefinition {}: \"{SUBNET_KEY}\" must be the name of a Subnet, \
-                 not {other}",
-                self.key()
-            )),
-            None => Err(format!(
-                "NetworkAttachmentDefinition {} has no \"{SUBNET_KEY}\": a secondary network of \
-                 {PLUGIN_TYPE} must name the Subnet (network.zstack.io/v1) it attaches to, e.g. \
-                 \"{SUBNET_KEY}\": \"vhost-sec\"",
-                self.key()
-            )),
+            Some(other) => Err(NadSubnetError::NotAName {
+                nad: nad(),
+                value: other.to_string(),
+            }),
+            None => Err(NadSubnetError::Missing { nad: nad() }),
         }
     }
+}
+
+/// Why a NetworkAttachmentDefinition names no Subnet of ours ([`NadInfo::subnet`]); the
+/// text says what to write.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NadSubnetError {
+    #[error("NetworkAttachmentDefinition {nad} does not use plugin {PLUGIN_TYPE}")]
+    NotOurs { nad: String },
+    /// `value`: the JSON found instead of a name.
+    #[error(
+        "NetworkAttachmentDefinition {nad}: \"{SUBNET_KEY}\" must be the name of a Subnet, \
+         not {value}"
+    )]
+    NotAName { nad: String, value: String },
+    #[error(
+        "NetworkAttachmentDefinition {nad} has no \"{SUBNET_KEY}\": a secondary network of \
+         {PLUGIN_TYPE} must name the Subnet (network.zstack.io/v1) it attaches to, e.g. \
+         \"{SUBNET_KEY}\": \"vhost-sec\""
+    )]
+    Missing { nad: String },
 }
 
 #[cfg(test)]
@@ -285,7 +297,26 @@ mod tests {
         assert!(n.is_ours());
         assert_eq!(n.subnet().unwrap(), "sec");
         let missing = NadInfo::new("vms", "m", r#"{"type":"zstack-ovn-cni"}"#);
-        assert!(missing.subnet().unwrap_err().contains("has no \"subnet\""));
+        assert_eq!(
+            missing.subnet().unwrap_err().to_string(),
+            "NetworkAttachmentDefinition vms/m has no \"subnet\": a secondary network of \
+             zstack-ovn-cni must name the Subnet (network.zstack.io/v1) it attaches to, e.g. \
+             \"subnet\": \"vhost-sec\""
+        );
+        assert_eq!(
+            NadInfo::new("vms", "n", r#"{"type":"zstack-ovn-cni","subnet":3}"#)
+                .subnet()
+                .unwrap_err()
+                .to_string(),
+            "NetworkAttachmentDefinition vms/n: \"subnet\" must be the name of a Subnet, not 3"
+        );
+        assert_eq!(
+            NadInfo::new("vms", "b", r#"{"type":"bridge"}"#)
+                .subnet()
+                .unwrap_err()
+                .to_string(),
+            "NetworkAttachmentDefinition vms/b does not use plugin zstack-ovn-cni"
+        );
         let list = NadInfo::new(
             "vms",
             "l",

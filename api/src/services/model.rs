@@ -10,14 +10,19 @@ pub enum Proto {
     Sctp,
 }
 
+/// A Service port's `protocol` that is none of Kubernetes' three.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("protocol {0:?} is not one of TCP, UDP, SCTP")]
+pub struct UnknownProto(pub String);
+
 impl Proto {
     /// Kubernetes' spelling (`TCP`); absent means TCP.
-    pub fn parse(s: Option<&str>) -> Result<Proto, String> {
+    pub fn parse(s: Option<&str>) -> Result<Proto, UnknownProto> {
         match s.unwrap_or("TCP") {
             "TCP" => Ok(Proto::Tcp),
             "UDP" => Ok(Proto::Udp),
             "SCTP" => Ok(Proto::Sctp),
-            other => Err(format!("protocol {other:?} is not one of TCP, UDP, SCTP")),
+            other => Err(UnknownProto(other.to_string())),
         }
     }
 

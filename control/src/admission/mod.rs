@@ -16,11 +16,11 @@
 //! |---|---|
 //! | [`node`] | what an agent may change on its own Node (pure) |
 //! | [`pod`] | the pod annotations only the controller or KubeVirt write (pure) |
-//! | [`serve`] | the HTTPS server and the decision for one AdmissionReview |
+//! | [`serve`] | the HTTPS server and the decision for one AdmissionReview (a refusal: [`Denial`]) |
 
 pub mod node;
 pub mod pod;
 pub mod serve;
 
 pub use pod::PodPolicy;
-pub use serve::{AdmissionConfig, AdmissionError, PATH, Webhook, bind, decide};
+pub use serve::{AdmissionConfig, AdmissionError, Denial, PATH, Webhook, bind, decide};

@@ -41,6 +41,21 @@ pub struct AdmissionConfig {
     pub pods: PodPolicy,
 }
 
+/// Why a write is refused; the text is the AdmissionResponse's denial reason.
+#[derive(Debug, thiserror::Error)]
+pub enum Denial {
+    #[error(transparent)]
+    Pod(#[from] super::pod::PodRefusal),
+    #[error(transparent)]
+    NotTheAgent(#[from] identity::Refusal),
+    #[error("cannot verify the node agent's pod {pod}: {source}")]
+    CannotVerify { pod: String, source: kube::Error },
+    #[error(transparent)]
+    NodeFields(#[from] super::node::NotItsFields),
+    #[error("cannot read node {node} as stored, to see what the node agent's write changes")]
+    NodeUnreadable { node: String },
+}
+
 /// Why the webhook cannot serve.
 #[derive(Debug, thiserror::Error)]
 pub enum AdmissionError {
@@ -280,12 +295,12 @@ pub async fn decide(
     } else {
         to_value(&req.old_object)
     };
-    let verdict: Result<(), String> = match (req.kind.kind.as_str(), &req.operation) {
+    let verdict: Result<(), Denial> = match (req.kind.kind.as_str(), &req.operation) {
         ("Node", Operation::Update) if user == cfg.agent.username() => {
             agent_writes_node(kube, cfg, req, old.as_ref(), new.as_ref()).await
         }
         ("Pod", Operation::Create | Operation::Update) => match &new {
-            Some(new) => pod_write(&cfg.pods, &user, old.as_ref(), new).map_err(|e| e.to_string()),
+            Some(new) => pod_write(&cfg.pods, &user, old.as_ref(), new).map_err(Denial::from),
             None => Ok(()),
         },
         _ => Ok(()),
@@ -334,7 +349,7 @@ async fn agent_writes_node(
     req: &AdmissionRequest<DynamicObject>,
     old: Option<&serde_json::Value>,
     new: Option<&serde_json::Value>,
-) -> Result<(), String> {
+) -> Result<(), Denial> {
     let extra = req
         .user_info
         .extra
@@ -342,19 +357,19 @@ async fn agent_writes_node(
         .unwrap_or_default()
         .into_iter()
         .collect();
-    let bound = identity::requester(req.user_info.username.as_deref(), &extra, &cfg.agent)
-        .map_err(|e| e.to_string())?;
+    let bound = identity::requester(req.user_info.username.as_deref(), &extra, &cfg.agent)?;
     let facts = identity::pod_facts(kube, &bound)
         .await
-        .map_err(|e| format!("cannot verify the node agent's pod {}: {e}", bound.name))?;
-    identity::pod_on_node(&bound, facts.as_ref(), &cfg.agent, &req.name)
-        .map_err(|e| e.to_string())?;
+        .map_err(|source| Denial::CannotVerify {
+            pod: bound.name.clone(),
+            source,
+        })?;
+    identity::pod_on_node(&bound, facts.as_ref(), &cfg.agent, &req.name)?;
     match (old, new) {
-        (Some(old), Some(new)) => agent_node_update(old, new).map_err(|e| e.to_string()),
-        _ => Err(format!(
-            "cannot read node {} as stored, to see what the node agent's write changes",
-            req.name
-        )),
+        (Some(old), Some(new)) => Ok(agent_node_update(old, new)?),
+        _ => Err(Denial::NodeUnreadable {
+            node: req.name.clone(),
+        }),
     }
 }
 

@@ -52,41 +52,64 @@ fn read(path: &Path) -> Result<String, CaError> {
     })
 }
 
+/// Why a certificate request is not acceptable (inside [`Refusal::BadRequest`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRequest {
+    #[error("the request is not PEM text")]
+    NotText,
+    #[error("cannot parse the request: {0}")]
+    Unparsable(rcgen::Error),
+    #[error("the subject must hold only a CN, it has {0:?}")]
+    NotOnlyCn(DnType),
+    #[error("unsupported CN encoding {0:?}")]
+    CnEncoding(DnValue),
+    #[error("the subject holds more than one CN")]
+    SeveralCn,
+    #[error("the subject has no CN (the chassis name)")]
+    NoCn,
+    #[error("CN {0:?} is not a node name")]
+    NotANodeName(String),
+    #[error("subject alternative names are not granted")]
+    AltNames,
+    #[error("a CA certificate is not granted")]
+    Ca,
+    #[error("only client authentication is granted")]
+    NotClientOnly,
+}
+
 /// The one value of `CN` in `dn`, when `dn` holds nothing else.
-fn only_common_name(dn: &DistinguishedName) -> Result<String, String> {
+fn only_common_name(dn: &DistinguishedName) -> Result<String, BadRequest> {
     let mut cn = None;
     for (ty, value) in dn.iter() {
         if *ty != DnType::CommonName {
-            return Err(format!("the subject must hold only a CN, it has {ty:?}"));
+            return Err(BadRequest::NotOnlyCn(ty.clone()));
         }
         let v = match value {
             DnValue::Utf8String(s) => s.clone(),
             DnValue::PrintableString(s) => s.as_str().to_string(),
-            other => return Err(format!("unsupported CN encoding {other:?}")),
+            other => return Err(BadRequest::CnEncoding(other.clone())),
         };
         if cn.replace(v).is_some() {
-            return Err("the subject holds more than one CN".into());
+            return Err(BadRequest::SeveralCn);
         }
     }
-    cn.ok_or_else(|| "the subject has no CN (the chassis name)".into())
+    cn.ok_or(BadRequest::NoCn)
 }
 
 /// Parses a PEM request and checks it asks for a CN and nothing more: no alternative
 /// names, no CA, no key or extended usages beyond a client's.
 pub fn parse_request(pem: &[u8]) -> Result<ParsedRequest, Refusal> {
-    let bad = |m: String| Refusal::BadRequest(m);
-    let text = std::str::from_utf8(pem).map_err(|_| bad("the request is not PEM text".into()))?;
-    let csr = CertificateSigningRequestParams::from_pem(text)
-        .map_err(|e| bad(format!("cannot parse the request: {e}")))?;
-    let chassis = only_common_name(&csr.params.distinguished_name).map_err(bad)?;
+    let text = std::str::from_utf8(pem).map_err(|_| BadRequest::NotText)?;
+    let csr = CertificateSigningRequestParams::from_pem(text).map_err(BadRequest::Unparsable)?;
+    let chassis = only_common_name(&csr.params.distinguished_name)?;
     if chassis.is_empty() || chassis.len() > 253 {
-        return Err(bad(format!("CN {chassis:?} is not a node name")));
+        return Err(BadRequest::NotANodeName(chassis).into());
     }
     if !csr.params.subject_alt_names.is_empty() {
-        return Err(bad("subject alternative names are not granted".into()));
+        return Err(BadRequest::AltNames.into());
     }
     if !matches!(csr.params.is_ca, IsCa::NoCa | IsCa::ExplicitNoCa) {
-        return Err(bad("a CA certificate is not granted".into()));
+        return Err(BadRequest::Ca.into());
     }
     let eku_ok = csr
         .params
@@ -94,7 +117,7 @@ pub fn parse_request(pem: &[u8]) -> Result<ParsedRequest, Refusal> {
         .iter()
         .all(|u| *u == ExtendedKeyUsagePurpose::ClientAuth);
     if !eku_ok {
-        return Err(bad("only client authentication is granted".into()));
+        return Err(BadRequest::NotClientOnly.into());
     }
     Ok(ParsedRequest { chassis, csr })
 }

@@ -35,5 +35,5 @@ pub enum Refusal {
     #[error(transparent)]
     Identity(#[from] crate::agent_identity::Refusal),
     #[error("the certificate request is not acceptable: {0}")]
-    BadRequest(String),
+    BadRequest(#[from] issue::BadRequest),
 }

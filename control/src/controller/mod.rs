@@ -72,6 +72,17 @@ pub enum ControllerError {
     NotSettled(usize),
 }
 
+/// Why a pod gets no address; the text is written to the pod ([`IPAM_ERROR`]).
+#[derive(Debug, thiserror::Error)]
+enum NoPodAddress {
+    #[error(transparent)]
+    Request(#[from] crate::ipam::annotations::AnnotationError),
+    #[error("no Subnet serves namespace {namespace} and no Subnet is the default")]
+    NoSubnet { namespace: String },
+    #[error(transparent)]
+    Ipam(#[from] crate::ipam::IpamError),
+}
+
 /// What one pass did (for logs, tests and benchmarks).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SyncReport {
@@ -513,7 +524,8 @@ impl<W: Writer> Controller<W> {
                     self.addr.pod_errors.remove(&key);
                     assigned += 1;
                 }
-                Err(msg) => {
+                Err(e) => {
+                    let msg = e.to_string();
                     if self.addr.pod_errors.get(&key) != Some(&msg) {
                         tracing::warn!(pod = %key, error = %msg, "pod gets no address");
                     }
@@ -524,22 +536,16 @@ impl<W: Writer> Controller<W> {
         assigned
     }
 
-    fn assign_pod(&mut self, pod: &PodInfo) -> Result<(), String> {
-        let req: PodIpRequest = pod_request(pod).map_err(|e| e.to_string())?;
+    fn assign_pod(&mut self, pod: &PodInfo) -> Result<(), NoPodAddress> {
+        let req: PodIpRequest = pod_request(pod)?;
         let subnet = self
             .subnet_for(pod)
             .map(|s| s.name.clone())
-            .ok_or_else(|| {
-                format!(
-                    "no Subnet serves namespace {} and no Subnet is the default",
-                    pod.namespace
-                )
+            .ok_or_else(|| NoPodAddress::NoSubnet {
+                namespace: pod.namespace.clone(),
             })?;
-        self.addr
-            .ipam
-            .assign(&pod.key(), &subnet, &req)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        self.addr.ipam.assign(&pod.key(), &subnet, &req)?;
+        Ok(())
     }
 
     fn assign_nodes(&mut self) {
@@ -602,7 +608,7 @@ impl<W: Writer> Controller<W> {
             if self.reported.gateway_problems.get(node) == Some(why) {
                 continue;
             }
-            if why.starts_with(translate::egress::NOT_REPORTED_YET) {
+            if *why == translate::egress::NoGatewayRouter::NotReported {
                 tracing::info!(node = %node, reason = %why, "no gateway router yet: the node's pods leave through its management port");
                 continue;
             }

@@ -17,6 +17,22 @@
 use super::*;
 use crate::translate::pod::POD_UID;
 
+/// Why a pod's address annotation is not restored (step 2); logged with the pod.
+#[derive(Debug, thiserror::Error)]
+enum AnnotationUntrusted {
+    #[error("the pod is not scheduled (no address was handed to it)")]
+    NotScheduled,
+    #[error("the pod is on the host network")]
+    HostNetwork,
+    #[error("Subnet {subnet} is not served")]
+    NotServed { subnet: String },
+    #[error(
+        "Subnet {subnet} does not serve namespace {namespace} (it is neither named by it nor a \
+         default Subnet)"
+    )]
+    OtherNamespace { subnet: String, namespace: String },
+}
+
 /// An address claim read from our NB port of a pod.
 struct NbClaim {
     addrs: PodAddresses,
@@ -100,21 +116,27 @@ impl<S: Writer> Controller<S> {
     }
 
     /// Whether a pod without an NB port of ours may keep its annotation's addresses.
-    fn annotation_trusted(&self, pod: &PodInfo, addrs: &PodAddresses) -> Result<(), String> {
+    fn annotation_trusted(
+        &self,
+        pod: &PodInfo,
+        addrs: &PodAddresses,
+    ) -> Result<(), AnnotationUntrusted> {
         if pod.node.is_none() {
-            return Err("the pod is not scheduled (no address was handed to it)".into());
+            return Err(AnnotationUntrusted::NotScheduled);
         }
         if pod.host_network {
-            return Err("the pod is on the host network".into());
+            return Err(AnnotationUntrusted::HostNetwork);
         }
         let Some(subnet) = self.addr.served.get(&addrs.subnet) else {
-            return Err(format!("Subnet {} is not served", addrs.subnet));
+            return Err(AnnotationUntrusted::NotServed {
+                subnet: addrs.subnet.clone(),
+            });
         };
         if !subnet.default && !subnet.namespaces.iter().any(|n| n == &pod.namespace) {
-            return Err(format!(
-                "Subnet {} does not serve namespace {} (it is neither named by it nor a default Subnet)",
-                addrs.subnet, pod.namespace
-            ));
+            return Err(AnnotationUntrusted::OtherNamespace {
+                subnet: addrs.subnet.clone(),
+                namespace: pod.namespace.clone(),
+            });
         }
         Ok(())
     }

@@ -195,16 +195,14 @@ impl<W: Writer> Controller<W> {
                 let Some(nad) = self.state.nads.get(&nad_key).filter(|n| n.is_ours()) else {
                     continue;
                 };
-                let subnet = nad.subnet().and_then(|s| {
-                    if self.addr.served.contains_key(&s) {
-                        Ok(s)
-                    } else {
-                        Err(format!(
-                            "NetworkAttachmentDefinition {nad_key}: Subnet {s} does not exist or \
-                             is not valid"
-                        ))
-                    }
-                });
+                let subnet = match nad.subnet() {
+                    Ok(s) if self.addr.served.contains_key(&s) => Ok(s),
+                    Ok(s) => Err(format!(
+                        "NetworkAttachmentDefinition {nad_key}: Subnet {s} does not exist or is \
+                         not valid"
+                    )),
+                    Err(e) => Err(e.to_string()),
+                };
                 match subnet {
                     Ok(s) => {
                         let req = PodIpRequest {

@@ -6,7 +6,6 @@ use std::net::IpAddr;
 
 use crate::model::{Mac, PodInfo, PodIpRequest};
 
-use super::error::IpamError;
 use super::family::Family;
 
 pub use api::keys::{IP_ADDRESS, IP_POOL, KUBEVIRT_DOMAIN, KUBEVIRT_VM_LABEL, MAC_ADDRESS};
@@ -18,7 +17,51 @@ pub struct AnnotationError {
     /// The annotation or label.
     pub key: &'static str,
     pub value: String,
-    pub reason: String,
+    pub reason: AnnotationReason,
+}
+
+/// What is wrong with an annotation's or label's value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AnnotationReason {
+    #[error(transparent)]
+    Addresses(#[from] AddressListError),
+    #[error(transparent)]
+    Mac(#[from] api::mac::BadMac),
+    #[error(transparent)]
+    MacRefused(#[from] MacRefused),
+    #[error("a VMI name cannot contain '/'")]
+    VmiName,
+}
+
+/// Why a pod may not ask for a MAC ([`static_mac_allowed`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MacRefused {
+    #[error("the all-zero MAC is no address")]
+    AllZero,
+    #[error(
+        "0a:xx:xx:xx:xx:xx is the plugin's own range (router ports, addresses' derived MACs): \
+         choose another MAC"
+    )]
+    OwnRange,
+}
+
+/// Why an address list ([`parse_ip_address`], [`parse_ip_pool`]) cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddressListError {
+    #[error("empty address")]
+    Empty,
+    #[error("{0} is not an IP address")]
+    NotAnIp(String),
+    #[error("{item}: /{len} is not a prefix length")]
+    BadPrefixLen { item: String, len: String },
+    #[error("{a} and {b} are both {family}: give one address per family")]
+    SameFamily {
+        a: IpAddr,
+        b: IpAddr,
+        family: Family,
+    },
+    #[error("give one address, or one per family (IPv4,IPv6)")]
+    Count,
 }
 
 /// Whether a pod may ask for `mac`: not all zeros, and not in `0a:xx:xx:xx:xx:xx`, the
@@ -26,15 +69,13 @@ pub struct AnnotationError {
 /// name; pods: `0a:58` + their IPv4 address). A pod holding its subnet's router MAC would
 /// draw the subnet's traffic to the gateway; one holding a derived MAC would take it from
 /// the pod whose address it encodes.
-pub fn static_mac_allowed(mac: Mac) -> Result<(), String> {
+pub fn static_mac_allowed(mac: Mac) -> Result<(), MacRefused> {
     let b = mac.octets();
     if b == [0; 6] {
-        return Err("the all-zero MAC is no address".into());
+        return Err(MacRefused::AllZero);
     }
     if b[0] == 0x0a {
-        return Err(
-            "0a:xx:xx:xx:xx:xx is the plugin's own range (router ports, addresses' derived MACs): choose another MAC".into(),
-        );
+        return Err(MacRefused::OwnRange);
     }
     Ok(())
 }
@@ -57,17 +98,15 @@ pub fn parse_request(
     };
     let mut req = PodIpRequest::default();
     if let Some(v) = get(annotations, IP_ADDRESS) {
-        req.static_ips = parse_ip_address(&v).map_err(|reason| err(IP_ADDRESS, &v, reason))?;
+        req.static_ips = parse_ip_address(&v).map_err(|e| err(IP_ADDRESS, &v, e))?;
     }
     if let Some(v) = get(annotations, MAC_ADDRESS) {
-        let mac = v
-            .parse::<Mac>()
-            .map_err(|e| err(MAC_ADDRESS, &v, e.to_string()))?;
-        static_mac_allowed(mac).map_err(|reason| err(MAC_ADDRESS, &v, reason))?;
+        let mac = v.parse::<Mac>().map_err(|e| err(MAC_ADDRESS, &v, e))?;
+        static_mac_allowed(mac).map_err(|e| err(MAC_ADDRESS, &v, e))?;
         req.static_mac = Some(mac);
     }
     if let Some(v) = get(annotations, IP_POOL) {
-        req.ip_pool = parse_ip_pool(&v).map_err(|reason| err(IP_POOL, &v, reason))?;
+        req.ip_pool = parse_ip_pool(&v).map_err(|e| err(IP_POOL, &v, e))?;
     }
     let vm = match get(annotations, KUBEVIRT_DOMAIN) {
         Some(v) => Some((KUBEVIRT_DOMAIN, v)),
@@ -75,23 +114,23 @@ pub fn parse_request(
     };
     if let Some((key, v)) = vm {
         if v.contains('/') {
-            return Err(err(key, &v, "a VMI name cannot contain '/'".into()));
+            return Err(err(key, &v, AnnotationReason::VmiName));
         }
         req.vm = Some(v);
     }
     Ok(req)
 }
 
-fn err(key: &'static str, value: &str, reason: String) -> AnnotationError {
+fn err(key: &'static str, value: &str, reason: impl Into<AnnotationReason>) -> AnnotationError {
     AnnotationError {
         key,
         value: value.to_string(),
-        reason,
+        reason: reason.into(),
     }
 }
 
 /// `ovn.kubernetes.io/ip_address`: one address, or two of different families.
-pub fn parse_ip_address(value: &str) -> Result<Vec<IpAddr>, String> {
+pub fn parse_ip_address(value: &str) -> Result<Vec<IpAddr>, AddressListError> {
     let ips = value
         .split(',')
         .map(parse_ip)
@@ -100,18 +139,19 @@ pub fn parse_ip_address(value: &str) -> Result<Vec<IpAddr>, String> {
         [_] => {}
         [a, b] if Family::of(*a) != Family::of(*b) => {}
         [a, b] => {
-            return Err(format!(
-                "{a} and {b} are both {}: give one address per family",
-                Family::of(*a)
-            ));
+            return Err(AddressListError::SameFamily {
+                a: *a,
+                b: *b,
+                family: Family::of(*a),
+            });
         }
-        _ => return Err("give one address, or one per family (IPv4,IPv6)".into()),
+        _ => return Err(AddressListError::Count),
     }
     Ok(ips)
 }
 
 /// `ovn.kubernetes.io/ip_pool`: addresses separated by `,` or `;` (empty entries skipped).
-pub fn parse_ip_pool(value: &str) -> Result<Vec<IpAddr>, String> {
+pub fn parse_ip_pool(value: &str) -> Result<Vec<IpAddr>, AddressListError> {
     value
         .split([',', ';'])
         .filter(|s| !s.trim().is_empty())
@@ -121,10 +161,10 @@ pub fn parse_ip_pool(value: &str) -> Result<Vec<IpAddr>, String> {
 
 /// One address, with an optional `/len` that must be a valid prefix length for its
 /// family and is otherwise ignored.
-fn parse_ip(item: &str) -> Result<IpAddr, String> {
+fn parse_ip(item: &str) -> Result<IpAddr, AddressListError> {
     let item = item.trim();
     if item.is_empty() {
-        return Err("empty address".into());
+        return Err(AddressListError::Empty);
     }
     let (addr, len) = match item.split_once('/') {
         Some((a, l)) => (a, Some(l)),
@@ -132,11 +172,14 @@ fn parse_ip(item: &str) -> Result<IpAddr, String> {
     };
     let ip: IpAddr = addr
         .parse()
-        .map_err(|_| IpamError::NotAnIp(item.to_string()).to_string())?;
+        .map_err(|_| AddressListError::NotAnIp(item.to_string()))?;
     if let Some(len) = len {
         let max = if ip.is_ipv4() { 32 } else { 128 };
         if !len.parse::<u8>().is_ok_and(|l| l <= max) {
-            return Err(format!("{item}: /{len} is not a prefix length"));
+            return Err(AddressListError::BadPrefixLen {
+                item: item.to_string(),
+                len: len.to_string(),
+            });
         }
     }
     Ok(ip)

@@ -11,27 +11,35 @@ use k8s_openapi::api::networking::v1::IPBlock;
 
 use super::{Direction, Family};
 
+/// An `ipBlock` field that is not a CIDR.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ipBlock.{field} {value:?} is not a CIDR")]
+pub(super) struct NotACidr {
+    /// `cidr` or `except`.
+    pub field: &'static str,
+    pub value: String,
+}
+
 /// The match term of `block` with warnings for ignored excepts; an error when the block is
 /// unusable. `None` in the term's place when the excepts leave nothing (the peer matches
 /// no address).
 pub(super) fn term(
     block: &IPBlock,
     dir: Direction,
-) -> Result<(Option<String>, Vec<String>), String> {
-    let cidr: IpNet = block
-        .cidr
-        .trim()
-        .parse()
-        .map_err(|_| format!("ipBlock.cidr {:?} is not a CIDR", block.cidr))?;
+) -> Result<(Option<String>, Vec<String>), NotACidr> {
+    let cidr: IpNet = block.cidr.trim().parse().map_err(|_| NotACidr {
+        field: "cidr",
+        value: block.cidr.clone(),
+    })?;
     let cidr = cidr.trunc();
     let field = format!("{}.{}", Family::of(&cidr.addr()).field(), dir.peer_field());
     let mut excepts = Vec::new();
     let mut warnings = Vec::new();
     for e in block.except.iter().flatten() {
-        let ex: IpNet = e
-            .trim()
-            .parse()
-            .map_err(|_| format!("ipBlock.except {e:?} is not a CIDR"))?;
+        let ex: IpNet = e.trim().parse().map_err(|_| NotACidr {
+            field: "except",
+            value: e.clone(),
+        })?;
         let ex = ex.trunc();
         if cidr.contains(&ex) {
             excepts.push(ex);

@@ -214,11 +214,21 @@ pub fn deny_key(dir: Direction) -> String {
 #[derive(Default)]
 pub(crate) struct Claims(BTreeMap<String, String>);
 
+/// A name another key already holds ([`Claims::claim`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the name is already {holder}'s")]
+pub(crate) struct NameTaken {
+    /// The key holding the name.
+    pub holder: String,
+}
+
 impl Claims {
-    /// Gives `name` to `key`; `Err(holder)` when another key holds it.
-    pub(crate) fn claim(&mut self, name: &str, key: &str) -> Result<(), String> {
+    /// Gives `name` to `key`; [`NameTaken`] when another key holds it.
+    pub(crate) fn claim(&mut self, name: &str, key: &str) -> Result<(), NameTaken> {
         match self.0.get(name) {
-            Some(holder) if holder != key => Err(holder.clone()),
+            Some(holder) if holder != key => Err(NameTaken {
+                holder: holder.clone(),
+            }),
             Some(_) => Ok(()),
             None => {
                 self.0.insert(name.to_string(), key.to_string());
@@ -275,7 +285,7 @@ pub fn translate(input: &PolicyInput<'_>) -> Translation {
         let key = object_of(&pol.group.row.external_ids)
             .unwrap_or_default()
             .to_string();
-        if let Err(holder) = groups.claim(&pol.group.row.name, &key) {
+        if let Err(NameTaken { holder }) = groups.claim(&pol.group.row.name, &key) {
             t.problems.push(Problem {
                 message: format!(
                     "its OVN port group name {} is already {holder}'s (a hash collision): \

@@ -371,7 +371,7 @@ fn peers_term(
         };
         // the v6 name is the same hash as the v4 one: one claim covers both
         let set_name = address_set_name(ctx.cluster_id, &key, Family::V4);
-        if let Err(holder) = ctx.peer_names.claim(&set_name, &key) {
+        if let Err(super::NameTaken { holder }) = ctx.peer_names.claim(&set_name, &key) {
             problem(format!(
                 "{at}: its OVN address set name {set_name} is already peer {holder:?}'s \
                  (a hash collision); the peer matches nothing"

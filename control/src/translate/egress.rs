@@ -63,11 +63,33 @@ fn ids(cfg: &ClusterConfig, kind: &str, object: &str, row: &str) -> BTreeMap<Str
 }
 
 /// Why a node has no gateway router in `shared` mode (its pods use the `local` path).
-pub type GatewayProblems = BTreeMap<String, String>;
+pub type GatewayProblems = BTreeMap<String, NoGatewayRouter>;
 
 /// The start of the reason of a node whose agent has not reported its gateway yet (a
-/// state every node passes through, not a fault).
+/// state every node passes through, not a fault: [`NoGatewayRouter::NotReported`]).
 pub const NOT_REPORTED_YET: &str = "the node agent has not reported a gateway interface";
+
+/// Why a node gets no gateway router in `shared` mode; the text is the Node event's and
+/// the log's reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoGatewayRouter {
+    /// No gateway annotation on the Node yet.
+    #[error("{NOT_REPORTED_YET} ({}) yet", api::keys::NODE_GATEWAY)]
+    NotReported,
+    /// The annotation is not a [`api::gateway::NodeGateway`] (`reason`: the JSON error).
+    #[error("{}: not a gateway report: {reason}", api::keys::NODE_GATEWAY)]
+    NotAReport { reason: String },
+    /// The report offers no usable IPv4 gateway (or carries the agent's own verdict).
+    #[error(transparent)]
+    Unusable(#[from] api::gateway::GatewayUnusable),
+    #[error("the node has no IPv4 management port address yet")]
+    NoManagementV4,
+    #[error(
+        "management port address {management} is not in the lower half of the join network \
+         {join}"
+    )]
+    OutsideJoin { management: IpAddr, join: IpNet },
+}
 
 /// What [`add`] decided about the nodes' gateways.
 #[derive(Debug, Default)]
@@ -375,24 +397,23 @@ fn usable_gateway<'a>(
     cfg: &ClusterConfig,
     node: &'a NodeInfo,
     mgmt: &[IpNet],
-) -> Result<NodeGateway<'a>, String> {
+) -> Result<NodeGateway<'a>, NoGatewayRouter> {
     let Some(raw) = node.annotations.get(api::keys::NODE_GATEWAY) else {
-        return Err(format!(
-            "{NOT_REPORTED_YET} ({}) yet",
-            api::keys::NODE_GATEWAY
-        ));
+        return Err(NoGatewayRouter::NotReported);
     };
-    let report: api::gateway::NodeGateway = serde_json::from_str(raw)
-        .map_err(|e| format!("{}: not a gateway report: {e}", api::keys::NODE_GATEWAY))?;
+    let report: api::gateway::NodeGateway =
+        serde_json::from_str(raw).map_err(|e| NoGatewayRouter::NotAReport {
+            reason: e.to_string(),
+        })?;
     let (address, mac, next_hop) = report.usable_v4()?;
     let Some(mgmt4) = mgmt.iter().map(IpNet::addr).find(IpAddr::is_ipv4) else {
-        return Err("the node has no IPv4 management port address yet".into());
+        return Err(NoGatewayRouter::NoManagementV4);
     };
     let Some(IpAddr::V4(join)) = gateway_router::join_address(cfg.join_cidr, mgmt4) else {
-        return Err(format!(
-            "management port address {mgmt4} is not in the lower half of the join network {}",
-            cfg.join_cidr
-        ));
+        return Err(NoGatewayRouter::OutsideJoin {
+            management: mgmt4,
+            join: cfg.join_cidr,
+        });
     };
     // the IPv6 side: an IPv6 join network, the node's IPv6 management address, and an
     // IPv6 address and next hop in the report

@@ -157,7 +157,14 @@ fn shared_mode_builds_a_gateway_router_per_reporting_node() {
         BTreeSet::from(["100.64.0.3".to_string()])
     );
     assert!(!rows.policies.contains_key("egress-node-n2-hosts-v4"));
-    assert!(problems["n2"].contains("not reported"), "{problems:?}");
+    assert_eq!(problems["n2"], NoGatewayRouter::NotReported, "{problems:?}");
+    assert_eq!(
+        problems["n2"].to_string(),
+        format!(
+            "the node agent has not reported a gateway interface ({}) yet",
+            api::keys::NODE_GATEWAY
+        )
+    );
     // every gateway row is ours
     for p in [
         &gr.row.external_ids,
@@ -178,9 +185,12 @@ fn shared_mode_builds_nothing_for_a_gateway_the_agent_could_not_offer() {
     let (nb, problems) = translate_with(&cfg, Some(bad));
     assert!(!nb.routers.contains_key("GR_n1"));
     assert!(!nb.switches.contains_key("ext_n1"));
-    assert_eq!(problems["n1"], "gateway interface eth9 does not exist");
+    assert_eq!(
+        problems["n1"].to_string(),
+        "gateway interface eth9 does not exist"
+    );
     let (nb, problems) = translate_with(&cfg, Some("not json"));
-    assert!(nb.routers.is_empty() && problems["n1"].contains("not a gateway report"));
+    assert!(nb.routers.is_empty() && problems["n1"].to_string().contains("not a gateway report"));
 }
 
 #[test]
