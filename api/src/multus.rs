@@ -45,7 +45,7 @@ impl NetworkSelection {
 }
 
 /// Why [`NETWORKS_ANNOTATION`] cannot be read.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 #[error("annotation {NETWORKS_ANNOTATION} {value:?}: {reason}")]
 pub struct SelectionError {
     pub value: String,

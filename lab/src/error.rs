@@ -59,6 +59,9 @@ pub enum LabError {
     /// A configuration or argument is not acceptable.
     #[error("invalid lab configuration: {0}")]
     Invalid(String),
+    /// The lab's OVN central is not running (its databases cannot be read).
+    #[error("central not started")]
+    NoCentral,
 }
 
 impl LabError {

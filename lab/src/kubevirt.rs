@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
 use crate::multus::DEFAULT_NETWORK_ANNOTATION;
-use crate::object_names::{DEFAULT_NAMESPACE, check_subdomain};
+use crate::object_names::{DEFAULT_NAMESPACE, NameError, check_subdomain};
 
 /// `apiVersion` of VirtualMachineInstances.
 pub const KUBEVIRT_V1: &str = "kubevirt.io/v1";
@@ -37,6 +37,20 @@ pub fn launcher_name(namespace: &str, vmi: &str) -> String {
     format!("virt-launcher-{vmi}-{suffix}")
 }
 
+/// Why a VirtualMachineInstance cannot become its launcher pod.
+#[derive(Debug, thiserror::Error)]
+pub enum VmiError {
+    /// The `apiVersion` given (empty when none).
+    #[error("kind VirtualMachineInstance needs apiVersion {KUBEVIRT_V1}, not {0:?}")]
+    ApiVersion(String),
+    #[error("VirtualMachineInstance: metadata: {0}")]
+    Metadata(serde_json::Error),
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("VirtualMachineInstance {name}: no spec")]
+    NoSpec { name: String },
+}
+
 /// The virt-launcher Pod KubeVirt creates for a VMI: the VMI's labels and annotations
 /// plus `kubevirt.io/domain`, its `kubernetes.io/hostname` node selector as `nodeName`,
 /// its Multus default network as the Multus annotation, its other Multus networks as
@@ -44,15 +58,13 @@ pub fn launcher_name(namespace: &str, vmi: &str) -> String {
 /// KubeVirt names them), a `vhostuser` interface binding on the pod network as the
 /// vhost-user request annotation (queues = vCPUs with `networkInterfaceMultiqueue`), the
 /// interfaces' `ports` as the compute container's.
-pub fn launcher_pod(vmi: &Value) -> Result<Pod, String> {
+pub fn launcher_pod(vmi: &Value) -> Result<Pod, VmiError> {
     let api = vmi.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     if api != KUBEVIRT_V1 {
-        return Err(format!(
-            "kind VirtualMachineInstance needs apiVersion {KUBEVIRT_V1}, not {api:?}"
-        ));
+        return Err(VmiError::ApiVersion(api.to_string()));
     }
     let meta: ObjectMeta = serde_json::from_value(vmi.get("metadata").cloned().unwrap_or_default())
-        .map_err(|e| format!("VirtualMachineInstance: metadata: {e}"))?;
+        .map_err(VmiError::Metadata)?;
     let name = meta.name.clone().unwrap_or_default();
     check_subdomain("VirtualMachineInstance", &name)?;
     let ns = meta
@@ -61,7 +73,7 @@ pub fn launcher_pod(vmi: &Value) -> Result<Pod, String> {
         .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
     let spec = vmi
         .get("spec")
-        .ok_or_else(|| format!("VirtualMachineInstance {name}: no spec"))?;
+        .ok_or_else(|| VmiError::NoSpec { name: name.clone() })?;
     let str_at = |v: &Value, path: &[&str]| -> Option<String> {
         path.iter()
             .try_fold(v, |v, k| v.get(k))
@@ -237,7 +249,10 @@ mod tests {
         assert_eq!(ann[DEFAULT_NETWORK_ANNOTATION], "vms/vhost-net");
         assert!(!ann.contains_key(VHOST_ANNOTATION), "the NAD asks");
         v["apiVersion"] = json!("kubevirt.io/v1alpha3");
-        assert!(launcher_pod(&v).unwrap_err().contains("kubevirt.io/v1"));
+        assert_eq!(
+            launcher_pod(&v).unwrap_err().to_string(),
+            "kind VirtualMachineInstance needs apiVersion kubevirt.io/v1, not \"kubevirt.io/v1alpha3\""
+        );
     }
 
     #[test]
@@ -271,12 +286,9 @@ mod tests {
         let missing = secondary_networks(&BTreeMap::new(), &info);
         assert_eq!(missing.len(), 1);
         assert_eq!(missing[0].ifname, "net1");
-        assert!(
-            missing[0]
-                .config
-                .as_ref()
-                .unwrap_err()
-                .contains("vms/vhost-sec not found")
+        assert_eq!(
+            missing[0].config.as_ref().unwrap_err().to_string(),
+            "NetworkAttachmentDefinition vms/vhost-sec not found"
         );
         let nad: NetworkAttachmentDefinition = serde_json::from_value(json!({
             "apiVersion": NAD_V1, "kind": "NetworkAttachmentDefinition",

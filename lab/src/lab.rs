@@ -63,7 +63,7 @@ pub struct DaemonStatus {
 }
 
 /// What [`Lab::status`] reports.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct LabStatus {
     pub dir: PathBuf,
     pub prefix: String,
@@ -72,7 +72,7 @@ pub struct LabStatus {
     pub sb_remote: String,
     pub daemons: Vec<DaemonStatus>,
     /// Chassis (with Encap) in the SB, or why they could not be listed.
-    pub chassis: std::result::Result<Vec<String>, String>,
+    pub chassis: Result<Vec<String>>,
     /// Recorded netns and whether each exists.
     pub netns: Vec<(String, bool)>,
     /// The external network ([`crate::external`]), if the lab has one.
@@ -294,9 +294,9 @@ impl Lab {
     /// Daemons, chassis, remotes and netns.
     pub fn status(&self) -> LabStatus {
         let chassis = if self.central.is_some() {
-            ctl::sb_chassis_with_encap(&self.sb_remote()).map_err(|e| e.to_string())
+            ctl::sb_chassis_with_encap(&self.sb_remote())
         } else {
-            Err("central not started".into())
+            Err(LabError::NoCentral)
         };
         let daemons: Vec<DaemonStatus> = self
             .manifest

@@ -22,8 +22,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::object_names::{DEFAULT_NAMESPACE, check_label, check_subdomain};
-use crate::pods::networks::SecondarySpec;
+use crate::object_names::{DEFAULT_NAMESPACE, NameError, check_label, check_subdomain};
+use crate::pods::networks::{NadUnresolved, SecondarySpec};
 
 /// `apiVersion` of NetworkAttachmentDefinitions.
 pub const NAD_V1: &str = "k8s.cni.cncf.io/v1";
@@ -62,11 +62,25 @@ impl NetworkAttachmentDefinition {
     }
 }
 
+/// Why a NetworkAttachmentDefinition is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum NadError {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("NetworkAttachmentDefinition {name}: spec.config is not JSON: {source}")]
+    ConfigNotJson {
+        name: String,
+        source: serde_json::Error,
+    },
+    #[error("NetworkAttachmentDefinition {name}: spec.config has no plugin \"type\"")]
+    NoPluginType { name: String },
+}
+
 /// Defaults the namespace, checks the name and that `spec.config` is a JSON object with a
 /// `type`.
 pub fn normalized(
     mut n: Box<NetworkAttachmentDefinition>,
-) -> Result<Box<NetworkAttachmentDefinition>, String> {
+) -> Result<Box<NetworkAttachmentDefinition>, NadError> {
     let ns = n
         .metadata
         .namespace
@@ -74,12 +88,12 @@ pub fn normalized(
     check_label("NetworkAttachmentDefinition namespace", ns)?;
     let name = n.metadata.name.clone().unwrap_or_default();
     check_subdomain("NetworkAttachmentDefinition", &name)?;
-    let config: Value = serde_json::from_str(&n.spec.config)
-        .map_err(|e| format!("NetworkAttachmentDefinition {name}: spec.config is not JSON: {e}"))?;
+    let config: Value = match serde_json::from_str(&n.spec.config) {
+        Ok(c) => c,
+        Err(source) => return Err(NadError::ConfigNotJson { name, source }),
+    };
     if config.get("type").and_then(Value::as_str).is_none() {
-        return Err(format!(
-            "NetworkAttachmentDefinition {name}: spec.config has no plugin \"type\""
-        ));
+        return Err(NadError::NoPluginType { name });
     }
     Ok(n)
 }
@@ -106,7 +120,7 @@ pub fn secondary_networks(
                 let nad = s.nad_key();
                 let config = match nads.get(&nad) {
                     Some(n) => Ok(n.spec.config.clone()),
-                    None => Err(format!("NetworkAttachmentDefinition {nad} not found")),
+                    None => Err(NadUnresolved::NotFound { nad: nad.clone() }),
                 };
                 SecondarySpec {
                     nad,
@@ -118,7 +132,7 @@ pub fn secondary_networks(
         Err(e) => vec![SecondarySpec {
             nad: String::new(),
             ifname: String::new(),
-            config: Err(e.to_string()),
+            config: Err(NadUnresolved::Selection(e)),
         }],
     }
 }
@@ -167,8 +181,14 @@ mod tests {
         let n = normalized(nad(r#"{"type": "zstack-ovn-cni"}"#)).unwrap();
         assert_eq!(n.key(), "default/vhost-net");
         let e = normalized(nad(r#"{"name": "x"}"#)).unwrap_err();
-        assert!(e.contains("no plugin \"type\""), "{e}");
-        let e = normalized(nad("not json")).unwrap_err();
-        assert!(e.contains("spec.config is not JSON"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "NetworkAttachmentDefinition vhost-net: spec.config has no plugin \"type\""
+        );
+        let e = normalized(nad("not json")).unwrap_err().to_string();
+        assert!(
+            e.starts_with("NetworkAttachmentDefinition vhost-net: spec.config is not JSON: "),
+            "{e}"
+        );
     }
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::objects::{LabObject, kind_of};
+use super::objects::{LabObject, ObjectError, kind_of};
 use super::protocol::ResourceKind;
 
 /// An object and where it came from (`file:line`).
@@ -199,18 +199,15 @@ fn parse_yaml_doc(
                 .map(|o| LabObject::NetworkAttachmentDefinition(Box::new(o)))
         }
         ResourceKind::Node => {
-            problems.push(format!(
-                "{file}:{}: kind Node is not accepted: the lab registers one Node per lab \
-                 node itself (`zovn lab delete` takes one away, as `kubectl delete node`)",
-                first_line + 1
-            ));
+            problems.push(format!("{file}:{}: {}", first_line + 1, ObjectError::Node));
             return;
         }
         ResourceKind::EndpointSlice => {
             // kind_of refuses EndpointSlices; kept total for the compiler
             problems.push(format!(
-                "{file}:{}: kind {kind:?} is not accepted",
-                first_line + 1
+                "{file}:{}: {}",
+                first_line + 1,
+                ObjectError::EndpointSlice
             ));
             return;
         }
@@ -229,19 +226,32 @@ fn is_list(v: &Value) -> bool {
     v.is_array() || v.get("kind").and_then(Value::as_str) == Some("List")
 }
 
+/// A `kind: List` whose `items` is not a list, at `file:line`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: kind List without an items list")]
+pub struct ListWithoutItems {
+    pub file: String,
+    pub line: usize,
+}
+
 /// The objects of a decoded value (one object, a `kind: List` with `items`, or a JSON
 /// array), each with where it stands: `FILE:LINE`, plus ` (item N)` when there are several.
 pub(super) fn list_items(
     file: &str,
     line: usize,
     value: Value,
-) -> Result<Vec<(String, Value)>, String> {
+) -> Result<Vec<(String, Value)>, ListWithoutItems> {
     let items = match value {
         Value::Array(items) => items,
         Value::Object(mut m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
             match m.remove("items") {
                 Some(Value::Array(items)) => items,
-                _ => return Err(format!("{file}:{line}: kind List without an items list")),
+                _ => {
+                    return Err(ListWithoutItems {
+                        file: file.to_string(),
+                        line,
+                    });
+                }
             }
         }
         other => vec![other],
@@ -271,7 +281,7 @@ fn from_value_tree(
 ) {
     let items = match list_items(file, line, value) {
         Ok(items) => items,
-        Err(e) => return problems.push(e),
+        Err(e) => return problems.push(e.to_string()),
     };
     for (at, item) in items {
         match LabObject::from_value(item) {

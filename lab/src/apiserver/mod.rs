@@ -19,11 +19,11 @@
 //! | module | holds |
 //! |---|---|
 //! | [`protocol`] | requests, responses, object references |
-//! | [`objects`] | the accepted kinds, their checks and normalisation |
+//! | [`objects`] | the accepted kinds, their checks and normalisation ([`objects::ObjectError`]) |
 //! | [`netpol`] | NetworkPolicy objects: checks, apply/delete, `get` table |
 //! | [`files`] | YAML/JSON manifest files → objects, with file:line errors |
 //! | [`refs`] | manifest files → kind, namespace and name only (`zovn lab delete -f`) |
-//! | [`store`] | the objects: apply/delete/get semantics, node placement |
+//! | [`store`] | the objects: apply/delete/get semantics, node placement ([`store::ApplyError`]) |
 //! | [`progress`] | what the controller has not caught up with (`wait`) |
 //! | [`persist`] | `store.json` |
 //! | [`writer`] | the controller's writer: memory store + save |

@@ -13,13 +13,23 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::Value;
 
 use super::protocol::{Action, ObjectRef, ResourceKind};
-use crate::object_names::{DEFAULT_NAMESPACE, check_label, check_subdomain};
+use crate::object_names::{DEFAULT_NAMESPACE, NameError, check_label, check_subdomain};
 
 /// `apiVersion` of NetworkPolicies.
 pub const NETWORKING_V1: &str = "networking.k8s.io/v1";
 
+/// Why a NetworkPolicy is refused (only its names and a missing spec, see the module
+/// docs).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetpolError {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("NetworkPolicy {name}: no spec")]
+    NoSpec { name: String },
+}
+
 /// Defaults the namespace, checks names, requires a spec.
-pub fn normalized(mut p: Box<NetworkPolicy>) -> Result<Box<NetworkPolicy>, String> {
+pub fn normalized(mut p: Box<NetworkPolicy>) -> Result<Box<NetworkPolicy>, NetpolError> {
     let ns = p
         .metadata
         .namespace
@@ -28,7 +38,9 @@ pub fn normalized(mut p: Box<NetworkPolicy>) -> Result<Box<NetworkPolicy>, Strin
     let name = p.metadata.name.as_deref().unwrap_or("");
     check_subdomain("NetworkPolicy", name)?;
     if p.spec.is_none() {
-        return Err(format!("NetworkPolicy {name}: no spec"));
+        return Err(NetpolError::NoSpec {
+            name: name.to_string(),
+        });
     }
     Ok(p)
 }

@@ -13,7 +13,7 @@ use super::protocol::{ObjectRef, ResourceKind};
 pub const CORE_V1: &str = "v1";
 /// `apiVersion` of Subnets.
 pub const SUBNET_V1: &str = "network.zstack.io/v1";
-pub use crate::object_names::{DEFAULT_NAMESPACE, check_label, check_subdomain};
+pub use crate::object_names::{DEFAULT_NAMESPACE, NameError, check_label, check_subdomain};
 
 /// One accepted object.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,18 +26,81 @@ pub enum LabObject {
     NetworkAttachmentDefinition(Box<crate::multus::NetworkAttachmentDefinition>),
 }
 
+/// Why an object is not of a kind the lab accepts ([`kind_of`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KindError {
+    /// `found`: what it is instead (`a list`, `a string`, ...).
+    #[error("expected an object with apiVersion and kind, found {found}")]
+    NotAnObject { found: &'static str },
+    #[error("the object has no `kind`")]
+    NoKind,
+    #[error(
+        "kind EndpointSlice is not accepted: the lab produces EndpointSlices from Services \
+         and Pods itself"
+    )]
+    EndpointSlice,
+    /// `api`: the object's `apiVersion` (empty when none).
+    #[error(
+        "kind {kind}{} is not supported: the lab accepts Namespace (v1), Subnet \
+         ({SUBNET_V1}), Pod (v1), Service (v1), NetworkPolicy, NetworkAttachmentDefinition \
+         ({}) and VirtualMachineInstance ({})",
+        if api.is_empty() { String::new() } else { format!(" ({api})") },
+        crate::multus::NAD_V1,
+        crate::kubevirt::KUBEVIRT_V1
+    )]
+    Unsupported { kind: String, api: String },
+    /// `api`: the object's `apiVersion` (empty when none).
+    #[error(
+        "kind {kind} needs apiVersion {want}, not {}",
+        if api.is_empty() { "none" } else { api.as_str() }
+    )]
+    ApiVersion {
+        kind: String,
+        want: &'static str,
+        api: String,
+    },
+}
+
+/// Why an object is refused (by the CLI before sending, by the store before applying).
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error(transparent)]
+    Kind(#[from] KindError),
+    /// Not a valid object of its kind (a field of the wrong type).
+    #[error(transparent)]
+    Decode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error(
+        "kind Node is not accepted: the lab registers one Node per lab node itself (`zovn lab \
+         delete` takes one away, as `kubectl delete node`)"
+    )]
+    Node,
+    #[error("kind EndpointSlice is not accepted")]
+    EndpointSlice,
+    #[error("Pod {name}: no spec")]
+    PodWithoutSpec { name: String },
+    #[error(transparent)]
+    Service(#[from] super::services::ServiceError),
+    #[error(transparent)]
+    NetworkPolicy(#[from] super::netpol::NetpolError),
+    #[error(transparent)]
+    Nad(#[from] crate::multus::NadError),
+    #[error(transparent)]
+    Vmi(#[from] crate::kubevirt::VmiError),
+}
+
 /// Which supported kind a JSON/YAML object is, from its `apiVersion` and `kind`.
-pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
+pub fn kind_of(value: &Value) -> Result<ResourceKind, KindError> {
     let Some(obj) = value.as_object() else {
-        return Err(format!(
-            "expected an object with apiVersion and kind, found {}",
-            type_name(value)
-        ));
+        return Err(KindError::NotAnObject {
+            found: type_name(value),
+        });
     };
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let (k, want) = match kind {
-        "" => return Err("the object has no `kind`".into()),
+        "" => return Err(KindError::NoKind),
         "Namespace" => (ResourceKind::Namespace, CORE_V1),
         "Subnet" => (ResourceKind::Subnet, SUBNET_V1),
         "Pod" => (ResourceKind::Pod, CORE_V1),
@@ -47,35 +110,22 @@ pub fn kind_of(value: &Value) -> Result<ResourceKind, String> {
             ResourceKind::NetworkAttachmentDefinition,
             crate::multus::NAD_V1,
         ),
-        "EndpointSlice" => {
-            return Err(
-                "kind EndpointSlice is not accepted: the lab produces EndpointSlices from \
-                 Services and Pods itself"
-                    .into(),
-            );
-        }
+        "EndpointSlice" => return Err(KindError::EndpointSlice),
         // deletable (`zovn lab delete`, as `kubectl delete node`), never applied
         "Node" => (ResourceKind::Node, CORE_V1),
         other => {
-            return Err(format!(
-                "kind {other}{} is not supported: the lab accepts Namespace (v1), Subnet \
-                 ({SUBNET_V1}), Pod (v1), Service (v1), NetworkPolicy, \
-                 NetworkAttachmentDefinition ({}) and VirtualMachineInstance ({})",
-                if api.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({api})")
-                },
-                crate::multus::NAD_V1,
-                crate::kubevirt::KUBEVIRT_V1
-            ));
+            return Err(KindError::Unsupported {
+                kind: other.to_string(),
+                api: api.to_string(),
+            });
         }
     };
     if api != want {
-        return Err(format!(
-            "kind {kind} needs apiVersion {want}, not {}",
-            if api.is_empty() { "none" } else { api }
-        ));
+        return Err(KindError::ApiVersion {
+            kind: kind.to_string(),
+            want,
+            api: api.to_string(),
+        });
     }
     Ok(k)
 }
@@ -93,7 +143,7 @@ fn type_name(v: &Value) -> &'static str {
 
 impl LabObject {
     /// Decodes, normalises and checks an object given as JSON.
-    pub fn from_value(value: Value) -> Result<LabObject, String> {
+    pub fn from_value(value: Value) -> Result<LabObject, ObjectError> {
         if crate::kubevirt::is_vmi(&value) {
             return LabObject::Pod(Box::new(crate::kubevirt::launcher_pod(&value)?)).normalized();
         }
@@ -107,23 +157,15 @@ impl LabObject {
             ResourceKind::NetworkAttachmentDefinition => {
                 LabObject::NetworkAttachmentDefinition(Box::new(decode(value)?))
             }
-            ResourceKind::Node => {
-                return Err(
-                    "kind Node is not accepted: the lab registers one Node per lab node itself \
-                     (`zovn lab delete` takes one away, as `kubectl delete node`)"
-                        .into(),
-                );
-            }
-            ResourceKind::EndpointSlice => {
-                return Err("kind EndpointSlice is not accepted".into());
-            }
+            ResourceKind::Node => return Err(ObjectError::Node),
+            ResourceKind::EndpointSlice => return Err(ObjectError::EndpointSlice),
         };
         typed.normalized()
     }
 
     /// Clears what users may not set (status; the namespace of cluster-scoped objects),
     /// defaults a Pod's namespace, and checks names.
-    pub fn normalized(self) -> Result<LabObject, String> {
+    pub fn normalized(self) -> Result<LabObject, ObjectError> {
         match self {
             LabObject::Namespace(mut ns) => {
                 ns.status = None;
@@ -149,17 +191,19 @@ impl LabObject {
                 let name = pod.metadata.name.as_deref().unwrap_or("");
                 check_subdomain("Pod", name)?;
                 if pod.spec.is_none() {
-                    return Err(format!("Pod {name}: no spec"));
+                    return Err(ObjectError::PodWithoutSpec {
+                        name: name.to_string(),
+                    });
                 }
                 Ok(LabObject::Pod(pod))
             }
-            LabObject::Service(svc) => super::services::normalized(svc).map(LabObject::Service),
+            LabObject::Service(svc) => Ok(LabObject::Service(super::services::normalized(svc)?)),
             LabObject::NetworkPolicy(p) => {
-                super::netpol::normalized(p).map(LabObject::NetworkPolicy)
+                Ok(LabObject::NetworkPolicy(super::netpol::normalized(p)?))
             }
-            LabObject::NetworkAttachmentDefinition(n) => {
-                crate::multus::normalized(n).map(LabObject::NetworkAttachmentDefinition)
-            }
+            LabObject::NetworkAttachmentDefinition(n) => Ok(
+                LabObject::NetworkAttachmentDefinition(crate::multus::normalized(n)?),
+            ),
         }
     }
 
@@ -230,8 +274,8 @@ fn nad_ref(n: &crate::multus::NetworkAttachmentDefinition) -> ObjectRef {
     }
 }
 
-fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {
-    serde_json::from_value(value).map_err(|e| e.to_string())
+fn decode<T: DeserializeOwned>(value: Value) -> Result<T, serde_json::Error> {
+    serde_json::from_value(value)
 }
 
 #[cfg(test)]
@@ -246,16 +290,38 @@ mod tests {
         let sn = json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet"});
         assert_eq!(kind_of(&sn), Ok(ResourceKind::Subnet));
         let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment"});
-        let e = kind_of(&dep).expect_err("Deployment");
-        assert!(e.contains("Deployment (apps/v1) is not supported"), "{e}");
-        let bad = json!({"apiVersion": "v2", "kind": "Pod"});
-        assert!(
-            kind_of(&bad)
-                .expect_err("v2")
-                .contains("needs apiVersion v1")
+        let e = kind_of(&dep).expect_err("Deployment").to_string();
+        assert_eq!(
+            e,
+            "kind Deployment (apps/v1) is not supported: the lab accepts Namespace (v1), \
+             Subnet (network.zstack.io/v1), Pod (v1), Service (v1), NetworkPolicy, \
+             NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) and VirtualMachineInstance \
+             (kubevirt.io/v1)"
         );
-        assert!(kind_of(&json!([1])).expect_err("list").contains("a list"));
-        assert!(kind_of(&json!({"apiVersion": "v1"})).is_err());
+        let e = kind_of(&json!({"kind": "Deployment"})).expect_err("no api");
+        assert!(
+            e.to_string()
+                .starts_with("kind Deployment is not supported: ")
+        );
+        let bad = json!({"apiVersion": "v2", "kind": "Pod"});
+        assert_eq!(
+            kind_of(&bad).expect_err("v2").to_string(),
+            "kind Pod needs apiVersion v1, not v2"
+        );
+        assert_eq!(
+            kind_of(&json!({"kind": "Pod"}))
+                .expect_err("none")
+                .to_string(),
+            "kind Pod needs apiVersion v1, not none"
+        );
+        assert_eq!(
+            kind_of(&json!([1])).expect_err("list").to_string(),
+            "expected an object with apiVersion and kind, found a list"
+        );
+        assert_eq!(
+            kind_of(&json!({"apiVersion": "v1"})),
+            Err(KindError::NoKind)
+        );
     }
 
     #[test]
@@ -282,14 +348,24 @@ mod tests {
     fn names_are_checked() {
         let v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "Web_1"},
             "spec": {"containers": []}});
-        let e = LabObject::from_value(v).expect_err("bad name");
-        assert!(e.contains("\"Web_1\""), "{e}");
-        let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {}});
-        assert!(
-            LabObject::from_value(v)
-                .expect_err("no name")
-                .contains("missing")
+        let e = LabObject::from_value(v).expect_err("bad name").to_string();
+        assert_eq!(
+            e,
+            "Pod name \"Web_1\" is not a DNS-1123 subdomain (lowercase letters, digits, '-' \
+             and '.', up to 253 chars)"
         );
+        let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {}});
+        assert_eq!(
+            LabObject::from_value(v).expect_err("no name").to_string(),
+            "Namespace: metadata.name is missing"
+        );
+        let v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}});
+        assert_eq!(
+            LabObject::from_value(v).expect_err("no spec").to_string(),
+            "Pod web: no spec"
+        );
+        let v = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}});
+        assert!(matches!(LabObject::from_value(v), Err(ObjectError::Node)));
         assert!(check_subdomain("Pod", "a.b-c").is_ok());
         assert!(check_label("Namespace", "a.b").is_err());
         let v = json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",

@@ -12,9 +12,10 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use super::files::{list_items, manifest_files, strip_at, yaml_documents};
-use super::objects::kind_of;
+use super::objects::{ObjectError, kind_of};
 use super::protocol::{ObjectRef, ResourceKind};
-use crate::object_names::DEFAULT_NAMESPACE;
+use crate::kubevirt::VmiError;
+use crate::object_names::{DEFAULT_NAMESPACE, NameError};
 
 /// A reference and where it came from (`file:line`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +92,7 @@ fn push_tree(
 ) {
     let items = match list_items(file, line, value) {
         Ok(items) => items,
-        Err(e) => return problems.push(e),
+        Err(e) => return problems.push(e.to_string()),
     };
     for (at, item) in items {
         match ref_of(&item) {
@@ -103,7 +104,7 @@ fn push_tree(
 
 /// Kind, namespace (defaulted for namespaced kinds) and name of a manifest object; only
 /// `apiVersion`, `kind` and `metadata` are read.
-pub fn ref_of(value: &Value) -> Result<ObjectRef, String> {
+pub fn ref_of(value: &Value) -> Result<ObjectRef, ObjectError> {
     let meta = value.get("metadata");
     let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
     let name = text("name").unwrap_or("");
@@ -113,14 +114,14 @@ pub fn ref_of(value: &Value) -> Result<ObjectRef, String> {
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let want = crate::kubevirt::KUBEVIRT_V1;
-        if api != want {
-            return Err(format!(
-                "kind VirtualMachineInstance needs apiVersion {want}, not {api:?}"
-            ));
+        if api != crate::kubevirt::KUBEVIRT_V1 {
+            return Err(VmiError::ApiVersion(api.to_string()).into());
         }
         if name.is_empty() {
-            return Err("VirtualMachineInstance: metadata.name is missing".into());
+            return Err(NameError::Missing {
+                what: "VirtualMachineInstance".into(),
+            }
+            .into());
         }
         return Ok(ObjectRef {
             kind: ResourceKind::Pod,
@@ -130,7 +131,10 @@ pub fn ref_of(value: &Value) -> Result<ObjectRef, String> {
     }
     let kind = kind_of(value)?;
     if name.is_empty() {
-        return Err(format!("{kind:?}: metadata.name is missing"));
+        return Err(NameError::Missing {
+            what: format!("{kind:?}"),
+        }
+        .into());
     }
     let namespaced = match kind {
         ResourceKind::Namespace | ResourceKind::Subnet | ResourceKind::Node => false,

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Service;
 use serde_json::Value;
 
 use super::protocol::ResourceKind;
-use crate::object_names::{DEFAULT_NAMESPACE, check_label};
+use crate::object_names::{DEFAULT_NAMESPACE, NameError, check_label};
 
 /// The lab's IPv6 service CIDR.
 /// (`fd00:10:96::/108`: base address and prefix length)
@@ -26,8 +26,37 @@ pub const SERVICE_CIDR_V6: (Ipv6Addr, u8) = (Ipv6Addr::new(0xfd00, 0x10, 0x96, 0
 /// The NodePort range.
 pub const NODE_PORTS: std::ops::RangeInclusive<u16> = 30000..=32767;
 
+/// Why a Service is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// What the control plane could not use (its own reading of the Service) and what
+    /// the lab's API server refuses besides.
+    #[error("Service {namespace}/{name}: {}", problems.join("; "))]
+    Unusable {
+        namespace: String,
+        name: String,
+        problems: Vec<String>,
+    },
+}
+
+/// Why a Service's cluster IP or nodePort cannot be allocated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocationError {
+    /// `family`: `IPv4` or `IPv6`.
+    #[error("the {family} service CIDR is full")]
+    CidrFull { family: &'static str },
+    #[error("clusterIP {0} is already allocated to another Service")]
+    ClusterIpTaken(String),
+    #[error("nodePort {0} is already allocated to another Service")]
+    NodePortTaken(i32),
+    #[error("no free nodePort left")]
+    NoNodePort,
+}
+
 /// Checks a Service (keeping `status.loadBalancer`, see the module docs).
-pub fn normalized(mut svc: Box<Service>) -> Result<Box<Service>, String> {
+pub fn normalized(mut svc: Box<Service>) -> Result<Box<Service>, ServiceError> {
     let ns = svc
         .metadata
         .namespace
@@ -60,7 +89,11 @@ pub fn normalized(mut svc: Box<Service>) -> Result<Box<Service>, String> {
     if problems.is_empty() {
         Ok(svc)
     } else {
-        Err(format!("Service {ns}/{name}: {}", problems.join("; ")))
+        Err(ServiceError::Unusable {
+            namespace: ns,
+            name,
+            problems,
+        })
     }
 }
 
@@ -104,7 +137,7 @@ pub fn allocate(
     svc: &mut Service,
     old: Option<&Service>,
     others: &[&Service],
-) -> Result<(), String> {
+) -> Result<(), AllocationError> {
     let used_ips: BTreeSet<IpAddr> = others
         .iter()
         .flat_map(|s| {
@@ -141,13 +174,13 @@ pub fn allocate(
                 .find(|c| c.addr().is_ipv4());
             if v4 && let Some(net) = v4net {
                 let ip = next_free(net.network(), net.prefix_len(), &used_ips)
-                    .ok_or("the IPv4 service CIDR is full")?;
+                    .ok_or(AllocationError::CidrFull { family: "IPv4" })?;
                 ips.push(ip.to_string());
             }
             if v6 {
                 let (base, prefix) = SERVICE_CIDR_V6;
                 let ip = next_free(IpAddr::V6(base), prefix, &used_ips)
-                    .ok_or("the IPv6 service CIDR is full")?;
+                    .ok_or(AllocationError::CidrFull { family: "IPv6" })?;
                 ips.push(ip.to_string());
             }
         }
@@ -155,9 +188,7 @@ pub fn allocate(
             if let Ok(a) = ip.parse::<IpAddr>()
                 && used_ips.contains(&a)
             {
-                return Err(format!(
-                    "clusterIP {ip} is already allocated to another Service"
-                ));
+                return Err(AllocationError::ClusterIpTaken(ip.clone()));
             }
         }
         spec.cluster_ip = ips.first().cloned();
@@ -172,9 +203,7 @@ pub fn allocate(
         }
         if let Some(np) = p.node_port.filter(|n| *n != 0) {
             if taken.contains(&np) {
-                return Err(format!(
-                    "nodePort {np} is already allocated to another Service"
-                ));
+                return Err(AllocationError::NodePortTaken(np));
             }
             taken.insert(np);
             continue;
@@ -191,7 +220,7 @@ pub fn allocate(
             None => NODE_PORTS
                 .map(i32::from)
                 .find(|n| !taken.contains(n))
-                .ok_or("no free nodePort left")?,
+                .ok_or(AllocationError::NoNodePort)?,
         };
         taken.insert(np);
         p.node_port = Some(np);
@@ -317,16 +346,21 @@ mod tests {
         let mut c = svc(json!({"metadata": {"name": "c", "namespace": "d"},
             "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}}));
         let e = allocate(&mut c, None, &[&a]).expect_err("taken");
-        assert!(e.contains("already allocated"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "clusterIP 10.96.0.10 is already allocated to another Service"
+        );
     }
 
     #[test]
     fn bad_services_are_refused_with_reasons() {
         let bad = svc(json!({"metadata": {"name": "a"},
             "spec": {"ports": [{"port": 80, "protocol": "ICMP"}, {"port": 81, "nodePort": 80}]}}));
-        let e = normalized(Box::new(bad)).expect_err("bad");
+        let e = normalized(Box::new(bad)).expect_err("bad").to_string();
         assert!(
-            e.contains("ICMP") && e.contains("nodePort 80 is outside"),
+            e.starts_with("Service default/a: ")
+                && e.contains("ICMP")
+                && e.contains("; nodePort 80 is outside 30000-32767"),
             "{e}"
         );
         let ok = svc(

@@ -25,7 +25,11 @@ use serde_json::Value;
 
 use super::objects::{DEFAULT_NAMESPACE, LabObject};
 use super::protocol::{Action, Change, ObjectRef, ResourceKind};
+use crate::pods::networks::NadUnresolved;
 use crate::pods::{DesiredPod, PodSource, PortSpec, Proto};
+
+mod refusal;
+pub use refusal::{ApplyError, ApplyProblem, PlacementError, UnknownNode};
 
 /// A lab node as registered in the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,7 +135,7 @@ impl LabStore {
                 let network = crate::multus::default_network(&info.namespace, &info.annotations)
                     .map(|key| match extra.nads.get(&key) {
                         Some(n) => Ok(n.spec.config.clone()),
-                        None => Err(format!("NetworkAttachmentDefinition {key} not found")),
+                        None => Err(NadUnresolved::NotFound { nad: key }),
                     });
                 let secondary = crate::multus::secondary_networks(&extra.nads, &info);
                 Some(DesiredPod {
@@ -242,7 +246,7 @@ impl LabStore {
 
     /// Applies `objects` in order. Every object is checked first (node names, immutable
     /// fields); on any problem nothing is applied and the error lists every problem.
-    pub fn apply(&self, objects: Vec<LabObject>) -> Result<Vec<Change>, String> {
+    pub fn apply(&self, objects: Vec<LabObject>) -> Result<Vec<Change>, ApplyError> {
         let mut extra = self.lock();
         let mut next_slot = extra.pods.len();
         let mut planned = Vec::with_capacity(objects.len());
@@ -270,14 +274,17 @@ impl LabStore {
                             batch.push((*svc).clone());
                             planned.push(LabObject::Service(svc));
                         }
-                        Err(e) => problems.push(format!("service {key}: {e}")),
+                        Err(reason) => problems.push(ApplyProblem::Service {
+                            service: key,
+                            reason,
+                        }),
                     }
                 }
                 other => planned.push(other),
             }
         }
         if !problems.is_empty() {
-            return Err(problems.join("; "));
+            return Err(ApplyError(problems));
         }
         let changes = planned
             .into_iter()
@@ -314,22 +321,29 @@ impl LabStore {
     }
 
     /// Resolves the pod's node (given, shorthand, kept, or round-robin) and checks it.
-    fn place_pod(&self, extra: &Extra, mut pod: Pod, next_slot: &mut usize) -> Result<Pod, String> {
+    fn place_pod(
+        &self,
+        extra: &Extra,
+        mut pod: Pod,
+        next_slot: &mut usize,
+    ) -> Result<Pod, ApplyProblem> {
         let key = pod_key(&pod);
+        let refuse = |reason: PlacementError| ApplyProblem::Pod {
+            pod: key.clone(),
+            reason,
+        };
         let current = extra
             .pods
             .get(&key)
             .and_then(|p| p.spec.as_ref()?.node_name.clone());
         let spec = pod.spec.get_or_insert_with(Default::default);
         let node = match spec.node_name.as_deref() {
-            Some(n) => self
-                .resolve_node(n)
-                .map_err(|e| format!("pod {key}: {e}"))?,
+            Some(n) => self.resolve_node(n).map_err(|e| refuse(e.into()))?,
             None => match &current {
                 Some(c) => c.clone(),
                 None => {
                     let Some(n) = self.nodes.get(*next_slot % self.nodes.len().max(1)) else {
-                        return Err(format!("pod {key}: the lab has no nodes"));
+                        return Err(refuse(PlacementError::NoNodes));
                     };
                     *next_slot += 1;
                     n.name.clone()
@@ -339,17 +353,17 @@ impl LabStore {
         if let Some(c) = current
             && c != node
         {
-            return Err(format!(
-                "pod {key}: spec.nodeName cannot change (the pod runs on {c}, not {node}): \
-                 delete the pod first"
-            ));
+            return Err(refuse(PlacementError::NodeChange {
+                current: c,
+                wanted: node,
+            }));
         }
         spec.node_name = Some(node);
         Ok(pod)
     }
 
     /// A node name as given, or `node<i>` as shorthand for lab node i.
-    fn resolve_node(&self, name: &str) -> Result<String, String> {
+    fn resolve_node(&self, name: &str) -> Result<String, UnknownNode> {
         if self.nodes.iter().any(|n| n.name == name) {
             return Ok(name.to_string());
         }
@@ -359,15 +373,10 @@ impl LabStore {
             .and_then(|i| self.nodes.iter().find(|n| n.index == i));
         match by_index {
             Some(n) => Ok(n.name.clone()),
-            None => Err(format!(
-                "node {name:?} is not a lab node (nodes: {}; node1..node{} also work)",
-                self.nodes
-                    .iter()
-                    .map(|n| n.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                self.nodes.len()
-            )),
+            None => Err(UnknownNode {
+                name: name.to_string(),
+                nodes: self.nodes.iter().map(|n| n.name.clone()).collect(),
+            }),
         }
     }
 

@@ -79,7 +79,7 @@ pub struct KubeCluster {
 }
 
 /// What [`KubeCluster::status`] reports.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ClusterStatus {
     pub dir: PathBuf,
     pub complete: bool,
@@ -88,7 +88,7 @@ pub struct ClusterStatus {
     /// `(name, pid, alive)` of every daemon.
     pub daemons: Vec<(String, i32, bool)>,
     /// `kubectl get nodes -o wide`, or why it failed.
-    pub nodes: std::result::Result<String, String>,
+    pub nodes: Result<String>,
 }
 
 /// `kubectl --kubeconfig K ARGS` (5 s request timeout), stdout.
@@ -449,8 +449,7 @@ impl KubeCluster {
                 .daemons()
                 .map(|d| (d.name.clone(), d.pid, d.is_alive()))
                 .collect(),
-            nodes: kubectl(&self.kubeconfig(), &["get", "nodes", "-o", "wide"])
-                .map_err(|e| e.to_string()),
+            nodes: kubectl(&self.kubeconfig(), &["get", "nodes", "-o", "wide"]),
         }
     }
 

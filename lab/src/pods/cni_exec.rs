@@ -10,6 +10,9 @@ use cni::CniError;
 use serde_json::{Map, Value};
 use tokio::io::AsyncWriteExt;
 
+mod config_error;
+pub use config_error::{CniConfigError, ConfigProblem, DelegateError};
+
 /// The pod interface name (CNI_IFNAME of the default network).
 pub const IFNAME: &str = "eth0";
 
@@ -49,11 +52,16 @@ pub struct NetworkConfig {
 
 /// Reads the node's CNI configuration. `Ok(None)` when the directory holds none yet
 /// (the agent writes it at start-up).
-pub fn load_network_config(conf_dir: &Path) -> Result<Option<NetworkConfig>, String> {
+pub fn load_network_config(conf_dir: &Path) -> Result<Option<NetworkConfig>, CniConfigError> {
     let rd = match std::fs::read_dir(conf_dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("read CNI config dir {}: {e}", conf_dir.display())),
+        Err(source) => {
+            return Err(CniConfigError::ReadDir {
+                dir: conf_dir.to_path_buf(),
+                source,
+            });
+        }
     };
     let mut files: Vec<PathBuf> = rd
         .filter_map(|e| e.ok())
@@ -67,25 +75,34 @@ pub fn load_network_config(conf_dir: &Path) -> Result<Option<NetworkConfig>, Str
     let Some(file) = files.into_iter().next() else {
         return Ok(None);
     };
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| format!("read CNI config {}: {e}", file.display()))?;
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("CNI config {} is not JSON: {e}", file.display()))?;
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(source) => return Err(CniConfigError::Read { file, source }),
+    };
+    let v: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(source) => return Err(CniConfigError::NotJson { file, source }),
+    };
     network_config(&file, v).map(Some)
 }
 
 /// Builds the plugin configuration from a conflist (or a single-plugin `.conf`).
-pub fn network_config(file: &Path, v: Value) -> Result<NetworkConfig, String> {
-    let bad = |what: &str| format!("CNI config {}: {what}", file.display());
-    let obj = v.as_object().ok_or_else(|| bad("not an object"))?;
+pub fn network_config(file: &Path, v: Value) -> Result<NetworkConfig, CniConfigError> {
+    let bad = |problem: ConfigProblem| CniConfigError::Invalid {
+        file: file.to_path_buf(),
+        problem,
+    };
+    let obj = v
+        .as_object()
+        .ok_or_else(|| bad(ConfigProblem::NotAnObject))?;
     let name = obj
         .get("name")
         .and_then(Value::as_str)
-        .ok_or_else(|| bad("no \"name\""))?;
+        .ok_or_else(|| bad(ConfigProblem::NoName))?;
     let version = obj
         .get("cniVersion")
         .and_then(Value::as_str)
-        .ok_or_else(|| bad("no \"cniVersion\""))?;
+        .ok_or_else(|| bad(ConfigProblem::NoCniVersion))?;
     // like libcni ≥ 1.2: the highest version of `cniVersions` the runtime speaks (1.1.0
     // results carry `socketPath` for vhost-user interfaces)
     let listed: Vec<&str> = obj
@@ -102,8 +119,8 @@ pub fn network_config(file: &Path, v: Value) -> Result<NetworkConfig, String> {
             .first()
             .and_then(Value::as_object)
             .cloned()
-            .ok_or_else(|| bad("\"plugins\" is empty"))?,
-        Some(_) => return Err(bad("\"plugins\" is not a list")),
+            .ok_or_else(|| bad(ConfigProblem::NoPlugins))?,
+        Some(_) => return Err(bad(ConfigProblem::PluginsNotAList)),
         None => obj.clone(),
     };
     config.insert("name".into(), name.into());
@@ -112,7 +129,7 @@ pub fn network_config(file: &Path, v: Value) -> Result<NetworkConfig, String> {
         .get("type")
         .and_then(Value::as_str)
         .filter(|t| !t.is_empty() && !t.contains('/'))
-        .ok_or_else(|| bad("the plugin has no valid \"type\""))?
+        .ok_or_else(|| bad(ConfigProblem::NoPluginType))?
         .to_string();
     Ok(NetworkConfig {
         file: file.to_path_buf(),
@@ -310,8 +327,8 @@ pub fn veth_datapath(ovs_db: &str, host_ifname: &str) -> Option<String> {
 }
 
 /// Addresses, MAC and datapath from an ADD result.
-pub fn summarize(result: &Value) -> Result<(Vec<String>, Option<String>, String), String> {
-    let r = cni::CniResult::from_value(result.clone()).map_err(|e| e.to_string())?;
+pub fn summarize(result: &Value) -> Result<(Vec<String>, Option<String>, String), CniError> {
+    let r = cni::CniResult::from_value(result.clone())?;
     let ips = r.ips.iter().map(|i| i.address.to_string()).collect();
     let pod_if = r.interfaces.iter().find(|i| i.sandbox.is_some());
     let mac = pod_if.and_then(|i| i.mac.clone());
@@ -328,16 +345,18 @@ pub fn summarize(result: &Value) -> Result<(Vec<String>, Option<String>, String)
 /// win, the node's local keys the NAD does not set (the agent's socket, timeouts) stay,
 /// the `cniVersion` the lab's runtime negotiated stays. The NAD must name the plugin the
 /// node runs.
-pub fn delegate_config(node: &NetworkConfig, nad_config: &str) -> Result<NetworkConfig, String> {
-    let nad: Map<String, Value> = serde_json::from_str(nad_config)
-        .map_err(|e| format!("the NAD's config is not a JSON object: {e}"))?;
+pub fn delegate_config(
+    node: &NetworkConfig,
+    nad_config: &str,
+) -> Result<NetworkConfig, DelegateError> {
+    let nad: Map<String, Value> =
+        serde_json::from_str(nad_config).map_err(DelegateError::NotAnObject)?;
     let plugin = nad.get("type").and_then(Value::as_str).unwrap_or("");
     if plugin != node.plugin {
-        return Err(format!(
-            "the NAD's plugin {plugin:?} is not the node's plugin {:?} (the lab runs only \
-             that one)",
-            node.plugin
-        ));
+        return Err(DelegateError::OtherPlugin {
+            nad: plugin.to_string(),
+            node: node.plugin.clone(),
+        });
     }
     let mut out = node.clone();
     for (k, v) in nad {
@@ -356,8 +375,11 @@ mod tests {
     #[test]
     fn conflist_to_plugin_config() {
         let dir = tempfile::tempdir().expect("dir");
-        assert_eq!(load_network_config(dir.path()), Ok(None));
-        assert_eq!(load_network_config(&dir.path().join("missing")), Ok(None));
+        assert!(matches!(load_network_config(dir.path()), Ok(None)));
+        assert!(matches!(
+            load_network_config(&dir.path().join("missing")),
+            Ok(None)
+        ));
         std::fs::write(dir.path().join("README"), "not a config").expect("write");
         let list = json!({"cniVersion": "1.0.0", "cniVersions": ["1.0.0", "1.1.0"],
             "name": "zstack-ovn",
@@ -379,7 +401,7 @@ mod tests {
             "plugins": []}),
         )
         .expect_err("empty");
-        assert!(e.contains("empty"), "{e}");
+        assert_eq!(e.to_string(), "CNI config x: \"plugins\" is empty");
         assert!(network_config(Path::new("x"), json!({"name": "n"})).is_err());
     }
 
@@ -454,6 +476,10 @@ mod tests {
         assert_eq!(c.config["name"], "vhost-net");
         assert_eq!(c.config["vhostUser"]["queues"], 2);
         let e = delegate_config(&node, r#"{"type": "bridge"}"#).unwrap_err();
-        assert!(e.contains("bridge"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the NAD's plugin \"bridge\" is not the node's plugin \"zstack-ovn-cni\" (the \
+             lab runs only that one)"
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use tokio::sync::Notify;
 
-use super::networks::SecondarySpec;
+use super::networks::{NadUnresolved, SecondarySpec};
 use super::record::PortSpec;
 
 /// The pods a store wants running, and a signal when that may have changed.
@@ -29,7 +29,7 @@ pub struct DesiredPod {
     pub ports: Vec<PortSpec>,
     /// The config of the NetworkAttachmentDefinition the pod names as its default network
     /// (`Err`: named but not found); `None`: the node's network.
-    pub network: Option<Result<String, String>>,
+    pub network: Option<Result<String, NadUnresolved>>,
     /// Its Multus secondary networks, in order ([`super::networks`]).
     pub secondary: Vec<SecondarySpec>,
 }

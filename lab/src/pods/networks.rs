@@ -26,8 +26,21 @@ pub struct SecondarySpec {
     /// `<nad-ns>/<nad-name>`.
     pub nad: String,
     pub ifname: String,
-    /// The NAD's `spec.config` (`Err`: the NAD is not there).
-    pub config: std::result::Result<String, String>,
+    /// The NAD's `spec.config` (`Err`: the NAD is not there, or the annotation naming
+    /// the networks is unreadable).
+    pub config: std::result::Result<String, NadUnresolved>,
+}
+
+/// Why a pod's network has no NAD config to run with yet (the pod waits, with this as its
+/// message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NadUnresolved {
+    /// `nad`: `<ns>/<name>`.
+    #[error("NetworkAttachmentDefinition {nad} not found")]
+    NotFound { nad: String },
+    /// The pod's `k8s.v1.cni.cncf.io/networks` annotation.
+    #[error(transparent)]
+    Selection(#[from] api::multus::SelectionError),
 }
 
 /// One attached secondary network.

@@ -142,8 +142,17 @@ pub fn exec(netns: &str, argv: &[String]) -> anyhow::Result<i32> {
         .unwrap_or(1))
 }
 
+/// A duration `zovn lab probe` cannot use; `given`: as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("duration {given:?}: expected e.g. 2s, 500ms")]
+    NotADuration { given: String },
+    #[error("duration {given:?} must be positive")]
+    NotPositive { given: String },
+}
+
 /// `2s`, `500ms`, `1.5` (seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let t = s.trim();
     let (num, unit) = if let Some(n) = t.strip_suffix("ms") {
         (n, 0.001)
@@ -157,11 +166,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("duration {s:?}: expected e.g. 2s, 500ms"))?;
+        .map_err(|_| DurationError::NotADuration {
+            given: s.to_string(),
+        })?;
     Duration::try_from_secs_f64(v * unit)
         .ok()
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("duration {s:?} must be positive"))
+        .ok_or_else(|| DurationError::NotPositive {
+            given: s.to_string(),
+        })
 }
 
 /// Flushes stdout (before `std::process::exit`).
@@ -179,7 +192,13 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("x").is_err());
+        assert_eq!(
+            parse_duration("0s").map_err(|e| e.to_string()),
+            Err("duration \"0s\" must be positive".to_string())
+        );
+        assert_eq!(
+            parse_duration("x").map_err(|e| e.to_string()),
+            Err("duration \"x\": expected e.g. 2s, 500ms".to_string())
+        );
     }
 }

@@ -46,28 +46,44 @@ impl fmt::Display for PortSpec {
     }
 }
 
+/// A port that is not `PORT[/tcp|/udp]`; `spec`: as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortSpecError {
+    #[error("port {spec:?}: expected 1-65535[/tcp|/udp]")]
+    Number { spec: String },
+    #[error("port {spec:?}: protocol {proto:?} is not tcp or udp")]
+    Protocol { spec: String, proto: String },
+}
+
 impl FromStr for PortSpec {
-    type Err = String;
+    type Err = PortSpecError;
 
     /// `80`, `80/tcp`, `53/udp` (case-insensitive protocol).
-    fn from_str(s: &str) -> Result<PortSpec, String> {
+    fn from_str(s: &str) -> Result<PortSpec, PortSpecError> {
         let (port, proto) = s.trim().split_once('/').unwrap_or((s.trim(), "tcp"));
-        let port: u16 = port
-            .parse()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("port {s:?}: expected 1-65535[/tcp|/udp]"))?;
+        let port: u16 =
+            port.parse()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| PortSpecError::Number {
+                    spec: s.to_string(),
+                })?;
         let proto = match proto.to_ascii_lowercase().as_str() {
             "tcp" => Proto::Tcp,
             "udp" => Proto::Udp,
-            other => return Err(format!("port {s:?}: protocol {other:?} is not tcp or udp")),
+            other => {
+                return Err(PortSpecError::Protocol {
+                    spec: s.to_string(),
+                    proto: other.to_string(),
+                });
+            }
         };
         Ok(PortSpec { port, proto })
     }
 }
 
 /// `80/tcp,53/udp` → ports (duplicates dropped, sorted).
-pub fn parse_ports(s: &str) -> Result<Vec<PortSpec>, String> {
+pub fn parse_ports(s: &str) -> Result<Vec<PortSpec>, PortSpecError> {
     let mut v: Vec<PortSpec> = s
         .split(',')
         .filter(|p| !p.trim().is_empty())
@@ -229,7 +245,10 @@ mod tests {
         let p = parse_ports("80/tcp, 53/UDP,53/tcp,80").expect("ports");
         assert_eq!(format_ports(&p), "53/tcp,53/udp,80/tcp");
         assert!(parse_ports("0/tcp").is_err());
-        assert!(parse_ports("80/sctp").unwrap_err().contains("sctp"));
+        assert_eq!(
+            parse_ports("80/sctp").unwrap_err().to_string(),
+            "port \"80/sctp\": protocol \"sctp\" is not tcp or udp"
+        );
         assert!(parse_ports("x").is_err());
         assert_eq!(parse_ports("").expect("empty"), vec![]);
     }

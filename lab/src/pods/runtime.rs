@@ -80,6 +80,19 @@ impl SetupError {
     }
 }
 
+/// A pod's helper process that did not start (the pod's message, or a log line).
+#[derive(Debug, thiserror::Error)]
+enum HelperError {
+    #[error("pod {pod}: vhost-user testpmd ({ifname}): {source}")]
+    Vhost {
+        pod: String,
+        ifname: String,
+        source: LabError,
+    },
+    #[error("pod {pod}: start the responder: {source}")]
+    Responder { pod: String, source: LabError },
+}
+
 /// The runtime (see the module docs).
 pub struct PodRuntime {
     layout: Layout,
@@ -356,8 +369,12 @@ impl PodRuntime {
             }
         }
         self.setup_secondaries(d, node, &rec, &secondaries).await?;
-        self.ensure_vhost(d).await.map_err(SetupError::failed)?;
-        self.ensure_responder(d).await.map_err(SetupError::failed)?;
+        self.ensure_vhost(d)
+            .await
+            .map_err(|e| SetupError::failed(e.to_string()))?;
+        self.ensure_responder(d)
+            .await
+            .map_err(|e| SetupError::failed(e.to_string()))?;
         self.update(&d.key, |r| {
             r.phase = PodPhase::Running;
             r.ready = true;
@@ -457,7 +474,7 @@ impl PodRuntime {
     /// The pod's vhost-user interfaces (an ADD result with a `socketPath`, the default
     /// network's or a secondary network's): starts the testpmd "VM" of each unless it runs
     /// (see [`super::vhost_pod`]), with the queue pairs the network config asks for.
-    async fn ensure_vhost(&self, d: &DesiredPod) -> std::result::Result<(), String> {
+    async fn ensure_vhost(&self, d: &DesiredPod) -> std::result::Result<(), HelperError> {
         let Some(rec) = self.record(&d.key) else {
             return Ok(());
         };
@@ -492,13 +509,17 @@ impl PodRuntime {
                 super::vhost_pod::ensure(&layout, &key, &ns, &att)
             })
             .await
-            .map_err(|e| format!("pod {}: vhost-user testpmd ({ifname}): {e}", d.key))?;
+            .map_err(|source| HelperError::Vhost {
+                pod: d.key.clone(),
+                ifname,
+                source,
+            })?;
         }
         Ok(())
     }
 
     /// Starts the pod's responder unless it runs (or the pod declares no ports).
-    async fn ensure_responder(&self, d: &DesiredPod) -> std::result::Result<(), String> {
+    async fn ensure_responder(&self, d: &DesiredPod) -> std::result::Result<(), HelperError> {
         let Some(rec) = self.record(&d.key) else {
             return Ok(());
         };
@@ -514,7 +535,10 @@ impl PodRuntime {
         );
         let spawned = blocking(move || responder::spawn(&layout, &zovn, &key, &ns, &ports))
             .await
-            .map_err(|e| format!("pod {}: start the responder: {e}", d.key))?;
+            .map_err(|source| HelperError::Responder {
+                pod: d.key.clone(),
+                source,
+            })?;
         info!(pod = %d.key, pid = spawned.pid, "responder started");
         self.update(&d.key, |r| r.responder = Some(spawned));
         Ok(())
