@@ -71,6 +71,11 @@ pub struct DesiredLbs {
     pub rows: BTreeMap<String, LoadBalancer>,
     /// Our logical switches the group is attached to (traffic entering them is balanced).
     pub switches: BTreeSet<String>,
+    /// Platform switches (external mode: the `externalLogicalSwitch` of a Subnet) the
+    /// group is attached to as well, so the pods there reach Services. The only write to
+    /// such a row: one `mutate` of its `load_balancer_group` inserting our group's uuid,
+    /// undone by a `mutate` deleting exactly that uuid when no Subnet names the switch.
+    pub platform_switches: BTreeSet<String>,
     /// `Chassis_Template_Var` variables by chassis name (template load balancers of
     /// `internalTrafficPolicy: Local` Services, [`crate::translate::service::local`]).
     pub template_vars: BTreeMap<String, BTreeMap<String, String>>,

@@ -7,8 +7,13 @@
 //!   removed from the group and deleted.
 //! - Our Load_Balancer_Group ([`names::lb_group`]; the table has no `external_ids`, the
 //!   name carries the owner) is created once and attached to the desired switches (our
-//!   own; matched by name *and* owner mark, so a foreign switch is never touched). A
-//!   switch created earlier in the same plan is found by those conditions.
+//!   own; matched by name *and* owner mark). A switch created earlier in the same plan is
+//!   found by those conditions.
+//! - In external mode the group is also attached to the platform switches the Subnets
+//!   name ([`DesiredLbs::platform_switches`]): a foreign switch is written only there, by
+//!   a `mutate` inserting our group's uuid into `load_balancer_group`, and by a `mutate`
+//!   deleting exactly that uuid once no Subnet names it. Its other columns, and any group
+//!   of the platform's in that column, are never written.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -93,6 +98,17 @@ pub fn plan(
             vec![Mutation::insert("load_balancer_group", group_ref)],
         )
     };
+    let platform: Vec<&LogicalSwitch> = switches
+        .iter()
+        .filter(|s| !ours(*s, owner) && desired.platform_switches.contains(&s.name))
+        .collect();
+    let attach_platform = |s: &LogicalSwitch, group_ref: Value| {
+        Operation::mutate(
+            LogicalSwitch::TABLE,
+            vec![Condition::uuid(s.uuid)],
+            vec![Mutation::insert("load_balancer_group", group_ref)],
+        )
+    };
     match group {
         None => {
             let g = plan.fresh_name();
@@ -103,12 +119,9 @@ pub fn plan(
                 })
                 .with_uuid_name(&g),
             ];
-            ops.extend(
-                desired
-                    .switches
-                    .iter()
-                    .map(|sw| attach(sw, Value::Atom(Atom::NamedUuid(g.clone())))),
-            );
+            let group_ref = || Value::Atom(Atom::NamedUuid(g.clone()));
+            ops.extend(desired.switches.iter().map(|sw| attach(sw, group_ref())));
+            ops.extend(platform.iter().map(|s| attach_platform(s, group_ref())));
             plan.inserts += 1;
             plan.units.push(Unit::new(
                 format!("create Load_Balancer_Group {group_name}"),
@@ -125,11 +138,25 @@ pub fn plan(
                         .is_none_or(|s| !s.load_balancer_group.contains(&g.uuid))
                 })
                 .map(|sw| attach(sw, Value::uuid(g.uuid)))
+                .chain(
+                    platform
+                        .iter()
+                        .filter(|s| !s.load_balancer_group.contains(&g.uuid))
+                        .map(|s| attach_platform(s, Value::uuid(g.uuid))),
+                )
                 .collect();
-            let detach: Vec<Operation> = ours_by_name
-                .values()
+            // ours no longer desired, and platform switches no Subnet names any more: the
+            // group's uuid is ours, so deleting it from their column removes only our write
+            let detach: Vec<Operation> = switches
+                .iter()
                 .filter(|s| s.load_balancer_group.contains(&g.uuid))
-                .filter(|s| !desired.switches.contains(&s.name))
+                .filter(|s| {
+                    if ours(*s, owner) {
+                        !desired.switches.contains(&s.name)
+                    } else {
+                        !desired.platform_switches.contains(&s.name)
+                    }
+                })
                 .map(|s| {
                     Operation::mutate(
                         LogicalSwitch::TABLE,

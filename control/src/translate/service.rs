@@ -20,7 +20,9 @@
 //! Every row joins our Load_Balancer_Group ([`names::lb_group`]), attached to every switch
 //! we own (the Subnet switches and the join switch, where the node management ports are):
 //! the logical switch DNATs as traffic enters it, on the sending chassis, so pods and hosts
-//! reach Services on every node. `internalTrafficPolicy: Local` Services have their
+//! reach Services on every node. In external mode the group is attached to the platform's
+//! switches our Subnets use as well (`externalLogicalSwitch`), the one column of a platform
+//! row we write (docs/services.md, "External mode"). `internalTrafficPolicy: Local` Services have their
 //! cluster IPs on template load balancers instead, expanded per chassis ([`local`]).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,12 +62,9 @@ pub fn add<'a>(
         }
         local::add_variables(svc, slices, nodes, &mut nb.load_balancers.template_vars);
     }
-    nb.load_balancers.switches = nb
-        .switches
-        .iter()
-        .filter(|(_, p)| p.owned)
-        .map(|(n, _)| n.clone())
-        .collect();
+    let (owned, platform): (Vec<_>, Vec<_>) = nb.switches.iter().partition(|(_, p)| p.owned);
+    nb.load_balancers.switches = owned.into_iter().map(|(n, _)| n.clone()).collect();
+    nb.load_balancers.platform_switches = platform.into_iter().map(|(n, _)| n.clone()).collect();
 }
 
 /// The rows of one Service (one per protocol with at least one VIP).

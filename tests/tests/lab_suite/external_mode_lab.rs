@@ -12,16 +12,25 @@
 //!   whose `localnet` port (`network_name=physnet`) every node maps to `br-phy`; a default
 //!   route via the underlay router 172.16.0.254; an SNAT row 10.99.0.0/24 → 172.16.0.200.
 //!
-//! Then a Subnet with `externalLogicalSwitch: platform-ls` and a pod on each node.
-//! Checked:
+//! The platform also has a Load_Balancer_Group of its own on `platform-ls`.
+//!
+//! Then a Subnet with `externalLogicalSwitch: platform-ls`, pods `p1` (node 1) and `p2`,
+//! `p3` (node 2), `p1` and `p3` behind a NodePort Service and an `internalTrafficPolicy:
+//! Local` one. Checked:
 //! - both pods reach the lab's external host (198.51.100.10) on TCP 8080 and UDP 5353,
 //!   and the host saw 172.16.0.200: the platform's SNAT, on its gateway chassis (node 2's
 //!   pod crosses to node 1 through the platform's router);
+//! - Services from a pod on the platform's switch: the ClusterIP reaches both backends
+//!   (same node and across nodes), node 1's address at the nodePort answers, and the
+//!   `internalTrafficPolicy: Local` Service answers from the client's node only;
 //! - the controller (gateway mode `local`, the default) created no router, router port,
-//!   policy, static route, NAT or gateway row: the only rows of ours are the pods' ports;
+//!   policy, static route, NAT or gateway row: the only rows of ours in these tables are
+//!   the pods' ports (and our Service load balancers with their group);
 //! - every platform row is as it was before the controller ran, `_version` included (no
-//!   write touched it), except `platform-ls`'s `ports`, which holds our pods' ports too;
-//! - once the pods and the Subnet are deleted, `platform-ls` is back as it was too.
+//!   write touched it), except `platform-ls`'s `ports`, which holds our pods' ports too,
+//!   and its `load_balancer_group`, which holds our group beside the platform's;
+//! - once the pods and the Subnet are deleted, `platform-ls` is back as it was too (ports
+//!   and groups), although the Services (and so our group) remain.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -58,7 +67,11 @@ const TABLES: &[&str] = &[
     "Gateway_Chassis",
     "HA_Chassis_Group",
     "HA_Chassis",
+    "Load_Balancer_Group",
 ];
+
+/// Our Load_Balancer_Group (the table has no `external_ids`: the name marks it).
+const OUR_LB_GROUP_PREFIX: &str = "zstack-ovn-services_";
 
 /// The platform's topology, as an IaaS platform builds it: nothing of it is ours.
 fn build_platform(nb: &str, gateway_chassis: &str) {
@@ -85,6 +98,22 @@ fn build_platform(nb: &str, gateway_chassis: &str) {
         );
     };
     nbctl(nb, &["ls-add", PLATFORM_LS]);
+    // a load balancer group of the platform's own on its switch: ours joins it there
+    nbctl(
+        nb,
+        &[
+            "--id=@g",
+            "create",
+            "Load_Balancer_Group",
+            "name=platform-lbg",
+            "--",
+            "add",
+            "Logical_Switch",
+            PLATFORM_LS,
+            "load_balancer_group",
+            "@g",
+        ],
+    );
     nbctl(
         nb,
         &[
@@ -199,11 +228,14 @@ fn snapshot(nb: &str) -> Rows {
     rows
 }
 
-/// Whether `row` carries our owner mark.
+/// Whether `row` carries our owner mark (or is our load balancer group).
 fn ours(row: &Value) -> bool {
     row["external_ids"][1]
         .as_array()
         .is_some_and(|kv| kv.iter().any(|p| p[0] == OWNER))
+        || row["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with(OUR_LB_GROUP_PREFIX))
 }
 
 /// The uuids of an OVSDB set of references (`["uuid", u]` or `["set", [...]]`).
@@ -220,27 +252,38 @@ fn uuids(v: &Value) -> BTreeSet<String> {
     }
 }
 
-/// The platform's rows: ours left out, and our ports taken out of the switches' `ports`.
-/// A switch that holds ports of ours has its `_version` left out too (adding our pods'
-/// ports to it is the one write the platform's rows take).
+/// The platform's rows: ours left out, our ports taken out of the switches' `ports` and
+/// our group out of their `load_balancer_group`. A switch that holds either has its
+/// `_version` left out too (those two columns are the writes the platform's rows take).
 fn platform_view(rows: &Rows) -> Rows {
-    let our_ports: BTreeSet<String> = rows
-        .iter()
-        .filter(|(k, r)| k.starts_with("Logical_Switch_Port ") && ours(r))
-        .filter_map(|(_, r)| r["_uuid"][1].as_str().map(String::from))
-        .collect();
+    let our_uuids = |table: &str| -> BTreeSet<String> {
+        rows.iter()
+            .filter(|(k, r)| k.starts_with(&format!("{table} ")) && ours(r))
+            .filter_map(|(_, r)| r["_uuid"][1].as_str().map(String::from))
+            .collect()
+    };
+    let our_ports = our_uuids("Logical_Switch_Port");
+    let our_groups = our_uuids("Load_Balancer_Group");
     rows.iter()
         .filter(|(_, r)| !ours(r))
         .map(|(k, r)| {
             let mut r = r.clone();
             if k.starts_with("Logical_Switch ") {
-                let ports = uuids(&r["ports"]);
-                if ports.iter().any(|p| our_ports.contains(p)) {
-                    let kept: Vec<Value> = ports
-                        .difference(&our_ports)
-                        .map(|u| serde_json::json!(["uuid", u]))
-                        .collect();
-                    r["ports"] = serde_json::json!(["set", kept]);
+                for (column, of_ours) in
+                    [("ports", &our_ports), ("load_balancer_group", &our_groups)]
+                {
+                    let refs = uuids(&r[column]);
+                    if refs.iter().any(|p| of_ours.contains(p)) {
+                        let mut kept: Vec<Value> = refs
+                            .difference(of_ours)
+                            .map(|u| serde_json::json!(["uuid", u]))
+                            .collect();
+                        // OVSDB's JSON writes a one-element set as the element itself
+                        r[column] = match kept.len() {
+                            1 => kept.remove(0),
+                            _ => serde_json::json!(["set", kept]),
+                        };
+                    }
                 }
                 r.as_object_mut().map(|o| o.remove("_version"));
             }
@@ -367,23 +410,38 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
     )
     .expect("write");
     let pods = s.dir.path().join("pods.yaml");
+    // p1 (node 1) and p3 (node 2) serve; p2 (node 2) is the client
     std::fs::write(
         &pods,
-        (1..=2)
-            .map(|i| {
+        [(1, 1, "{app: web}"), (2, 2, "{}"), (3, 2, "{app: web}")]
+            .map(|(i, node, labels)| {
+                // a lab pod answers (with its name) on the ports it declares
                 format!(
-                    "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: default}}\n\
-                     spec: {{nodeName: {p}-node{i}, containers: [{{name: c}}]}}\n"
+                    "apiVersion: v1\nkind: Pod\n\
+                     metadata: {{name: p{i}, namespace: default, labels: {labels}}}\n\
+                     spec: {{nodeName: {p}-node{node}, \
+                     containers: [{{name: c, ports: [{{containerPort: 8080}}]}}]}}\n"
                 )
             })
-            .collect::<Vec<_>>()
             .join("---\n"),
     )
     .expect("write");
+    let services = s.dir.path().join("services.yaml");
+    std::fs::write(&services, SERVICES).expect("write");
     let path = |f: &std::path::Path| f.to_str().expect("utf-8").to_string();
-    z.ok(&["apply", "-f", &path(&subnet), "-f", &path(&pods), "--wait"]);
-    let ready = z.wait_ready(&["default/p1", "default/p2"], Duration::from_secs(60));
-    for key in ["default/p1", "default/p2"] {
+    z.ok(&[
+        "apply",
+        "-f",
+        &path(&subnet),
+        "-f",
+        &path(&pods),
+        "-f",
+        &path(&services),
+        "--wait",
+    ]);
+    let all = ["default/p1", "default/p2", "default/p3"];
+    let ready = z.wait_ready(&all, Duration::from_secs(60));
+    for key in all {
         let ip = tests::zovn::pod_ip(&ready[key]);
         assert!(ip.starts_with("10.99.0."), "{key}: {ip}");
         assert_ne!(ip, "10.99.0.5", "{key} got the platform VM's address");
@@ -414,27 +472,67 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
         }
     }
 
-    // ours: the pods' ports on the platform's switch, nothing else (no gateway router,
-    // policy, route or NAT in external mode, whatever the gateway mode)
+    // the NB first: our group on the platform's switch (beside the platform's), then
+    // every chassis caught up
+    wait_until(
+        "our Service group on the platform's switch",
+        Duration::from_secs(30),
+        || {
+            nbctl(
+                &nb,
+                &["get", "Logical_Switch", PLATFORM_LS, "load_balancer_group"],
+            )
+            .split(',')
+            .count()
+                == 2
+        },
+    );
+    nbctl(&nb, &["--wait=hv", "sync"]);
+    services_from_the_platform_switch(&z, &lab);
+
+    // ours: the pods' ports on the platform's switch and the Services' group, nothing else
+    // (no gateway router, policy, route or NAT in external mode, whatever the gateway mode)
     let during = snapshot(&nb);
     let mut mine = our_rows(&during);
     mine.sort();
     assert_eq!(
         mine,
         [
-            "Logical_Switch_Port default_p1",
-            "Logical_Switch_Port default_p2"
+            "Load_Balancer_Group zstack-ovn-services_zstack-ovn".to_string(),
+            "Logical_Switch_Port default_p1".into(),
+            "Logical_Switch_Port default_p2".into(),
+            "Logical_Switch_Port default_p3".into(),
         ],
         "rows of ours in external mode"
+    );
+    let groups_of = |rows: &Rows| {
+        rows.iter()
+            .find(|(k, r)| k.starts_with("Logical_Switch ") && r["name"] == PLATFORM_LS)
+            .map(|(_, r)| uuids(&r["load_balancer_group"]))
+            .unwrap_or_default()
+    };
+    let group_named = |rows: &Rows, name: &str| {
+        rows.iter()
+            .find(|(k, r)| k.starts_with("Load_Balancer_Group ") && r["name"] == name)
+            .and_then(|(_, r)| r["_uuid"][1].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("no group {name}"))
+    };
+    assert_eq!(
+        groups_of(&during),
+        BTreeSet::from([
+            group_named(&during, "platform-lbg"),
+            group_named(&during, "zstack-ovn-services_zstack-ovn"),
+        ]),
+        "{PLATFORM_LS}'s load balancer groups: the platform's and ours"
     );
     let ls = during
         .values()
         .find(|r| r["name"] == PLATFORM_LS && r.get("ports").is_some())
         .expect("platform-ls");
     let our_ports: BTreeSet<String> = during
-        .values()
-        .filter(|r| ours(r))
-        .filter_map(|r| r["_uuid"][1].as_str().map(String::from))
+        .iter()
+        .filter(|(k, r)| k.starts_with("Logical_Switch_Port ") && ours(r))
+        .filter_map(|(_, r)| r["_uuid"][1].as_str().map(String::from))
         .collect();
     assert!(
         our_ports.is_subset(&uuids(&ls["ports"])),
@@ -451,11 +549,14 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
     z.ok(&["delete", "-f", &path(&subnet), "--wait"]);
     let mut after = Rows::new();
     wait_until(
-        "the pods' ports gone from the NB",
+        "the pods' ports gone from the NB and our group off the platform's switch",
         Duration::from_secs(30),
         || {
             after = snapshot(&nb);
-            our_rows(&after).is_empty()
+            our_rows(&after)
+                .iter()
+                .all(|r| r.starts_with("Load_Balancer_Group "))
+                && groups_of(&after) == groups_of(&before)
         },
     );
     assert_platform_unchanged(
@@ -469,4 +570,87 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
             .map(|r| uuids(&r["ports"]))
     };
     assert_eq!(ports_of(&after), ports_of(&before), "{PLATFORM_LS} ports");
+    // the Services remain, and so does our group, attached to no platform switch
+    assert_eq!(
+        our_rows(&after),
+        ["Load_Balancer_Group zstack-ovn-services_zstack-ovn"]
+    );
+}
+
+/// `web` (NodePort 30080) and `web-itp` (`internalTrafficPolicy: Local`), both in front of
+/// p1 (node 1) and p3 (node 2).
+const SERVICES: &str = "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\n\
+    spec: {type: NodePort, selector: {app: web}, ports: [{port: 80, targetPort: 8080, nodePort: 30080}]}\n\
+    ---\napiVersion: v1\nkind: Service\nmetadata: {name: web-itp, namespace: default}\n\
+    spec: {internalTrafficPolicy: Local, selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}\n";
+
+/// Which backends answer `n` probes of `target` from `from` (a probe that fails is tried
+/// once more: the 2 vCPUs are shared with busy-polling PMD threads).
+fn backends(z: &Zovn, from: &str, target: &str, n: usize) -> BTreeSet<String> {
+    (0..n)
+        .map(|_| {
+            z.probe(from, target, false)
+                .or_else(|_| z.probe(from, target, false))
+                .unwrap_or_else(|e| panic!("{from} → {target}: {e}"))
+        })
+        .collect()
+}
+
+/// Waits until `from` reaches `target` at all (the load balancer is on every chassis);
+/// fails with the last error and the load balancers in the NB.
+fn reaches(z: &Zovn, nb: &str, from: &str, target: &str) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let last = match z.probe(from, target, false) {
+            Ok(_) => return,
+            Err(e) => e,
+        };
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{from} → {target}: {last}\n{}",
+            nbctl(nb, &["lb-list"])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Services from pods on the platform's switch: ClusterIP to both backends, NodePort at
+/// node 1's address, and `internalTrafficPolicy: Local` kept to the client's node.
+fn services_from_the_platform_switch(z: &Zovn, lab: &lab::Lab) {
+    let nb = lab.nb_remote();
+    let cluster_ip = |name: &str| {
+        z.items("services")
+            .into_iter()
+            .find(|s| s["metadata"]["name"] == name)
+            .and_then(|s| s["spec"]["clusterIP"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("Service {name} has no cluster IP"))
+    };
+    let (web, itp) = (
+        format!("{}:80", cluster_ip("web")),
+        format!("{}:80", cluster_ip("web-itp")),
+    );
+    let webs = BTreeSet::from(["default/p1".to_string(), "default/p3".to_string()]);
+    let client = "default/p2";
+    reaches(z, &nb, client, &web);
+    assert_eq!(
+        backends(z, client, &web, 16),
+        webs,
+        "{client} → ClusterIP {web}: both backends, same node and across"
+    );
+    let node1 = format!("{}:30080", lab.nodes()[0].encap_ip);
+    reaches(z, &nb, client, &node1);
+    let seen = backends(z, client, &node1, 4);
+    assert!(
+        seen.is_subset(&webs),
+        "{client} → NodePort {node1}: {seen:?}"
+    );
+    // internalTrafficPolicy: Local — each client's node serves it
+    for (from, local) in [(client, "default/p3"), ("default/p1", "default/p1")] {
+        reaches(z, &nb, from, &itp);
+        assert_eq!(
+            backends(z, from, &itp, 8),
+            BTreeSet::from([local.to_string()]),
+            "{from} → {itp} (internalTrafficPolicy: Local)"
+        );
+    }
 }

@@ -48,6 +48,7 @@ fn desired(rows: &[LoadBalancer], switches: &[&str]) -> DesiredLbs {
             })
             .collect(),
         switches: switches.iter().map(|s| s.to_string()).collect(),
+        platform_switches: Default::default(),
         template_vars: Default::default(),
     }
 }
@@ -175,4 +176,101 @@ fn stale_rows_go_foreign_rows_stay_and_new_switches_get_the_group() {
         !deleted.contains(&foreign.uuid.to_string()),
         "foreign row untouched"
     );
+}
+
+/// A platform's switch (external mode): no owner mark, maybe a group of the platform's.
+fn platform_switch(name: &str, groups: &[Uuid]) -> LogicalSwitch {
+    LogicalSwitch {
+        external_ids: BTreeMap::from([("zstack.io/platform".to_string(), "zstack".to_string())]),
+        ..switch(name, groups)
+    }
+}
+
+/// The operations' JSON, to see which uuid a mutate names.
+fn ops_json(p: &Plan) -> String {
+    format!("{:?}", p.units.iter().map(|u| &u.ops).collect::<Vec<_>>())
+}
+
+#[test]
+fn platform_switch_gets_only_our_group_by_uuid_and_loses_only_it() {
+    let web = lb("Service_d/web_TCP", "10.99.0.5:8080", true);
+    let group = LoadBalancerGroup {
+        uuid: Uuid::new_v4(),
+        name: names::lb_group(OWNER),
+        load_balancer: BTreeSet::from([web.uuid]),
+    };
+    let platform_group = Uuid::new_v4();
+    let named = platform_switch("platform-ls", &[platform_group]);
+    let other = platform_switch("platform-other", &[platform_group]);
+    let mut want = desired(std::slice::from_ref(&web), &[]);
+    want.platform_switches.insert("platform-ls".into());
+
+    // attach: one mutate of the named platform switch, by its uuid, inserting our group
+    let mut p = Plan::default();
+    plan(
+        OWNER,
+        &want,
+        std::slice::from_ref(&web),
+        std::slice::from_ref(&group),
+        &[named.clone(), other.clone()],
+        &mut p,
+    );
+    assert_eq!(kinds(&p), ["mutate Logical_Switch"]);
+    let ops = ops_json(&p);
+    assert!(ops.contains(&named.uuid.to_string()), "{ops}");
+    assert!(ops.contains(&group.uuid.to_string()), "{ops}");
+    assert!(!ops.contains(&other.uuid.to_string()), "{ops}");
+    assert!(!ops.contains(&platform_group.to_string()), "{ops}");
+
+    // attached: nothing to do
+    let attached = platform_switch("platform-ls", &[platform_group, group.uuid]);
+    let mut p = Plan::default();
+    plan(
+        OWNER,
+        &want,
+        std::slice::from_ref(&web),
+        std::slice::from_ref(&group),
+        &[attached.clone(), other.clone()],
+        &mut p,
+    );
+    assert!(p.is_empty(), "{:?}", kinds(&p));
+
+    // no Subnet names it any more: delete exactly our uuid from its column
+    let mut p = Plan::default();
+    plan(
+        OWNER,
+        &desired(std::slice::from_ref(&web), &[]),
+        std::slice::from_ref(&web),
+        std::slice::from_ref(&group),
+        &[attached.clone(), other],
+        &mut p,
+    );
+    assert_eq!(kinds(&p), ["mutate Logical_Switch"]);
+    let ops = ops_json(&p);
+    assert!(ops.contains("Delete"), "{ops}");
+    assert!(ops.contains(&attached.uuid.to_string()), "{ops}");
+    assert!(ops.contains(&group.uuid.to_string()), "{ops}");
+    assert!(!ops.contains(&platform_group.to_string()), "{ops}");
+}
+
+#[test]
+fn first_service_attaches_the_new_group_to_platform_switches() {
+    let web = lb("Service_d/web_TCP", "10.99.0.5:8080", true);
+    let named = platform_switch("platform-ls", &[]);
+    let mut want = desired(std::slice::from_ref(&web), &[]);
+    want.platform_switches.insert("platform-ls".into());
+    // a platform switch that does not exist (yet) is not written at all
+    want.platform_switches.insert("platform-missing".into());
+    let mut p = Plan::default();
+    plan(OWNER, &want, &[], &[], std::slice::from_ref(&named), &mut p);
+    assert_eq!(
+        kinds(&p),
+        [
+            "insert into Load_Balancer_Group",
+            "mutate Logical_Switch",
+            "insert into Load_Balancer",
+            "mutate Load_Balancer_Group",
+        ]
+    );
+    assert!(ops_json(&p).contains(&named.uuid.to_string()));
 }
