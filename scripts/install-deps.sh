@@ -26,16 +26,9 @@ command -v dpkg-query >/dev/null || die "this script supports Debian 12 (dpkg/ap
 # already (another package, e.g. a cloud SDK's `kubectl`, would conflict with it)
 command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "install-deps: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=lib/apt.sh
+. "$(dirname "$0")/lib/apt.sh"
+apt_install_missing install-deps "${PACKAGES[@]}"
 
 "$(dirname "$0")/install-helm.sh"                # helm 3.17.2 for the chart tests (not a Debian package)
 

@@ -61,16 +61,9 @@ if [ -z "$(missing_components "$@")" ]; then
 fi
 
 # --- 1. packages -------------------------------------------------------------------------
-missing=()
-for p in "${PACKAGES[@]}"; do
-  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  log "apt-get install ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=../../scripts/lib/apt.sh
+. "$(dirname "$0")/../../scripts/lib/apt.sh"
+apt_install_missing "build-kube: [$(($(date +%s) - T0))s]" "${PACKAGES[@]}"
 [ -x "$GO" ] || die "$GO missing after installing golang-1.19-go"
 REFLECT2=/usr/share/gocode/src/github.com/modern-go/reflect2
 [ -f "$REFLECT2/reflect2.go" ] || die "$REFLECT2 missing (golang-github-modern-go-reflect2-dev)"
