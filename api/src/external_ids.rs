@@ -93,9 +93,12 @@ pub mod kind {
     pub const NETPOL_DENY: &str = "netpol-deny";
     pub const NETPOL_PEER: &str = "netpol-peer";
     pub const NETPOL_ACL: &str = "netpol-acl";
+    /// A node's management port on a platform switch (external mode:
+    /// [`crate::platform_mgmt`]).
+    pub const PLATFORM_MGMT: &str = "platform-mgmt";
 
     /// Every kind (pinned by `tests/golden.rs`).
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 20] = [
         CLUSTER_ROUTER,
         JOIN_SWITCH,
         NODE,
@@ -115,6 +118,7 @@ pub mod kind {
         NETPOL_DENY,
         NETPOL_PEER,
         NETPOL_ACL,
+        PLATFORM_MGMT,
     ];
 }
 

@@ -8,6 +8,7 @@
 //! | [`IPAM_ERROR`] | Pod | controller | agent (fails the ADD with it) |
 //! | [`NETWORK_SUBNETS`], [`NETWORK_ERRORS`] | Pod | controller | controller, agent |
 //! | [`NODE_MGMT_PORT`] | Node | controller | agent |
+//! | [`PLATFORM_MGMT_PORTS`] | Node | controller | agent, controller (IPAM rebuild) |
 //! | [`CHASSIS_ID`] | Node | agent | controller (SB chassis clean-up) |
 //! | [`NODE_GATEWAY`] | Node | agent | controller (`shared` gateway mode) |
 //! | [`DATAPATH_STATUS`] | Node | agent | lab, `zovn status` |
@@ -32,6 +33,9 @@ pub const NETWORK_SUBNETS: &str = "network.zstack.io/network-subnets";
 pub const NETWORK_ERRORS: &str = "network.zstack.io/network-errors";
 /// A node's management-port addresses on the join switch (one pod-networks entry).
 pub const NODE_MGMT_PORT: &str = "network.zstack.io/mgmt-port";
+/// External mode: a node's management ports on the platform's switches where it hosts
+/// pods (JSON list, [`crate::platform_mgmt::PlatformMgmtPort`]).
+pub const PLATFORM_MGMT_PORTS: &str = "network.zstack.io/platform-mgmt-ports";
 /// The node's OVN chassis name (`external_ids:system-id`).
 pub const CHASSIS_ID: &str = "network.zstack.io/chassis-id";
 /// The node agent's gateway interface report, `shared` gateway mode (JSON,

@@ -37,6 +37,7 @@ pub mod mac;
 pub mod multus;
 pub mod names;
 pub mod pcap;
+pub mod platform_mgmt;
 pub mod pod_json;
 pub mod pod_networks;
 pub mod services;

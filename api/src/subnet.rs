@@ -349,15 +349,21 @@ impl SubnetSpec {
         }
     }
 
+    /// Whether the Subnet's pods sit on a platform's switch (external mode,
+    /// `externalLogicalSwitch`), which no router of ours reaches: hosts reach them through
+    /// their management port on that switch (`api::platform_mgmt`), not the join network.
+    pub fn on_platform_switch(&self) -> bool {
+        self.external_logical_switch
+            .as_deref()
+            .is_some_and(|s| !s.trim().is_empty())
+    }
+
     /// Whether the node's gateway masquerades this Subnet's egress: `natOutgoing` (default
     /// true) on a Subnet the cluster router serves (VLAN underlays included: their gateway
     /// is the router's port; not the platform's switch, not a secondary network's).
     pub fn masquerades_egress(&self) -> bool {
         self.nat_outgoing.unwrap_or(true)
-            && self
-                .external_logical_switch
-                .as_deref()
-                .is_none_or(|s| s.trim().is_empty())
+            && !self.on_platform_switch()
             && self
                 .provider
                 .as_deref()

@@ -179,6 +179,6 @@ fn keys_and_owners_are_what_deployed_rows_carry() {
         api::external_ids::kind::ALL.join(" "),
         "cluster-router join-switch node pod pod-network subnet subnet-localnet router-port \
          service service-template-vars gateway egress egress-node egress-nodes \
-         egress-service-return netpol netpol-deny netpol-peer netpol-acl"
+         egress-service-return netpol netpol-deny netpol-peer netpol-acl platform-mgmt"
     );
 }

@@ -20,6 +20,9 @@ pub(super) struct Addressing {
     pub(super) assigned: BTreeSet<String>,
     /// Node names holding a join address.
     pub(super) nodes_assigned: BTreeSet<String>,
+    /// (node, Subnet) pairs holding an address for the node's management port on the
+    /// Subnet's platform switch (external mode, [`super::platform_mgmt`]).
+    pub(super) platform_mgmt: BTreeSet<(String, String)>,
     /// Pod key → why it has no address.
     pub(super) pod_errors: BTreeMap<String, String>,
     /// Whether the addresses of existing pods were restored (once, after the first lists).
@@ -35,6 +38,7 @@ impl Addressing {
             problems: BTreeMap::new(),
             assigned: BTreeSet::new(),
             nodes_assigned: BTreeSet::new(),
+            platform_mgmt: BTreeSet::new(),
             pod_errors: BTreeMap::new(),
             restored: false,
         }

@@ -23,6 +23,7 @@
 mod bookkeeping;
 pub mod context;
 pub mod default_subnet;
+mod platform_mgmt;
 mod restore;
 mod secondary;
 mod services;
@@ -269,6 +270,7 @@ impl<W: Writer> Controller<W> {
         report.pods_assigned = self.assign_pods();
         report.pods_assigned += self.sync_secondary();
         self.assign_nodes();
+        self.assign_platform_mgmt();
         report.pod_errors = self.addr.pod_errors.len();
         let (desired, problems, gateways) = self.desired_with_problems();
         report.nb = self.rec.reconcile(&desired).await?;
@@ -409,6 +411,7 @@ impl<W: Writer> Controller<W> {
                 self.release_pod(&key);
                 released += 1;
             }
+            self.release_platform_mgmt_of(&name);
             if let Err(e) = self.addr.ipam.remove_subnet(&name) {
                 tracing::warn!(subnet = %name, error = %e, "cannot remove IPAM subnet yet");
             }
@@ -665,6 +668,7 @@ impl<W: Writer> Controller<W> {
         };
         let mut nb = translate::translate(&self.cfg, &input);
         self.add_secondary_ports(&mut nb);
+        self.add_platform_mgmt_ports(&mut nb);
         let nodes: Vec<&crate::model::NodeInfo> = self.state.nodes.values().collect();
         translate::service::add(
             &self.cfg,
@@ -678,8 +682,11 @@ impl<W: Writer> Controller<W> {
             policies: self.state.policies.values().collect(),
             namespaces: &self.state.namespaces,
             pods: input.pods.clone(),
+            // the hosts' management ports: on the join network, and (external mode) on
+            // the platform switches, where kubelet's probes come from
             node_cidrs: std::iter::once(self.cfg.join_cidr)
                 .chain(self.cfg.join_v6.map(|v| v.cidr))
+                .chain(self.platform_mgmt_hosts())
                 .collect(),
         });
         nb.netpol = policies.nb;

@@ -71,6 +71,8 @@ impl<S: Writer> Controller<S> {
             }
             self.restore_pod(pod, &claim.addrs);
         }
+        // the nodes' management ports on platform switches: also our own rows
+        self.restore_platform_mgmt();
         // 2. annotations of pods without a port of ours
         for pod in &pods {
             if from_nb.contains_key(&pod.key()) {

@@ -103,8 +103,20 @@ impl<W: Writer> Controller<W> {
                 node_writes.push((name.clone(), value));
             }
         }
-        for (name, value) in node_writes {
-            let want = BTreeMap::from([(NODE_MGMT_PORT.to_string(), value)]);
+        let mut node_writes: Vec<(String, BTreeMap<String, String>)> = node_writes
+            .into_iter()
+            .map(|(name, value)| (name, BTreeMap::from([(NODE_MGMT_PORT.to_string(), value)])))
+            .collect();
+        for (name, value) in self.platform_mgmt_writes() {
+            let entry = (api::platform_mgmt::PLATFORM_MGMT_PORTS.to_string(), value);
+            match node_writes.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, want)) => {
+                    want.insert(entry.0, entry.1);
+                }
+                None => node_writes.push((name, BTreeMap::from([entry]))),
+            }
+        }
+        for (name, want) in node_writes {
             match self.writer.annotate_node(&name, &want).await {
                 Ok(()) => {
                     annotations += 1;

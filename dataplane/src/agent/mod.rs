@@ -150,7 +150,8 @@ impl Agent {
         self.ovs.ensure_br_int("netdev").await
     }
 
-    /// Reads the node annotation and the Subnets and (re)configures the management port.
+    /// Reads the node annotation and the Subnets and (re)configures the management port,
+    /// and the node's ports on platform switches (external mode) first.
     pub async fn ensure_mgmt(&self) -> Result<(), mgmt::MgmtError> {
         let ann = self
             .ctx
@@ -158,6 +159,10 @@ impl Agent {
             .node_annotations(&self.cfg.node_name)
             .await?
             .ok_or_else(|| mgmt::MgmtError::NoNode(self.cfg.node_name.clone()))?;
+        // external mode's ports do not wait for the join network's (which it may not have)
+        if let Err(e) = self.ensure_platform_mgmt(&ann).await {
+            tracing::warn!(error = %e, "management ports on platform switches not configured");
+        }
         // the chassis name, for the controller's per-chassis rows (template variables)
         if let Some(ovn) = &self.cfg.ovn
             && ann.get(api::keys::CHASSIS_ID) != Some(&ovn.system_id)
@@ -178,6 +183,16 @@ impl Agent {
         let cfg = MgmtConfig::from_annotations(&self.cfg.node_name, &ann, subnets, self.cfg.mtu)?;
         mgmt::ensure(&self.ovs, &cfg).await?;
         *self.mgmt_subnets.lock().unwrap_or_else(|e| e.into_inner()) = cfg.subnets();
+        Ok(())
+    }
+
+    /// The node's management ports on platform switches, as its annotation names them.
+    async fn ensure_platform_mgmt(
+        &self,
+        ann: &BTreeMap<String, String>,
+    ) -> Result<(), mgmt::MgmtError> {
+        let ports = crate::host::platform_mgmt::from_annotations(&self.cfg.node_name, ann)?;
+        crate::host::platform_mgmt::ensure(&self.ovs, &ports, self.cfg.mtu).await?;
         Ok(())
     }
 

@@ -67,6 +67,13 @@ pub enum MgmtError {
     Worker(#[source] tokio::task::JoinError),
     #[error("management port {MGMT_PORT}: {0}")]
     Plumb(#[from] PlumbError),
+    /// A management port on a platform switch ([`super::platform_mgmt`]).
+    #[error("platform management port {device}: {source}")]
+    Platform {
+        device: String,
+        #[source]
+        source: PlumbError,
+    },
     /// Reading the Node or the Subnets ([`crate::agent::Agent::ensure_mgmt`]).
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
@@ -184,10 +191,25 @@ pub async fn ensure(ovs: &Ovs, cfg: &MgmtConfig) -> Result<(), MgmtError> {
 }
 
 async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), PlumbError> {
-    // ovs-vswitchd creates the tap device asynchronously
+    let idx = configure_link(h, MGMT_PORT, cfg.mac, cfg.mtu).await?;
+    for fam in &cfg.families {
+        configure_family(h, idx, fam).await?;
+    }
+    Ok(())
+}
+
+/// Waits (10 s at most: ovs-vswitchd creates the tap device asynchronously) for the
+/// device `name` of an OVS internal port in the current netns, and sets its MAC, MTU and
+/// up state where they differ; its index.
+pub(crate) async fn configure_link(
+    h: &Handle,
+    name: &str,
+    want_mac: [u8; 6],
+    want_mtu: u32,
+) -> Result<u32, PlumbError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let link = loop {
-        let mut s = h.link().get().match_name(MGMT_PORT.to_string()).execute();
+        let mut s = h.link().get().match_name(name.to_string()).execute();
         match s.try_next().await {
             Ok(Some(m)) => break m,
             Ok(None) | Err(_) if tokio::time::Instant::now() < deadline => {
@@ -213,20 +235,20 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), PlumbError> {
             _ => {}
         }
     }
-    if mac != cfg.mac {
+    if mac != want_mac {
         h.link()
             .set(
                 LinkUnspec::new_with_index(idx)
-                    .address(cfg.mac.to_vec())
+                    .address(want_mac.to_vec())
                     .build(),
             )
             .execute()
             .await
             .step(|| "set MAC".into())?;
     }
-    if mtu != cfg.mtu {
+    if mtu != want_mtu {
         h.link()
-            .set(LinkUnspec::new_with_index(idx).mtu(cfg.mtu).build())
+            .set(LinkUnspec::new_with_index(idx).mtu(want_mtu).build())
             .execute()
             .await
             .step(|| "set MTU".into())?;
@@ -238,17 +260,19 @@ async fn configure(h: &Handle, cfg: &MgmtConfig) -> Result<(), PlumbError> {
             .await
             .step(|| "bring up".into())?;
     }
-
-    for fam in &cfg.families {
-        configure_family(h, idx, fam).await?;
-    }
-    Ok(())
+    Ok(idx)
 }
 
 /// One family's address (ours added, other static ones of the family dropped) and routes
 /// (every Subnet of the family via its join gateway; stale ones of ours removed).
 async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), PlumbError> {
-    // address: add ours, drop other static ones of the same family
+    set_address(h, idx, fam.address).await?;
+    set_routes(h, idx, fam).await
+}
+
+/// Puts `address` on device `idx` and drops its other addresses of that family (link-local
+/// IPv6 ones kept).
+pub(crate) async fn set_address(h: &Handle, idx: u32, address: IpNet) -> Result<(), PlumbError> {
     let mut have = Vec::new();
     let mut s = h.address().get().set_link_index_filter(idx).execute();
     while let Some(m) = s.try_next().await.step(|| "list addresses".into())? {
@@ -269,18 +293,17 @@ async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), 
             have.push((net, m));
         }
     }
-    if !have.iter().any(|(n, _)| *n == fam.address) {
+    if !have.iter().any(|(n, _)| *n == address) {
         h.address()
-            .add(idx, fam.address.addr(), fam.address.prefix_len())
+            .add(idx, address.addr(), address.prefix_len())
             .execute()
             .await
-            .step(|| format!("add address {}", fam.address))?;
-        tracing::info!(address = %fam.address, "management port address set");
+            .step(|| format!("add address {address}"))?;
+        tracing::info!(%address, "management port address set");
     }
     for (net, m) in have {
         let link_local = matches!(net, IpNet::V6(n) if n.addr().is_unicast_link_local());
-        if net != fam.address && !link_local && net.addr().is_ipv4() == fam.address.addr().is_ipv4()
-        {
+        if net != address && !link_local && net.addr().is_ipv4() == address.addr().is_ipv4() {
             h.address()
                 .del(m)
                 .execute()
@@ -289,8 +312,12 @@ async fn configure_family(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), 
         }
     }
 
-    // routes to every Subnet via the join gateway; stale ones of ours (static, via the
-    // gateway, on this device) removed
+    Ok(())
+}
+
+/// Routes to every Subnet of the family via the join gateway; stale ones of ours (static,
+/// via the gateway, on this device) removed.
+async fn set_routes(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), PlumbError> {
     let v6 = fam.gateway.is_ipv6();
     let query = if v6 {
         RouteMessageBuilder::<Ipv6Addr>::new().build()

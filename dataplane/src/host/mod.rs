@@ -3,6 +3,8 @@
 //!
 //! - [`mgmt`]: the management port `ovn-k8s-mp0` (OVS internal port + host address and
 //!   Subnet routes);
+//! - [`platform_mgmt`]: external mode: the host's ports on the platform's switches where
+//!   it hosts pods (host ↔ pod, kubelet's probes);
 //! - [`uplink`]: the node's uplink port (br-phy's NIC): AF_XDP on the userspace
 //!   datapaths, with a kernel-port fallback;
 //! - [`mtu`]: the pod MTU from the underlay and the encapsulation;
@@ -19,5 +21,6 @@ pub mod gateway_flows;
 pub mod mgmt;
 pub mod mtu;
 pub mod nat;
+pub mod platform_mgmt;
 pub mod service_address_guard;
 pub mod uplink;

@@ -338,6 +338,7 @@ impl PodSource for KubeSource {
             Ok(store
                 .state()
                 .iter()
+                .filter(|s| !s.spec.on_platform_switch())
                 .flat_map(|s| parse_cidrs(&s.spec.cidr))
                 .collect())
         })

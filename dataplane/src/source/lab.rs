@@ -226,7 +226,11 @@ impl PodSource for LabSource {
                 .get(ResourceKind::Subnet)
                 .await?
                 .iter()
-                .flat_map(|s| parse_cidrs(s["spec"]["cidr"].as_str().unwrap_or_default()))
+                .filter_map(|s| {
+                    serde_json::from_value::<api::subnet::SubnetSpec>(s["spec"].clone()).ok()
+                })
+                .filter(|s| !s.on_platform_switch())
+                .flat_map(|s| parse_cidrs(&s.cidr))
                 .collect())
         })
     }

@@ -48,7 +48,9 @@ pub trait PodSource: Send + Sync {
         node: &'a str,
     ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, SourceError>>;
 
-    /// Every Subnet's CIDRs (dual-stack Subnets give two).
+    /// The CIDRs (dual-stack Subnets give two) of every Subnet the join network routes to:
+    /// all but those on a platform's switch, which the host reaches on-link through its
+    /// port there ([`crate::host::platform_mgmt`]).
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>>;
 
     /// The CIDRs of the Subnets whose egress this node masquerades

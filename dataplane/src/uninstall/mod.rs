@@ -16,7 +16,8 @@
 //! [`cleanup`] then removes what the plugin put on the node: the conflist first (kubelet
 //! stops calling the shim), the shim, the nf_tables table `inet zstack-ovn`, and — when OVS
 //! runs in the node pod — waits for ovs-vswitchd to exit and deletes the tap devices the
-//! userspace datapath leaves behind (br-int, br-phy, ovs-netdev, ovn-k8s-mp0), then empties
+//! userspace datapath leaves behind (br-int, br-phy, ovs-netdev, ovn-k8s-mp0, the `zpm*`
+//! ports on platform switches of external mode), then empties
 //! the given directories (OVS database, run dirs, vhost-user socket root, agent state).
 //! The node's chassis certificate directory goes, and the OVS `SSL` row of ours pointing
 //! ovn-controller at it (what stays otherwise when the host runs OVS).
@@ -86,7 +87,20 @@ pub async fn cleanup(plan: &CleanupPlan) -> Vec<String> {
     }
     if let Some(ctl) = &plan.pod_vswitchd_ctl {
         wait_gone(ctl, Duration::from_secs(20)).await;
-        for tap in DATAPATH_TAPS {
+        // and the management ports on platform switches (external mode, `zpm*`)
+        let platform: Vec<String> = std::fs::read_dir("/sys/class/net")
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| api::platform_mgmt::is_device_name(n))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for tap in DATAPATH_TAPS
+            .iter()
+            .copied()
+            .chain(platform.iter().map(String::as_str))
+        {
             if delete_tap(tap) {
                 done.push(format!("tap {tap}"));
             }

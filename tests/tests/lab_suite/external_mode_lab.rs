@@ -489,6 +489,7 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
     );
     nbctl(&nb, &["--wait=hv", "sync"]);
     services_from_the_platform_switch(&z, &lab);
+    hosts_reach_their_pods(&z, &lab, &ready, &s.dir.path().join("deny.yaml"));
 
     // ours: the pods' ports on the platform's switch and the Services' group, nothing else
     // (no gateway router, policy, route or NAT in external mode, whatever the gateway mode)
@@ -502,6 +503,8 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
             "Logical_Switch_Port default_p1".into(),
             "Logical_Switch_Port default_p2".into(),
             "Logical_Switch_Port default_p3".into(),
+            format!("Logical_Switch_Port mgmt.{p}-node1_platform"),
+            format!("Logical_Switch_Port mgmt.{p}-node2_platform"),
         ],
         "rows of ours in external mode"
     );
@@ -612,6 +615,69 @@ fn reaches(z: &Zovn, nb: &str, from: &str, target: &str) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Host → pod: each node reaches the pods it hosts on the platform's switch through its
+/// management port there (`zpm*`, an address of the Subnet), also when a NetworkPolicy
+/// isolates the pod (as kubelet's probes must).
+fn hosts_reach_their_pods(
+    z: &Zovn,
+    lab: &lab::Lab,
+    pods: &BTreeMap<String, Value>,
+    deny: &std::path::Path,
+) {
+    let nodes = lab.nodes().to_vec();
+    let served = [(&nodes[0], "default/p1"), (&nodes[1], "default/p3")];
+    let host_probe = |netns: &str, target: &str| match lab::pods::probe::probe(
+        netns,
+        target,
+        false,
+        Duration::from_secs(2),
+    ) {
+        Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => Ok(who),
+        Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => Err(why),
+        Err(e) => Err(format!("{e:#}")),
+    };
+    let check = |when: &str| {
+        for (node, pod) in served {
+            let target = format!("{}:8080", tests::zovn::pod_ip(&pods[pod]));
+            let mut last = Err(String::new());
+            wait_until(
+                &format!("host of {} → {pod} ({target}) {when}", node.netns),
+                Duration::from_secs(30),
+                || {
+                    last = host_probe(&node.netns, &target);
+                    last.is_ok()
+                },
+            );
+            assert_eq!(last.as_deref(), Ok(pod), "{} → {target}", node.netns);
+        }
+    };
+    check("");
+    // the host's device: an address of the Subnet, on-link
+    let dev = api::platform_mgmt::device_name("platform");
+    let addr = lab::netns::exec(&nodes[0].netns, &["ip", "-br", "addr", "show", &dev])
+        .unwrap_or_else(|e| panic!("{dev} on {}: {e}", nodes[0].netns));
+    assert!(addr.contains("10.99.0."), "{dev}: {addr}");
+
+    // isolated by a NetworkPolicy: other pods are refused, the hosts still get in
+    std::fs::write(
+        deny,
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
+         metadata: {name: deny-web, namespace: default}\n\
+         spec: {podSelector: {matchLabels: {app: web}}, policyTypes: [Ingress]}\n",
+    )
+    .expect("write");
+    let deny_arg = deny.to_str().expect("utf-8");
+    z.ok(&["apply", "-f", deny_arg, "--wait"]);
+    let p1 = format!("{}:8080", tests::zovn::pod_ip(&pods["default/p1"]));
+    wait_until(
+        "the policy isolates p1 from p2",
+        Duration::from_secs(30),
+        || z.probe("default/p2", &p1, false).is_err(),
+    );
+    check("under a deny-all NetworkPolicy");
+    z.ok(&["delete", "-f", deny_arg, "--wait"]);
 }
 
 /// Services from pods on the platform's switch: ClusterIP to both backends, NodePort at
