@@ -121,6 +121,9 @@ pub const REASON_SERVICE_PROBLEM: &str = "ServiceProblem";
 /// Event reason (on a Node, from its agent): a Service address (externalIP or ingress IP)
 /// the node must keep (its own, a next hop, a network it routes): no route, no NAT rule.
 pub const REASON_SERVICE_ADDRESS_REFUSED: &str = "ServiceAddressRefused";
+/// Event reason: a Subnet whose spec the controller refuses (its `Ready` condition says
+/// the same), e.g. an `externalLogicalSwitch` the platform deleted or made another network.
+pub const REASON_SUBNET_INVALID: &str = "SubnetInvalid";
 /// Event reason: a NetworkPolicy the controller cannot fully apply.
 pub const REASON_POLICY_PROBLEM: &str = "PolicyProblem";
 /// Event reason (on a Node, from the controller): `shared` gateway mode built no gateway

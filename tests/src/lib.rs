@@ -35,6 +35,7 @@ pub mod kube_objects;
 pub mod lab_logs;
 pub mod nbctl;
 pub mod node_status;
+pub mod platform;
 pub mod process_group;
 pub mod vhost_lab;
 pub mod zovn;

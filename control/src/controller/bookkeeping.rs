@@ -63,6 +63,8 @@ pub(super) struct Reported {
     pub(super) policy_problems: BTreeSet<crate::netpol::Problem>,
     /// Service problems already reported (`namespace/name: problem`).
     pub(super) service_problems: BTreeSet<String>,
+    /// Subnet problems already reported, by Subnet.
+    pub(super) subnet_problems: BTreeMap<String, String>,
     /// Nodes without a gateway router in `shared` mode and why, as last reported.
     pub(super) gateway_problems: translate::egress::GatewayProblems,
     /// The last warning about the default Subnet (logged once per change).

@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use ovsdb::nb::{LogicalSwitch, LogicalSwitchPort};
+use ipnet::IpNet;
+
+use ovsdb::nb::{LogicalRouterPort, LogicalSwitch, LogicalSwitchPort};
 use ovsdb::replica::View;
 use ovsdb::typed::Table;
 
@@ -56,16 +58,46 @@ pub fn external_context(cfg: &ClusterConfig, view: &View<'_>) -> Option<External
         .rows(LogicalSwitchPort::TABLE)
         .map(|r| (r.uuid(), r))
         .collect();
+    let router_ports: BTreeMap<String, Vec<String>> = view
+        .rows(LogicalRouterPort::TABLE)
+        .map(|r| {
+            let networks: Vec<String> = r.get_as("networks").unwrap_or_default();
+            (r.str("name").to_string(), networks)
+        })
+        .collect();
     let mut switches = BTreeSet::new();
     let mut platform_excludes: BTreeMap<String, Vec<IpRange>> = BTreeMap::new();
+    let mut switch_networks: BTreeMap<String, Vec<(IpNet, String)>> = BTreeMap::new();
     for ls in view.rows(LogicalSwitch::TABLE) {
         let name = ls.str("name").to_string();
         let port_uuids: Vec<ovsdb::Uuid> = ls.get_as("ports").unwrap_or_default();
         let mut used = Vec::new();
+        let mut declared: Vec<(IpNet, String)> = ["subnet", "ipv6_prefix"]
+            .into_iter()
+            .filter_map(|k| {
+                let v = ls.map_get("other_config", k)?;
+                let net = v.parse::<IpNet>().ok().or_else(|| {
+                    // ipv6_prefix is written without a length: a /64
+                    v.parse::<std::net::Ipv6Addr>()
+                        .ok()
+                        .and_then(|a| IpNet::new(a.into(), 64).ok())
+                })?;
+                Some((net, format!("other_config:{k}={v}")))
+            })
+            .collect();
         for u in port_uuids {
             let Some(p) = ports.get(&u) else { continue };
             if p.map_get("external_ids", OWNER) == Some(cfg.cluster_id.as_str()) {
                 continue;
+            }
+            if p.str("type") == "router"
+                && let Some(lrp) = p.map_get("options", "router-port")
+                && let Some(networks) = router_ports.get(lrp)
+            {
+                declared.extend(networks.iter().filter_map(|n| {
+                    let net = n.parse::<IpNet>().ok()?;
+                    Some((net, format!("router port {lrp} {n}")))
+                }));
             }
             let addresses: Vec<String> = p.get_as("addresses").unwrap_or_default();
             used.extend(
@@ -79,10 +111,14 @@ pub fn external_context(cfg: &ClusterConfig, view: &View<'_>) -> Option<External
         if !used.is_empty() {
             platform_excludes.insert(name.clone(), used);
         }
+        if !declared.is_empty() {
+            switch_networks.insert(name.clone(), declared);
+        }
         switches.insert(name);
     }
     Some(ExternalContext {
         switches,
         platform_excludes,
+        switch_networks,
     })
 }

@@ -29,6 +29,7 @@ mod secondary;
 mod services;
 mod settle;
 pub mod state;
+mod subnet_events;
 mod writeback;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -267,10 +268,11 @@ impl<W: Writer> Controller<W> {
             self.addr.restored = true;
         }
         report.pods_released += self.release_gone();
+        // before the pods: a node's first pod on a platform switch needs the port too
+        self.assign_platform_mgmt();
         report.pods_assigned = self.assign_pods();
         report.pods_assigned += self.sync_secondary();
         self.assign_nodes();
-        self.assign_platform_mgmt();
         report.pod_errors = self.addr.pod_errors.len();
         let (desired, problems, gateways) = self.desired_with_problems();
         report.nb = self.rec.reconcile(&desired).await?;
@@ -278,6 +280,7 @@ impl<W: Writer> Controller<W> {
             .await;
         self.report_gateway_problems(gateways).await;
         self.report_service_problems().await;
+        self.report_subnet_problems().await;
         for c in &report.nb.conflicts {
             tracing::warn!(conflict = %c, "NB row left untouched");
         }

@@ -2,8 +2,9 @@
 //! it hosts pods ([`api::platform_mgmt`]).
 //!
 //! Level-triggered, one pass at a time: the (node, Subnet) pairs that need a port are the
-//! nodes of the pods holding an address of a Subnet with `externalLogicalSwitch`. A pair
-//! gets an address of that Subnet from IPAM (owner key [`key`], so no pod and no platform
+//! nodes of the pods holding (or about to get) an address of a Subnet with
+//! `externalLogicalSwitch`. A pair gets an address of that Subnet from IPAM, before the
+//! pods do (owner key [`key`], so no pod and no platform
 //! port gets it), a Logical_Switch_Port [`api::platform_mgmt::port_name`] on the platform
 //! switch (ours: owner marks, kind `platform-mgmt`; `port_security` holds its address, so
 //! the host cannot speak for a VM of the platform) and an entry in the Node's
@@ -23,14 +24,21 @@ pub fn key(node: &str, subnet: &str) -> String {
 }
 
 impl<S: Writer> Controller<S> {
-    /// The (node, Subnet) pairs that need a management port now.
+    /// The (node, Subnet) pairs that need a management port now: of every scheduled pod
+    /// on the pod network, its address's Subnet, or the one it is about to get an address
+    /// from (so the port is served before the node's first pod there, even when the
+    /// Subnet is nearly full: without it, kubelet could not probe that pod).
     fn platform_mgmt_wanted(&self) -> BTreeSet<(String, String)> {
-        self.addr
-            .assigned
-            .iter()
-            .filter_map(|k| {
-                let node = self.state.pods.get(k)?.node.clone()?;
-                let subnet = self.addr.ipam.addresses(k)?.subnet;
+        self.state
+            .pods
+            .values()
+            .filter(|p| !p.host_network && !p.completed)
+            .filter_map(|p| {
+                let node = p.node.clone()?;
+                let subnet = match self.addr.ipam.addresses(&p.key()) {
+                    Some(a) => a.subnet,
+                    None => self.subnet_for(p)?.name.clone(),
+                };
                 let served = self.addr.served.get(&subnet)?;
                 served.external_logical_switch.as_ref()?;
                 self.state

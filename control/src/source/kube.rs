@@ -142,41 +142,25 @@ impl Writer for KubeWriter {
             .map_err(|e| write_error(format!("event on service {namespace}/{name}"), e))
     }
 
+    /// A core `v1` Event in `default`, as for Nodes (both are cluster-scoped).
+    async fn subnet_event(&self, name: &str, message: &str) -> Result<(), WriteError> {
+        let object = ("network.zstack.io/v1", "Subnet", name);
+        cluster_scoped_event(
+            &self.client,
+            object,
+            crate::validate::SUBNET_INVALID,
+            message,
+        )
+        .await
+        .map_err(|e| write_error(format!("event on subnet {name}"), e))
+    }
+
     /// A core `v1` Event in `default` (an API server of this project's era refuses an
     /// `events.k8s.io` Event about a cluster-scoped Node there with 422, as the node agent
     /// found).
     async fn node_event(&self, name: &str, reason: &str, message: &str) -> Result<(), WriteError> {
-        use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let ev = CoreEvent {
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{name}.")),
-                namespace: Some("default".into()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            reason: Some(reason.into()),
-            message: Some(message.into()),
-            type_: Some("Warning".into()),
-            source: Some(EventSource {
-                component: Some(super::FIELD_MANAGER.into()),
-                host: None,
-            }),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            count: Some(1),
-            ..Default::default()
-        };
-        let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), "default");
-        api.create(&PostParams::default(), &ev)
+        cluster_scoped_event(&self.client, ("v1", "Node", name), reason, message)
             .await
-            .map(|_| ())
             .map_err(|e| write_error(format!("event on node {name}"), e))
     }
 
@@ -254,4 +238,43 @@ impl Writer for KubeWriter {
             .map(|_| ())
             .map_err(|e| write_error(format!("subnet {name}"), e))
     }
+}
+
+/// A core `v1` Warning Event in `default` about the cluster-scoped object
+/// `(apiVersion, kind, name)`.
+async fn cluster_scoped_event(
+    client: &kube::Client,
+    (api_version, kind, name): (&str, &str, &str),
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let ev = CoreEvent {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some("Warning".into()),
+        source: Some(EventSource {
+            component: Some(super::FIELD_MANAGER.into()),
+            host: None,
+        }),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        ..Default::default()
+    };
+    let api: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &ev).await.map(|_| ())
 }

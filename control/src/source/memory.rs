@@ -24,6 +24,7 @@ struct Objects {
     policy_events: Vec<String>,
     service_events: Vec<String>,
     node_events: Vec<String>,
+    subnet_events: Vec<String>,
     services: BTreeMap<String, ServiceInfo>,
     endpoint_slices: BTreeMap<String, EndpointSliceInfo>,
     nads: BTreeMap<String, crate::multus::NadInfo>,
@@ -268,9 +269,19 @@ impl MemoryStore {
     pub fn node_events(&self) -> Vec<String> {
         self.lock().node_events.clone()
     }
+
+    /// The Warning events recorded on Subnets (`name: message`).
+    pub fn subnet_events(&self) -> Vec<String> {
+        self.lock().subnet_events.clone()
+    }
 }
 
 impl Writer for MemoryStore {
+    async fn subnet_event(&self, name: &str, message: &str) -> Result<(), WriteError> {
+        self.lock().subnet_events.push(format!("{name}: {message}"));
+        Ok(())
+    }
+
     async fn node_event(&self, name: &str, reason: &str, message: &str) -> Result<(), WriteError> {
         self.lock()
             .node_events

@@ -158,6 +158,18 @@ pub trait Writer: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Reports a problem of Subnet `name` (a Warning event, reason
+    /// [`crate::validate::SUBNET_INVALID`]: what its status condition says, for `kubectl
+    /// get events` and alerting). Writers without events log only.
+    fn subnet_event(
+        &self,
+        name: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let _ = (name, message);
+        async { Ok(()) }
+    }
+
     /// Creates a Subnet (the cluster's default, [`crate::controller::default_subnet`]) and
     /// returns it as stored; one of that name already stored is returned as it is.
     fn create_subnet(

@@ -66,4 +66,7 @@ pub struct ExternalContext {
     pub switches: BTreeSet<String>,
     /// Per switch: addresses already used by the platform's own ports.
     pub platform_excludes: BTreeMap<String, Vec<IpRange>>,
+    /// Per switch: the networks the platform declares for it, with where it says so
+    /// (`other_config:subnet` / `ipv6_prefix`, or the networks of a router port on it).
+    pub switch_networks: BTreeMap<String, Vec<(ipnet::IpNet, String)>>,
 }

@@ -49,4 +49,7 @@ pub use address::{capacity, default_gateway, family_capacity, merge_ranges, over
 pub use context::{ExternalContext, OtherSubnet, ValidationContext};
 pub use problem::{RangeText, SubnetProblem, parse_protocol, protocol_name};
 pub use spec::validate;
+
+/// Event reason of a Subnet the controller refuses ([`crate::source::Writer::subnet_event`]).
+pub const SUBNET_INVALID: &str = api::keys::REASON_SUBNET_INVALID;
 pub use status::{active_status, failed_status};

@@ -108,6 +108,15 @@ pub enum SubnetProblem {
     #[error("externalLogicalSwitch {0:?} not found in the OVN Northbound database")]
     ExternalSwitchNotFound(String),
     #[error(
+        "externalLogicalSwitch {switch:?} serves {platform} (as the platform declares it: {declared_by}), not cidr {cidr}"
+    )]
+    ExternalSwitchCidrMismatch {
+        switch: String,
+        cidr: IpNet,
+        platform: IpNet,
+        declared_by: String,
+    },
+    #[error(
         "natOutgoing does not apply in external mode: the platform's router carries the pods' egress (its NAT rules decide); remove the field"
     )]
     NatOutgoingInExternalMode,
@@ -154,7 +163,9 @@ impl SubnetProblem {
             | ExcludeOutside { .. }
             | ExcludePartlyOutside { .. } => "excludeIPs",
             VlanOutOfRange(_) => "vlanID",
-            ExternalNeedsExternalMode(_) | ExternalSwitchNotFound(_) => "externalLogicalSwitch",
+            ExternalNeedsExternalMode(_)
+            | ExternalSwitchNotFound(_)
+            | ExternalSwitchCidrMismatch { .. } => "externalLogicalSwitch",
             NatOutgoingInExternalMode => "natOutgoing",
             NamespaceInvalid(_) | NamespaceTaken { .. } => "namespaces",
             DefaultTaken(_) => "default",

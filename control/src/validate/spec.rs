@@ -69,7 +69,12 @@ pub fn validate(
             Some(ext) if !ext.switches.contains(ls) => {
                 problems.push(SubnetProblem::ExternalSwitchNotFound(ls.clone()))
             }
-            Some(ext) => platform = ext.platform_excludes.get(ls).cloned().unwrap_or_default(),
+            Some(ext) => {
+                platform = ext.platform_excludes.get(ls).cloned().unwrap_or_default();
+                if let (Some(cidrs), Some(declared)) = (&cidrs, ext.switch_networks.get(ls)) {
+                    check_platform_networks(ls, cidrs, declared, &mut problems);
+                }
+            }
         }
     }
     if ctx.external.is_some() && spec.nat_outgoing.is_some() {
@@ -460,4 +465,32 @@ pub(super) fn is_dns1123_label(s: &str) -> bool {
         && b.iter().all(|c| ok(c) || *c == b'-')
         && b.first().is_some_and(ok)
         && b.last().is_some_and(ok)
+}
+
+/// A platform switch whose declared network of a family (its router port's, its
+/// `other_config:subnet`) is not the Subnet's CIDR of that family: the pods would get
+/// addresses the platform's router does not route. A switch that declares nothing for a
+/// family is taken as the Subnet says.
+fn check_platform_networks(
+    switch: &str,
+    cidrs: &[IpNet],
+    declared: &[(IpNet, String)],
+    problems: &mut Vec<SubnetProblem>,
+) {
+    for cidr in cidrs {
+        let same_family: Vec<&(IpNet, String)> = declared
+            .iter()
+            .filter(|(n, _)| n.addr().is_ipv4() == cidr.addr().is_ipv4())
+            .collect();
+        if let Some((platform, source)) = same_family.first()
+            && !same_family.iter().any(|(n, _)| n.trunc() == *cidr)
+        {
+            problems.push(SubnetProblem::ExternalSwitchCidrMismatch {
+                switch: switch.to_string(),
+                cidr: *cidr,
+                platform: platform.trunc(),
+                declared_by: source.clone(),
+            });
+        }
+    }
 }

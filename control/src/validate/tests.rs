@@ -474,9 +474,35 @@ fn external_ctx() -> ValidationContext {
                 ],
             )]
             .into(),
+            switch_networks: [(
+                "ls-zstack-1".to_string(),
+                vec![(
+                    "10.0.0.1/24".parse().unwrap(),
+                    "router port lrp-1 10.0.0.1/24".to_string(),
+                )],
+            )]
+            .into(),
         }),
         ..Default::default()
     }
+}
+
+#[test]
+fn external_switch_of_another_network_is_refused() {
+    let mut s = spec("10.0.1.0/24");
+    s.external_logical_switch = Some("ls-zstack-1".into());
+    assert_eq!(
+        reasons(&s, &external_ctx()),
+        [
+            r#"externalLogicalSwitch "ls-zstack-1" serves 10.0.0.0/24 (as the platform declares it: router port lrp-1 10.0.0.1/24), not cidr 10.0.1.0/24"#
+        ]
+    );
+    let problems = validate("x", &s, &external_ctx()).unwrap_err();
+    assert_eq!(problems[0].field(), "externalLogicalSwitch");
+    // the same network, and a family the platform declares nothing for, are fine
+    let mut s = spec("10.0.0.0/24,fd00:1::/64");
+    s.external_logical_switch = Some("ls-zstack-1".into());
+    valid(&s, &external_ctx());
 }
 
 #[test]
@@ -739,6 +765,7 @@ fn no_usable_addresses() {
     if let Some(e) = ctx.external.as_mut() {
         e.platform_excludes
             .insert("ls-zstack-1".into(), vec![range("10.0.0.2", "10.0.0.2")]);
+        e.switch_networks.clear();
     }
     assert_eq!(
         reasons(&s, &ctx),

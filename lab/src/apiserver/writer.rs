@@ -58,6 +58,15 @@ impl PersistingWriter {
 }
 
 impl Writer for PersistingWriter {
+    async fn subnet_event(&self, name: &str, message: &str) -> Result<(), WriteError> {
+        self.warning(
+            json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet", "name": name}),
+            control::validate::SUBNET_INVALID,
+            message,
+        );
+        self.mem.subnet_event(name, message).await
+    }
+
     async fn node_event(&self, name: &str, reason: &str, message: &str) -> Result<(), WriteError> {
         self.warning(json!({"kind": "Node", "name": name}), reason, message);
         Ok(())

@@ -26,6 +26,8 @@
 //! - the controller (gateway mode `local`, the default) created no router, router port,
 //!   policy, static route, NAT or gateway row: the only rows of ours in these tables are
 //!   the pods' ports (and our Service load balancers with their group);
+//! - platform VMs (namespaces bound to the platform's ports on a node) reach the pods on
+//!   one L2 and through the platform's router, and the pods reach them;
 //! - every platform row is as it was before the controller ran, `_version` included (no
 //!   write touched it), except `platform-ls`'s `ports`, which holds our pods' ports too,
 //!   and its `load_balancer_group`, which holds our group beside the platform's;
@@ -76,26 +78,7 @@ const OUR_LB_GROUP_PREFIX: &str = "zstack-ovn-services_";
 /// The platform's topology, as an IaaS platform builds it: nothing of it is ours.
 fn build_platform(nb: &str, gateway_chassis: &str) {
     let router_port = |switch: &str, lsp: &str, lrp: &str| {
-        nbctl(
-            nb,
-            &[
-                "lsp-add",
-                switch,
-                lsp,
-                "--",
-                "lsp-set-type",
-                lsp,
-                "router",
-                "--",
-                "lsp-set-addresses",
-                lsp,
-                "router",
-                "--",
-                "lsp-set-options",
-                lsp,
-                &format!("router-port={lrp}"),
-            ],
-        );
+        tests::platform::router_port(nb, switch, lsp, lrp);
     };
     nbctl(nb, &["ls-add", PLATFORM_LS]);
     // a load balancer group of the platform's own on its switch: ours joins it there
@@ -114,18 +97,7 @@ fn build_platform(nb: &str, gateway_chassis: &str) {
             "@g",
         ],
     );
-    nbctl(
-        nb,
-        &[
-            "lsp-add",
-            PLATFORM_LS,
-            "vm-1",
-            "--",
-            "lsp-set-addresses",
-            "vm-1",
-            "fa:16:3e:99:00:05 10.99.0.5",
-        ],
-    );
+    tests::platform::vm_port(nb, PLATFORM_LS, "vm-1", "fa:16:3e:99:00:05", "10.99.0.5");
     nbctl(nb, &["lr-add", "platform-lr"]);
     nbctl(
         nb,
@@ -200,6 +172,15 @@ fn build_platform(nb: &str, gateway_chassis: &str) {
             "10.99.0.0/24",
         ],
     );
+    // a second network of the platform's with a VM, behind the same router
+    tests::platform::routed_switch(
+        nb,
+        "platform-ls2",
+        "platform-lr",
+        "0a:99:00:00:00:03",
+        "10.98.0.1/24",
+    );
+    tests::platform::vm_port(nb, "platform-ls2", "vm-2", "fa:16:3e:98:00:05", "10.98.0.5");
 }
 
 /// Every row of [`TABLES`], all columns (`_uuid` and `_version` too), by "TABLE UUID".
@@ -268,6 +249,14 @@ fn platform_view(rows: &Rows) -> Rows {
         .filter(|(_, r)| !ours(r))
         .map(|(k, r)| {
             let mut r = r.clone();
+            // a VM's port: northd sets `up` as the platform's VM binds and leaves (not a
+            // write of ours)
+            if k.starts_with("Logical_Switch_Port ") && r["type"] == "" {
+                r.as_object_mut().map(|o| {
+                    o.remove("up");
+                    o.remove("_version")
+                });
+            }
             if k.starts_with("Logical_Switch ") {
                 for (column, of_ours) in
                     [("ports", &our_ports), ("load_balancer_group", &our_groups)]
@@ -391,7 +380,7 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
             .split_whitespace()
             .filter(|u| *u == "true")
             .count()
-                == 2
+                == 3
         },
     );
     let before = snapshot(&nb);
@@ -490,6 +479,7 @@ fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
     nbctl(&nb, &["--wait=hv", "sync"]);
     services_from_the_platform_switch(&z, &lab);
     hosts_reach_their_pods(&z, &lab, &ready, &s.dir.path().join("deny.yaml"));
+    vms_and_pods_talk(&lab, &ready, p);
 
     // ours: the pods' ports on the platform's switch and the Services' group, nothing else
     // (no gateway router, policy, route or NAT in external mode, whatever the gateway mode)
@@ -615,6 +605,71 @@ fn reaches(z: &Zovn, nb: &str, from: &str, target: &str) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Platform VMs with real traffic (network namespaces bound to the platform's ports `vm-1`
+/// on node 1, same switch as the pods, and `vm-2` on node 2, the platform's other
+/// network): they reach the pods (TCP, answered by the pod), on one L2 and through the
+/// platform's router, and the pods reach them (ping).
+fn vms_and_pods_talk(lab: &lab::Lab, pods: &BTreeMap<String, Value>, p: &str) {
+    let nodes = lab.nodes().to_vec();
+    let vm1 = tests::platform::PlatformVm::bind(
+        p,
+        "vm1",
+        &nodes[0],
+        "vm-1",
+        "fa:16:3e:99:00:05",
+        "10.99.0.5/24",
+        "10.99.0.1",
+    );
+    let vm2 = tests::platform::PlatformVm::bind(
+        p,
+        "vm2",
+        &nodes[1],
+        "vm-2",
+        "fa:16:3e:98:00:05",
+        "10.98.0.5/24",
+        "10.98.0.1",
+    );
+    let vm_probe = |vm: &tests::platform::PlatformVm, pod: &str| {
+        let target = format!("{}:8080", tests::zovn::pod_ip(&pods[pod]));
+        let mut last = String::new();
+        wait_until(
+            &format!("{} → {pod} ({target})", vm.netns),
+            Duration::from_secs(30),
+            || match lab::pods::probe::probe(&vm.netns, &target, false, Duration::from_secs(2)) {
+                Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => {
+                    last = who;
+                    true
+                }
+                Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => {
+                    last = why;
+                    false
+                }
+                Err(e) => {
+                    last = format!("{e:#}");
+                    false
+                }
+            },
+        );
+        assert_eq!(last, pod, "{} → {target}", vm.netns);
+    };
+    // one L2: vm-1 (node 1) → p1 (node 1) and p3 (node 2)
+    vm_probe(&vm1, "default/p1");
+    vm_probe(&vm1, "default/p3");
+    // routed by the platform: vm-2 (10.98.0.0/24, node 2) → p1 (node 1)
+    vm_probe(&vm2, "default/p1");
+    // and back: the pods ping the VMs
+    for (pod, vm_ip) in [("default/p2", "10.99.0.5"), ("default/p1", "10.98.0.5")] {
+        let ns = tests::zovn::netns_of(&pods[pod]);
+        wait_until(
+            &format!("{pod} pings {vm_ip}"),
+            Duration::from_secs(30),
+            || lab::netns::exec(&ns, &["ping", "-c", "1", "-W", "2", vm_ip]).is_ok(),
+        );
+    }
+    vm2.ping(&tests::zovn::pod_ip(&pods["default/p3"]))
+        .expect("vm-2 pings p3");
 }
 
 /// Host → pod: each node reaches the pods it hosts on the platform's switch through its

@@ -321,7 +321,8 @@ async fn external_mode_never_hands_out_platform_addresses() {
     let platform_before = nbctl(&nb, &["list", "Logical_Switch_Port", "vm-1"]);
 
     let (store, mut rx) = MemoryStore::new();
-    // 10.10.0.0/29: gateway .1, hosts .2-.6; the platform holds .5 and .6.
+    // 10.10.0.0/29: gateway .1, hosts .2-.6; the platform holds .5 and .6; node1's
+    // management port on the switch takes the first free one, before the pods.
     let mut shared = spec("10.10.0.0/29");
     shared.external_logical_switch = Some("zs-l2".into());
     shared.namespaces = vec!["ns1".into()];
@@ -355,16 +356,25 @@ async fn external_mode_never_hands_out_platform_addresses() {
         })
         .collect();
     got.sort();
-    assert_eq!(got, vec!["10.10.0.2/29", "10.10.0.3/29", "10.10.0.4/29"]);
-    let starved = (1..=4)
+    assert_eq!(got, vec!["10.10.0.3/29", "10.10.0.4/29"]);
+    let starved: Vec<_> = (1..=4)
         .map(|i| store.pod(&format!("ns1/p{i}")).unwrap())
-        .find(|p| !p.annotations.contains_key(POD_NETWORKS))
-        .unwrap();
-    assert!(
-        starved.annotations[IPAM_ERROR].contains("no free"),
-        "{:?}",
-        starved.annotations
-    );
+        .filter(|p| !p.annotations.contains_key(POD_NETWORKS))
+        .collect();
+    assert_eq!(starved.len(), 2);
+    for p in starved {
+        assert!(
+            p.annotations[IPAM_ERROR].contains("no free"),
+            "{:?}",
+            p.annotations
+        );
+    }
+    let mgmt =
+        store.node("node1").unwrap().annotations[api::platform_mgmt::PLATFORM_MGMT_PORTS].clone();
+    let mgmt = api::platform_mgmt::decode(&mgmt).unwrap();
+    assert_eq!(mgmt.len(), 1, "{mgmt:?}");
+    assert_eq!(mgmt[0].ip_addresses, ["10.10.0.2/29"]);
+    assert_eq!(mgmt[0].port, "mgmt.node1_shared");
     let pinned = store.pod("ns1/pinned").unwrap();
     assert!(
         pinned.annotations[IPAM_ERROR].contains("10.10.0.5"),
@@ -372,7 +382,8 @@ async fn external_mode_never_hands_out_platform_addresses() {
         pinned.annotations
     );
     let ports = nbctl(&nb, &["lsp-list", "zs-l2"]);
-    assert_eq!(ports.matches("(ns1_p").count(), 3, "{ports}");
+    assert_eq!(ports.matches("(ns1_p").count(), 2, "{ports}");
+    assert_eq!(ports.matches("(mgmt.node1_shared)").count(), 1, "{ports}");
     // No router or join switch of ours in external mode; the platform's port untouched.
     assert_eq!(column(&nb, "Logical_Router", "name"), Vec::<String>::new());
     assert_eq!(
@@ -382,6 +393,16 @@ async fn external_mode_never_hands_out_platform_addresses() {
     let ghost = store.subnet("ghost").unwrap().status.unwrap();
     assert_eq!(ghost.phase, SubnetPhase::Failed);
     assert!(ghost.reason.contains("no-such-switch"), "{}", ghost.reason);
+    // and a Warning event says the same, once
+    let events = store.subnet_events();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("ghost: ") && e.contains("no-such-switch"))
+            .count(),
+        1,
+        "{events:?}"
+    );
     drop(ctl);
     central.stop().unwrap();
 }
