@@ -152,6 +152,17 @@ pub struct SubnetSpec {
     )]
     pub external_logical_switch: Option<String>,
 
+    /// External mode, with the controller's `--platform-security-groups`: the platform's
+    /// security groups (OVN `Port_Group` names on its Northbound) the Subnet's pods join,
+    /// so the platform's rules govern them as they govern its VMs. Only the Subnet (an
+    /// administrator's object) names them, never a pod.
+    #[serde(
+        rename = "securityGroups",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub security_groups: Vec<String>,
+
     /// Namespaces whose pods draw addresses from this Subnet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,

@@ -53,6 +53,10 @@ pub struct DesiredNb {
     /// Routing policies, static routes and NAT rows by router name (the egress gateway,
     /// [`crate::translate::egress`], [`crate::translate::gateway_router`]).
     pub router_rows: BTreeMap<String, RouterRows>,
+    /// External mode: the platform's security groups (Port_Group names) and our ports
+    /// that belong in them ([`crate::reconcile::platform_group`]); `None` (standalone
+    /// mode): no group of anyone else's is looked at.
+    pub platform_groups: Option<BTreeMap<String, BTreeSet<String>>>,
 }
 
 /// A router's routing policies, static routes and NAT rows, keyed by

@@ -59,6 +59,8 @@ pub struct ValidSubnet {
     pub provider: Option<String>,
     /// External mode: the platform's logical switch this Subnet reuses.
     pub external_logical_switch: Option<String>,
+    /// External mode: the platform's security groups (Port_Group names) its pods join.
+    pub security_groups: Vec<String>,
     /// Namespaces that draw pod addresses from this Subnet.
     pub namespaces: Vec<String>,
     /// The cluster default Subnet (pods of namespaces no Subnet names).

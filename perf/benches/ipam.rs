@@ -34,6 +34,7 @@ fn spec(name: &str, cidr: &str, gateway: &str) -> ValidSubnet {
         vlan_id: None,
         provider: None,
         external_logical_switch: None,
+        security_groups: vec![],
         namespaces: vec![],
         default: false,
         nat_outgoing: true,

@@ -71,6 +71,11 @@ struct Args {
     ovn_server_name: Option<String>,
     #[arg(long, value_enum, default_value = "standalone")]
     mode: ModeArg,
+    /// External mode: let Subnets put their pods in the platform's security groups
+    /// (`spec.securityGroups`, the platform's Port_Group names). Off: such a Subnet is
+    /// refused, and ports of ours left in a platform group by an earlier run are taken out.
+    #[arg(long)]
+    platform_security_groups: bool,
     /// Chassis CA certificate (PEM): with --chassis-ca-key, the controller approves and
     /// signs the node agents' requests for their per-chassis OVN client certificate
     /// (signer `network.zstack.io/ovn-chassis`), after checking each came from the agent
@@ -235,6 +240,7 @@ fn cluster_config(args: &Args) -> Result<ClusterConfig> {
             })?),
         },
         service_cidrs: args.service_cidr.clone(),
+        platform_security_groups: args.platform_security_groups,
         external_ips: api::services::ExternalIpPolicy::parse(&args.service_external_ip_cidrs)
             .context("--service-external-ip-cidrs")?,
         default_subnet: default_subnet(args)?,

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use ovsdb::nb::{LogicalRouterPort, LogicalSwitch, LogicalSwitchPort};
+use ovsdb::nb::{LogicalRouterPort, LogicalSwitch, LogicalSwitchPort, PortGroup};
 use ovsdb::replica::View;
 use ovsdb::typed::Table;
 
@@ -116,9 +116,16 @@ pub fn external_context(cfg: &ClusterConfig, view: &View<'_>) -> Option<External
         }
         switches.insert(name);
     }
+    let port_groups = view
+        .rows(PortGroup::TABLE)
+        .filter(|r| r.map_get("external_ids", OWNER) != Some(cfg.cluster_id.as_str()))
+        .map(|r| r.str("name").to_string())
+        .collect();
     Some(ExternalContext {
         switches,
         platform_excludes,
         switch_networks,
+        port_groups,
+        security_groups: cfg.platform_security_groups,
     })
 }

@@ -672,6 +672,23 @@ impl<W: Writer> Controller<W> {
         let mut nb = translate::translate(&self.cfg, &input);
         self.add_secondary_ports(&mut nb);
         self.add_platform_mgmt_ports(&mut nb);
+        if self.cfg.mode == translate::Mode::External {
+            // feature off: nothing desired, so ports of ours an earlier run put in a
+            // platform group are taken out
+            let groups = nb.platform_groups.get_or_insert_with(BTreeMap::new);
+            for (pod, addrs) in input
+                .pods
+                .iter()
+                .filter(|_| self.cfg.platform_security_groups)
+            {
+                let Some(s) = self.addr.served.get(&addrs.subnet) else {
+                    continue;
+                };
+                for g in &s.security_groups {
+                    groups.entry(g.clone()).or_default().insert(pod.lsp_name());
+                }
+            }
+        }
         let nodes: Vec<&crate::model::NodeInfo> = self.state.nodes.values().collect();
         translate::service::add(
             &self.cfg,
@@ -814,6 +831,7 @@ pub fn join_subnet(cfg: &ClusterConfig) -> ValidSubnet {
         vlan_id: None,
         provider: None,
         external_logical_switch: None,
+        security_groups: vec![],
         namespaces: vec![],
         default: false,
         nat_outgoing: false,

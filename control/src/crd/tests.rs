@@ -114,6 +114,7 @@ fn crd_spec_field_names() {
             "natOutgoing",
             "protocol",
             "provider",
+            "securityGroups",
             "vlanID"
         ]
     );
@@ -290,6 +291,7 @@ status:
             vlan_id: Some(100),
             provider: Some("ovn".into()),
             external_logical_switch: Some("ls-zstack-1".into()),
+            security_groups: vec![],
             namespaces: vec!["team-blue".into()],
             default: true,
             nat_outgoing: Some(false),

@@ -10,6 +10,7 @@ pub mod address_set;
 pub mod children;
 pub mod family;
 pub mod load_balancer;
+pub mod platform_group;
 pub mod port_group;
 pub mod router_rows;
 pub mod template_var;
@@ -221,6 +222,8 @@ impl Reconciler {
             self.reconcile_policy(&desired.netpol, &mut outcome).await?;
             self.reconcile_router_rows(&desired.router_rows, &mut outcome)
                 .await?;
+            self.reconcile_platform_groups(desired.platform_groups.as_ref(), &mut outcome)
+                .await?;
             return Ok(outcome);
         }
         self.write(&plan, &mut outcome).await?;
@@ -234,6 +237,8 @@ impl Reconciler {
             .await?;
         self.reconcile_policy(&desired.netpol, &mut outcome).await?;
         self.reconcile_router_rows(&desired.router_rows, &mut outcome)
+            .await?;
+        self.reconcile_platform_groups(desired.platform_groups.as_ref(), &mut outcome)
             .await?;
         Ok(outcome)
     }

@@ -60,6 +60,9 @@ pub struct ClusterConfig {
     /// The Service `externalIPs` an administrator allows (`--service-external-ip-cidrs`);
     /// the others are refused (a `ServiceProblem` event) and get no VIP.
     pub external_ips: api::services::ExternalIpPolicy,
+    /// External mode: Subnets may put their pods in the platform's security groups
+    /// (`--platform-security-groups`, off by default).
+    pub platform_security_groups: bool,
 }
 
 /// The join network's IPv6 part (`--join-cidr-v6`).
@@ -139,6 +142,7 @@ impl Default for ClusterConfig {
             default_subnet: None,
             gateway: GatewayMode::Local,
             external_ips: Default::default(),
+            platform_security_groups: false,
         }
     }
 }

@@ -69,4 +69,8 @@ pub struct ExternalContext {
     /// Per switch: the networks the platform declares for it, with where it says so
     /// (`other_config:subnet` / `ipv6_prefix`, or the networks of a router port on it).
     pub switch_networks: BTreeMap<String, Vec<(ipnet::IpNet, String)>>,
+    /// The platform's Port_Group names (ours left out).
+    pub port_groups: BTreeSet<String>,
+    /// Whether pods may join them (`--platform-security-groups`).
+    pub security_groups: bool,
 }

@@ -117,6 +117,18 @@ pub enum SubnetProblem {
         declared_by: String,
     },
     #[error(
+        "securityGroups needs external mode and externalLogicalSwitch: they are the platform's"
+    )]
+    SecurityGroupsNeedPlatformSwitch,
+    #[error(
+        "securityGroups is off in this controller: start it with --platform-security-groups (Helm: ovn.securityGroups=true)"
+    )]
+    SecurityGroupsOff,
+    #[error(
+        "security group {0:?} not found: no Port_Group of that name in the platform's Northbound database"
+    )]
+    SecurityGroupNotFound(String),
+    #[error(
         "natOutgoing does not apply in external mode: the platform's router carries the pods' egress (its NAT rules decide); remove the field"
     )]
     NatOutgoingInExternalMode,
@@ -167,6 +179,9 @@ impl SubnetProblem {
             | ExternalSwitchNotFound(_)
             | ExternalSwitchCidrMismatch { .. } => "externalLogicalSwitch",
             NatOutgoingInExternalMode => "natOutgoing",
+            SecurityGroupsNeedPlatformSwitch | SecurityGroupsOff | SecurityGroupNotFound(_) => {
+                "securityGroups"
+            }
             NamespaceInvalid(_) | NamespaceTaken { .. } => "namespaces",
             DefaultTaken(_) => "default",
         }

@@ -77,6 +77,26 @@ pub fn validate(
             }
         }
     }
+    let mut security_groups: Vec<String> = Vec::new();
+    for g in spec.security_groups.iter().map(|g| g.trim()) {
+        if !g.is_empty() && !security_groups.iter().any(|s| s == g) {
+            security_groups.push(g.to_string());
+        }
+    }
+    if !security_groups.is_empty() {
+        match (&ctx.external, &external_logical_switch) {
+            (Some(ext), Some(_)) if !ext.security_groups => {
+                problems.push(SubnetProblem::SecurityGroupsOff)
+            }
+            (Some(ext), Some(_)) => problems.extend(
+                security_groups
+                    .iter()
+                    .filter(|g| !ext.port_groups.contains(*g))
+                    .map(|g| SubnetProblem::SecurityGroupNotFound(g.clone())),
+            ),
+            _ => problems.push(SubnetProblem::SecurityGroupsNeedPlatformSwitch),
+        }
+    }
     if ctx.external.is_some() && spec.nat_outgoing.is_some() {
         problems.push(SubnetProblem::NatOutgoingInExternalMode);
     }
@@ -142,6 +162,7 @@ pub fn validate(
         vlan_id,
         provider,
         external_logical_switch,
+        security_groups,
         namespaces,
         default: spec.default,
         nat_outgoing: spec.nat_outgoing.unwrap_or(true),

@@ -482,9 +482,46 @@ fn external_ctx() -> ValidationContext {
                 )],
             )]
             .into(),
+            port_groups: ["sg-web".to_string()].into(),
+            security_groups: true,
         }),
         ..Default::default()
     }
+}
+
+#[test]
+fn security_groups_are_the_platforms_and_only_when_allowed() {
+    let mut s = spec("10.0.0.0/24");
+    s.external_logical_switch = Some("ls-zstack-1".into());
+    s.security_groups = vec!["sg-web".into(), " sg-web ".into()];
+    assert_eq!(valid(&s, &external_ctx()).security_groups, ["sg-web"]);
+    s.security_groups = vec!["sg-web".into(), "sg-db".into()];
+    assert_eq!(
+        reasons(&s, &external_ctx()),
+        [
+            r#"security group "sg-db" not found: no Port_Group of that name in the platform's Northbound database"#
+        ]
+    );
+    let mut off = external_ctx();
+    if let Some(e) = off.external.as_mut() {
+        e.security_groups = false;
+    }
+    s.security_groups = vec!["sg-web".into()];
+    assert_eq!(
+        reasons(&s, &off),
+        [
+            "securityGroups is off in this controller: start it with --platform-security-groups (Helm: ovn.securityGroups=true)"
+        ]
+    );
+    let problems = validate("x", &s, &off).unwrap_err();
+    assert_eq!(problems[0].field(), "securityGroups");
+    // not on a platform switch: nothing of the platform's to join
+    let mut own = spec("10.0.0.0/24");
+    own.security_groups = vec!["sg-web".into()];
+    assert_eq!(
+        reasons(&own, &external_ctx()),
+        ["securityGroups needs external mode and externalLogicalSwitch: they are the platform's"]
+    );
 }
 
 #[test]
@@ -803,6 +840,7 @@ fn all_problems_collected() {
         vlan_id: Some(5000),
         provider: None,
         external_logical_switch: Some("ls".into()),
+        security_groups: vec![],
         namespaces: vec!["BAD".into()],
         default: false,
         nat_outgoing: None,
@@ -975,6 +1013,7 @@ fn any_spec() -> impl Strategy<Value = SubnetSpec> {
                     vlan_id,
                     provider,
                     external_logical_switch: ext,
+                    security_groups: vec![],
                     namespaces,
                     default,
                     nat_outgoing: None,

@@ -463,3 +463,141 @@ async fn kubevirt_vm_keeps_its_address_until_the_vm_is_deleted() {
     drop(ctl);
     central.stop().unwrap();
 }
+
+/// `ovn-nbctl --bare --columns=COLUMNS list Port_Group NAME`.
+fn group_columns(nb: &str, name: &str, columns: &str) -> String {
+    nbctl(
+        nb,
+        &[
+            "--bare",
+            &format!("--columns={columns}"),
+            "list",
+            "Port_Group",
+            name,
+        ],
+    )
+}
+
+/// The names of the ports in the platform's group `name`.
+fn group_ports(nb: &str, name: &str) -> Vec<String> {
+    let mut v: Vec<String> = group_columns(nb, name, "ports")
+        .split_whitespace()
+        .map(|u| {
+            nbctl(
+                nb,
+                &["--bare", "--columns=name", "list", "Logical_Switch_Port", u],
+            )
+            .trim()
+            .to_string()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_mode_pods_join_the_platforms_security_groups() {
+    if !tests::require_real(
+        "control_controller_external_mode_pods_join_the_platforms_security_groups",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("ccg");
+    let central = start_central(&s, false);
+    let nb = central.nb_remote();
+    // the platform: a switch with a VM, its security group (an ACL, the VM in it) and
+    // another group
+    nbctl(&nb, &["ls-add", "zs-l2"]);
+    tests::platform::vm_port(&nb, "zs-l2", "vm-1", "fa:16:3e:00:00:01", "10.10.0.5");
+    nbctl(&nb, &["pg-add", "sg-web", "vm-1"]);
+    nbctl(&nb, &["pg-add", "sg-other"]);
+    nbctl(
+        &nb,
+        &[
+            "acl-add",
+            "sg-web",
+            "to-lport",
+            "1001",
+            "outport == @sg-web && tcp.dst == 22",
+            "allow-related",
+        ],
+    );
+    let fixed = "acls,external_ids,name";
+    let (web_before, other_before) = (
+        group_columns(&nb, "sg-web", fixed),
+        nbctl(&nb, &["list", "Port_Group", "sg-other"]),
+    );
+
+    let (store, mut rx) = MemoryStore::new();
+    let mut shared = spec("10.10.0.0/24");
+    shared.external_logical_switch = Some("zs-l2".into());
+    shared.namespaces = vec!["ns1".into()];
+    shared.security_groups = vec!["sg-web".into()];
+    store.apply_subnet(subnet("shared", 0, shared.clone()));
+    let mut ghost = spec("10.20.0.0/24");
+    ghost.external_logical_switch = Some("zs-l2".into());
+    ghost.security_groups = vec!["sg-gone".into()];
+    store.apply_subnet(subnet("ghost", 1, ghost));
+    store.apply_node(node("node1"));
+    for i in 1..=2 {
+        store.apply_pod(pod("ns1", &format!("p{i}"), "node1", &[]));
+    }
+    store.mark_synced();
+    let cfg = ClusterConfig {
+        mode: control::translate::Mode::External,
+        platform_security_groups: true,
+        ..ClusterConfig::default()
+    };
+    let mut ctl = controller_with(&nb, &store, cfg.clone()).await;
+    settle(&mut ctl, &mut rx).await;
+
+    // our pods' ports joined the group named by their Subnet; the VM stays; the group's
+    // other columns and the other group are as the platform left them
+    assert_eq!(group_ports(&nb, "sg-web"), ["ns1_p1", "ns1_p2", "vm-1"]);
+    assert_eq!(group_columns(&nb, "sg-web", fixed), web_before);
+    assert_eq!(
+        nbctl(&nb, &["list", "Port_Group", "sg-other"]),
+        other_before
+    );
+    let ghost = store.subnet("ghost").unwrap().status.unwrap();
+    assert_eq!(ghost.phase, SubnetPhase::Failed);
+    assert!(
+        ghost
+            .reason
+            .contains(r#"security group "sg-gone" not found"#),
+        "{}",
+        ghost.reason
+    );
+
+    // the Subnet names no group any more: our ports leave, the group is the platform's
+    shared.security_groups.clear();
+    store.apply_subnet(subnet("shared", 0, shared.clone()));
+    settle(&mut ctl, &mut rx).await;
+    assert_eq!(group_ports(&nb, "sg-web"), ["vm-1"]);
+    assert_eq!(group_columns(&nb, "sg-web", fixed), web_before);
+
+    // named again, then the controller restarted with the feature off: refused, and the
+    // ports an earlier run put in the group are taken out
+    shared.security_groups = vec!["sg-web".into()];
+    store.apply_subnet(subnet("shared", 0, shared));
+    settle(&mut ctl, &mut rx).await;
+    assert_eq!(group_ports(&nb, "sg-web"), ["ns1_p1", "ns1_p2", "vm-1"]);
+    drop(ctl);
+    let off = ClusterConfig {
+        platform_security_groups: false,
+        ..cfg
+    };
+    let mut replay = store.replay();
+    let mut ctl = controller_with(&nb, &store, off).await;
+    settle(&mut ctl, &mut replay).await;
+    assert_eq!(group_ports(&nb, "sg-web"), ["vm-1"]);
+    let shared = store.subnet("shared").unwrap().status.unwrap();
+    assert!(
+        shared.reason.contains("--platform-security-groups"),
+        "{}",
+        shared.reason
+    );
+    drop(ctl);
+    central.stop().unwrap();
+}

@@ -25,6 +25,7 @@ fn subnet(name: &str, cidr: &str, gw: &str) -> ValidSubnet {
         vlan_id: None,
         provider: None,
         external_logical_switch: None,
+        security_groups: vec![],
         namespaces: vec![],
         default: false,
         nat_outgoing: true,

@@ -562,6 +562,7 @@ fn external_tls_has_no_central_and_passes_the_tls_files() {
         &a,
         &[
             "--mode=external",
+            "--platform-security-groups",
             "--nb=ssl:192.0.2.10:6641,ssl:192.0.2.11:6641,ssl:192.0.2.12:6641",
             "--sb=ssl:192.0.2.10:6642,ssl:192.0.2.11:6642,ssl:192.0.2.12:6642",
             "--nb-ca=/etc/zstack-ovn/tls/ca.crt",

@@ -39,6 +39,7 @@ pub(crate) fn subnet(
         vlan_id: None,
         provider: None,
         external_logical_switch: None,
+        security_groups: vec![],
         namespaces: vec![],
         default: false,
         nat_outgoing: true,
