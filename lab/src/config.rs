@@ -106,6 +106,10 @@ pub struct LabConfig {
     /// (`--service-external-ip-cidrs`, `zovn lab up --external-ip-cidrs`); empty: none.
     #[serde(default)]
     pub external_ip_cidrs: Vec<IpNet>,
+    /// External mode: Subnets may put their pods in the platform's security groups (the
+    /// controller's `--platform-security-groups`, `zovn lab up --platform-security-groups`).
+    #[serde(default)]
+    pub platform_security_groups: bool,
 }
 
 /// The lab's gateway mode (`zovn lab up --gateway-mode`).
@@ -177,6 +181,7 @@ impl LabConfig {
             gateway: Gateway::Local,
             mode: ControllerMode::Standalone,
             external_ip_cidrs: Vec::new(),
+            platform_security_groups: false,
         }
     }
 

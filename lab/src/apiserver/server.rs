@@ -117,6 +117,7 @@ async fn run(layout: &Layout) -> anyhow::Result<()> {
             lab_gateway::Off => GatewayMode::Off,
         },
         external_ips: api::services::ExternalIpPolicy::new(lab.config().external_ip_cidrs.clone()),
+        platform_security_groups: lab.config().platform_security_groups,
         ..ClusterConfig::default()
     };
     let nb = ClientConfig::parse(&nb_remote).with_context(|| format!("NB remote {nb_remote}"))?;

@@ -11,6 +11,7 @@ mod egress_shared_lab;
 mod external_clients_lab;
 mod external_mode_faults_lab;
 mod external_mode_lab;
+mod external_mode_sg_lab;
 mod lab;
 mod lab_apply;
 mod lab_external;

@@ -510,34 +510,34 @@ async fn external_mode_pods_join_the_platforms_security_groups() {
     // another group
     nbctl(&nb, &["ls-add", "zs-l2"]);
     tests::platform::vm_port(&nb, "zs-l2", "vm-1", "fa:16:3e:00:00:01", "10.10.0.5");
-    nbctl(&nb, &["pg-add", "sg-web", "vm-1"]);
-    nbctl(&nb, &["pg-add", "sg-other"]);
+    nbctl(&nb, &["pg-add", "sg_web", "vm-1"]);
+    nbctl(&nb, &["pg-add", "sg_other"]);
     nbctl(
         &nb,
         &[
             "acl-add",
-            "sg-web",
+            "sg_web",
             "to-lport",
             "1001",
-            "outport == @sg-web && tcp.dst == 22",
+            "outport == @sg_web && tcp.dst == 22",
             "allow-related",
         ],
     );
     let fixed = "acls,external_ids,name";
     let (web_before, other_before) = (
-        group_columns(&nb, "sg-web", fixed),
-        nbctl(&nb, &["list", "Port_Group", "sg-other"]),
+        group_columns(&nb, "sg_web", fixed),
+        nbctl(&nb, &["list", "Port_Group", "sg_other"]),
     );
 
     let (store, mut rx) = MemoryStore::new();
     let mut shared = spec("10.10.0.0/24");
     shared.external_logical_switch = Some("zs-l2".into());
     shared.namespaces = vec!["ns1".into()];
-    shared.security_groups = vec!["sg-web".into()];
+    shared.security_groups = vec!["sg_web".into()];
     store.apply_subnet(subnet("shared", 0, shared.clone()));
     let mut ghost = spec("10.20.0.0/24");
     ghost.external_logical_switch = Some("zs-l2".into());
-    ghost.security_groups = vec!["sg-gone".into()];
+    ghost.security_groups = vec!["sg_gone".into()];
     store.apply_subnet(subnet("ghost", 1, ghost));
     store.apply_node(node("node1"));
     for i in 1..=2 {
@@ -554,10 +554,10 @@ async fn external_mode_pods_join_the_platforms_security_groups() {
 
     // our pods' ports joined the group named by their Subnet; the VM stays; the group's
     // other columns and the other group are as the platform left them
-    assert_eq!(group_ports(&nb, "sg-web"), ["ns1_p1", "ns1_p2", "vm-1"]);
-    assert_eq!(group_columns(&nb, "sg-web", fixed), web_before);
+    assert_eq!(group_ports(&nb, "sg_web"), ["ns1_p1", "ns1_p2", "vm-1"]);
+    assert_eq!(group_columns(&nb, "sg_web", fixed), web_before);
     assert_eq!(
-        nbctl(&nb, &["list", "Port_Group", "sg-other"]),
+        nbctl(&nb, &["list", "Port_Group", "sg_other"]),
         other_before
     );
     let ghost = store.subnet("ghost").unwrap().status.unwrap();
@@ -565,7 +565,7 @@ async fn external_mode_pods_join_the_platforms_security_groups() {
     assert!(
         ghost
             .reason
-            .contains(r#"security group "sg-gone" not found"#),
+            .contains(r#"security group "sg_gone" not found"#),
         "{}",
         ghost.reason
     );
@@ -574,15 +574,15 @@ async fn external_mode_pods_join_the_platforms_security_groups() {
     shared.security_groups.clear();
     store.apply_subnet(subnet("shared", 0, shared.clone()));
     settle(&mut ctl, &mut rx).await;
-    assert_eq!(group_ports(&nb, "sg-web"), ["vm-1"]);
-    assert_eq!(group_columns(&nb, "sg-web", fixed), web_before);
+    assert_eq!(group_ports(&nb, "sg_web"), ["vm-1"]);
+    assert_eq!(group_columns(&nb, "sg_web", fixed), web_before);
 
     // named again, then the controller restarted with the feature off: refused, and the
     // ports an earlier run put in the group are taken out
-    shared.security_groups = vec!["sg-web".into()];
+    shared.security_groups = vec!["sg_web".into()];
     store.apply_subnet(subnet("shared", 0, shared));
     settle(&mut ctl, &mut rx).await;
-    assert_eq!(group_ports(&nb, "sg-web"), ["ns1_p1", "ns1_p2", "vm-1"]);
+    assert_eq!(group_ports(&nb, "sg_web"), ["ns1_p1", "ns1_p2", "vm-1"]);
     drop(ctl);
     let off = ClusterConfig {
         platform_security_groups: false,
@@ -591,7 +591,7 @@ async fn external_mode_pods_join_the_platforms_security_groups() {
     let mut replay = store.replay();
     let mut ctl = controller_with(&nb, &store, off).await;
     settle(&mut ctl, &mut replay).await;
-    assert_eq!(group_ports(&nb, "sg-web"), ["vm-1"]);
+    assert_eq!(group_ports(&nb, "sg_web"), ["vm-1"]);
     let shared = store.subnet("shared").unwrap().status.unwrap();
     assert!(
         shared.reason.contains("--platform-security-groups"),

@@ -197,6 +197,10 @@ pub struct UpArgs {
     /// separated); every other externalIP is refused. Empty (the default): none.
     #[arg(long, default_value = "")]
     pub external_ip_cidrs: String,
+    /// External mode: Subnets may put their pods in the platform's security groups
+    /// (`spec.securityGroups`; the controller's `--platform-security-groups`).
+    #[arg(long)]
+    pub platform_security_groups: bool,
 }
 
 /// `zovn lab up --mode`.

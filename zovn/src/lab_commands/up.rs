@@ -36,6 +36,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
             .context("--external-ip-cidrs")?
             .allowed()
             .to_vec(),
+        platform_security_groups: a.platform_security_groups,
     };
     println!("lab up in {}", dir.display());
     let mut lab = Lab::up_with_progress(cfg, |s| {

@@ -1,0 +1,185 @@
+//! External mode: a pod in the platform's security group is governed by the platform's
+//! rules on traffic, and follows the platform's rule changes.
+//!
+//! A 2-node lab in external mode with `--platform-security-groups`. The platform (played
+//! with `ovn-nbctl`): `platform-ls` (10.99.0.0/24) and `platform-ls2` (10.98.0.0/24) behind
+//! one router, a VM on `platform-ls2` bound on node 1, and a security group `sg-web`
+//! (Port_Group) whose rules drop everything to its members but TCP 22 from 10.98.0.0/24.
+//! A Subnet on `platform-ls` names `sg-web`; its pod (node 2, AF_XDP) declares ports 22
+//! and 80. Checked:
+//! - the pod's port is in `sg-web`; from the VM, port 22 answers and port 80 does not;
+//! - the platform adds a rule for port 80: it opens (the time it took is printed); the
+//!   platform removes it: closed again;
+//! - the Subnet names no group any more: the pod's port leaves `sg-web` (the group holds
+//!   only the platform's members again) and port 80 answers.
+
+use std::time::{Duration, Instant};
+
+use tests::nbctl::nbctl;
+use tests::zovn::{DownOnDrop, Zovn, start_agents, wait_until};
+
+const BINS: &[&str] = &[
+    "ovs-vswitchd",
+    "ovsdb-server",
+    "ovsdb-client",
+    "ovn-northd",
+    "ovn-controller",
+];
+
+const ALLOW_80: &str = "outport == @sg_web && ip4.src == 10.98.0.0/24 && tcp.dst == 80";
+
+/// One probe from the VM: who answered, or why not.
+fn probe(netns: &str, target: &str, timeout: Duration) -> Result<String, String> {
+    match lab::pods::probe::probe(netns, target, false, timeout) {
+        Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => Ok(who),
+        Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => Err(why),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+/// Waits until the VM's probe of `target` succeeds (`open`) or fails; how long it took.
+fn wait_state(netns: &str, target: &str, open: bool) -> Duration {
+    let t0 = Instant::now();
+    wait_until(
+        &format!(
+            "{target} {} from the VM",
+            if open { "open" } else { "closed" }
+        ),
+        Duration::from_secs(30),
+        || probe(netns, target, Duration::from_millis(300)).is_ok() == open,
+    );
+    t0.elapsed()
+}
+
+/// Closed stays closed: three probes, each given a whole second, get no answer.
+fn assert_closed(netns: &str, target: &str) {
+    for _ in 0..3 {
+        let r = probe(netns, target, Duration::from_secs(1));
+        assert!(r.is_err(), "{target} answered the VM: {r:?}");
+    }
+}
+
+fn group_ports(nb: &str) -> String {
+    nbctl(
+        nb,
+        &["--bare", "--columns=ports", "list", "Port_Group", "sg_web"],
+    )
+}
+
+#[test]
+fn the_platforms_security_group_governs_the_pod() {
+    if !tests::require_real("external_mode_sg_lab", BINS) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("xsg");
+    let dir = s.dir.path().join("lab");
+    let mut cfg = lab::LabConfig::new(&dir, &s.prefix);
+    cfg.nodes = 2;
+    cfg.datapath = vec!["kernel".into(), "afxdp".into()];
+    cfg.cluster_cidr = Vec::new();
+    cfg.mode = lab::ControllerMode::External;
+    cfg.platform_security_groups = true;
+    let mut lab = lab::Lab::up(cfg).expect("lab up");
+    lab.keep_running();
+    let _down = DownOnDrop(dir.clone());
+    let z = Zovn::new(&dir);
+    let nb = lab.nb_remote();
+
+    // the platform
+    let mac = ["0a:99:00:00:00:01", "0a:99:00:00:00:03"];
+    tests::platform::routed_switch(&nb, "platform-ls", "platform-lr", mac[0], "10.99.0.1/24");
+    tests::platform::routed_switch(&nb, "platform-ls2", "platform-lr", mac[1], "10.98.0.1/24");
+    tests::platform::vm_port(
+        &nb,
+        "platform-ls2",
+        "vm-2",
+        "fa:16:3e:98:00:05",
+        "10.98.0.5",
+    );
+    // OVN port group names are address-set-like identifiers: `_`, not `-`
+    nbctl(&nb, &["pg-add", "sg_web"]);
+    for (prio, m, verdict) in [
+        ("1000", "outport == @sg_web && ip4", "drop"),
+        (
+            "1001",
+            "outport == @sg_web && ip4.src == 10.98.0.0/24 && tcp.dst == 22",
+            "allow-related",
+        ),
+    ] {
+        nbctl(&nb, &["acl-add", "sg_web", "to-lport", prio, m, verdict]);
+    }
+    let nodes = lab.nodes().to_vec();
+    let vm = tests::platform::PlatformVm::bind(
+        &s.prefix,
+        "vm2",
+        &nodes[0],
+        "vm-2",
+        "fa:16:3e:98:00:05",
+        "10.98.0.5/24",
+        "10.98.0.1",
+    );
+
+    lab.start_apiserver(&z.exe).expect("object store");
+    start_agents(&mut lab);
+    let p = &s.prefix;
+    let file = s.dir.path().join("objects.yaml");
+    let write = |groups: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata: {{name: platform}}\n\
+                 spec: {{cidr: 10.99.0.0/24, externalLogicalSwitch: platform-ls, default: true, \
+                 securityGroups: [{groups}]}}\n---\n\
+                 apiVersion: v1\nkind: Pod\nmetadata: {{name: p1, namespace: default}}\n\
+                 spec: {{nodeName: {p}-node2, containers: [{{name: c, ports: \
+                 [{{containerPort: 22}}, {{containerPort: 80}}]}}]}}\n"
+            ),
+        )
+        .expect("write");
+        z.ok(&["apply", "-f", file.to_str().expect("utf-8"), "--wait"]);
+    };
+    write("sg_web");
+    let ready = z.wait_ready(&["default/p1"], Duration::from_secs(60));
+    let ip = tests::zovn::pod_ip(&ready["default/p1"]);
+    let port = |n: u16| format!("{ip}:{n}");
+    wait_until("the pod's port in sg_web", Duration::from_secs(30), || {
+        !group_ports(&nb).trim().is_empty()
+    });
+
+    // the platform's rules: 22 from the VM's network, nothing else
+    wait_state(&vm.netns, &port(22), true);
+    assert_eq!(
+        probe(&vm.netns, &port(22), Duration::from_secs(2)).as_deref(),
+        Ok("default/p1")
+    );
+    assert_closed(&vm.netns, &port(80));
+
+    // the platform opens 80, then closes it again
+    nbctl(
+        &nb,
+        &[
+            "acl-add",
+            "sg_web",
+            "to-lport",
+            "1002",
+            ALLOW_80,
+            "allow-related",
+        ],
+    );
+    let took = wait_state(&vm.netns, &port(80), true);
+    eprintln!("the platform's new rule for port 80 took effect on the pod in {took:?}");
+    nbctl(&nb, &["acl-del", "sg_web", "to-lport", "1002", ALLOW_80]);
+    let took = wait_state(&vm.netns, &port(80), false);
+    eprintln!("the platform's removed rule for port 80 took effect on the pod in {took:?}");
+    assert_closed(&vm.netns, &port(80));
+
+    // the Subnet names no group any more: the pod leaves it, 80 answers
+    write("");
+    wait_until(
+        "the pod's port out of sg_web",
+        Duration::from_secs(30),
+        || group_ports(&nb).trim().is_empty(),
+    );
+    wait_state(&vm.netns, &port(80), true);
+}
