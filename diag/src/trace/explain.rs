@@ -28,6 +28,16 @@ pub enum Finding {
     },
     /// Dropped by an ACL that is not a NetworkPolicy's default deny.
     AclDropped { acl: String, object: String },
+    /// An ACL of a platform's security group (external mode: a Port_Group not ours, the
+    /// pod joined through its Subnet's `securityGroups`) decided.
+    SecurityGroup {
+        group: String,
+        /// The ACL's name, else its match.
+        acl: String,
+        priority: i64,
+        allowed: bool,
+        direction: String,
+    },
     /// A Service's load balancer picked a backend.
     LoadBalanced {
         service: String,
@@ -72,6 +82,16 @@ impl Finding {
                 isolated_by.join(", ")
             ),
             Finding::AclDropped { acl, object } => format!("dropped by ACL {acl} ({object})"),
+            Finding::SecurityGroup {
+                group,
+                acl,
+                priority,
+                allowed,
+                direction,
+            } => format!(
+                "{direction} {} by the platform's security group {group}: ACL {acl} (priority {priority})",
+                if *allowed { "allowed" } else { "dropped" }
+            ),
             Finding::LoadBalanced {
                 service,
                 vip,
@@ -160,6 +180,14 @@ fn acl_of<'a>(nb: &'a NbView, s: &Stage) -> Option<&'a ovsdb::nb::Acl> {
         .find(|a| a.match_ == m && i64::from(s.priority) == a.priority + 1000)
 }
 
+/// The platform's security group holding `acl`: a Port_Group without our marks (ours all
+/// carry `zstack.io/kind`).
+fn platform_group_of<'a>(nb: &'a NbView, acl: &ovsdb::nb::Acl) -> Option<&'a ovsdb::nb::PortGroup> {
+    nb.port_groups
+        .iter()
+        .find(|g| g.acls.contains(&acl.uuid) && !g.external_ids.contains_key(KIND))
+}
+
 /// `ingress` for the egress pipeline's (to-lport) ACLs, `egress` for the ingress one's.
 fn direction(s: &Stage) -> &'static str {
     if s.pipeline == "egress" {
@@ -235,6 +263,16 @@ pub fn explain(nb: &NbView, trace: &LogicalTrace, lb_backend: Option<&str>) -> V
             let kind = acl.external_ids.get(KIND).map(String::as_str);
             let rule = acl.external_ids.get(RULE).cloned().unwrap_or_default();
             let dropped = s.actions.iter().any(|a| a == "drop;");
+            if let Some(group) = platform_group_of(nb, acl) {
+                out.push(Finding::SecurityGroup {
+                    group: group.name.clone(),
+                    acl: acl.name.clone().unwrap_or_else(|| acl.match_.clone()),
+                    priority: acl.priority,
+                    allowed: !dropped,
+                    direction: direction(s).into(),
+                });
+                continue;
+            }
             match (kind, dropped) {
                 (Some("netpol-acl"), true) if rule == "deny" => {
                     let lsp = s.outport.clone().unwrap_or_default();
@@ -375,6 +413,72 @@ mod tests {
             Some("[fd00:10:96::a]:53")
         );
         assert_eq!(lb_vip(&st("ip", &["next;"])), None);
+    }
+
+    #[test]
+    fn a_platform_security_group_is_named_with_its_rule() {
+        use std::collections::{BTreeMap, BTreeSet};
+        let acl = |prio: i64, m: &str, action: &str| ovsdb::nb::Acl {
+            uuid: ovsdb::Uuid::new_v4(),
+            priority: prio,
+            match_: m.into(),
+            action: action.into(),
+            direction: "to-lport".into(),
+            ..Default::default()
+        };
+        let deny = acl(1000, "outport == @sg_web && ip4", "drop");
+        let allow22 = acl(1001, "outport == @sg_web && tcp.dst == 22", "allow-related");
+        let ours = acl(900, "outport == @np_deny && ip", "drop");
+        let group =
+            |name: &str, acls: &[&ovsdb::nb::Acl], kind: Option<&str>| ovsdb::nb::PortGroup {
+                uuid: ovsdb::Uuid::new_v4(),
+                name: name.into(),
+                acls: acls.iter().map(|a| a.uuid).collect::<BTreeSet<_>>(),
+                external_ids: kind
+                    .map(|k| BTreeMap::from([(KIND.to_string(), k.to_string())]))
+                    .unwrap_or_default(),
+                ..Default::default()
+            };
+        let nb = NbView {
+            acls: vec![deny.clone(), allow22.clone(), ours.clone()],
+            port_groups: vec![
+                group("sg_web", &[&deny, &allow22], None),
+                group("np_deny", &[&ours], Some("netpol")),
+            ],
+            ..Default::default()
+        };
+        let stage = |a: &ovsdb::nb::Acl, actions: &[&str]| Stage {
+            datapath: "platform-ls".into(),
+            pipeline: "egress".into(),
+            outport: Some("default_p1".into()),
+            table: 4,
+            name: "ls_out_acl".into(),
+            match_: format!("reg0[7] == 1 && ({})", a.match_),
+            priority: u32::try_from(a.priority + 1000).unwrap(),
+            uuid: "1".into(),
+            actions: actions.iter().map(|x| x.to_string()).collect(),
+        };
+        let trace = |st: Stage| LogicalTrace {
+            stages: vec![st],
+            end: End::Dropped,
+            outputs: Vec::new(),
+        };
+        let f = explain(&nb, &trace(stage(&deny, &["drop;"])), None);
+        assert_eq!(
+            f[0].sentence(),
+            "ingress dropped by the platform's security group sg_web: ACL outport == @sg_web && ip4 (priority 1000)"
+        );
+        let f = explain(&nb, &trace(stage(&allow22, &["next;"])), None);
+        assert_eq!(
+            f[0].sentence(),
+            "ingress allowed by the platform's security group sg_web: ACL outport == @sg_web && tcp.dst == 22 (priority 1001)"
+        );
+        // our own groups are not the platform's
+        let f = explain(&nb, &trace(stage(&ours, &["drop;"])), None);
+        assert!(
+            !matches!(f.first(), Some(Finding::SecurityGroup { .. })),
+            "{f:?}"
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! - the pod's port is in `sg-web`; from the VM, port 22 answers and port 80 does not;
 //! - the platform adds a rule for port 80: it opens (the time it took is printed); the
 //!   platform removes it: closed again;
+//! - `zovn trace` from another pod of the group to port 80 names the group and the rule
+//!   that dropped it;
 //! - the Subnet names no group any more: the pod's port leaves `sg-web` (the group holds
 //!   only the platform's members again) and port 80 answers.
 
@@ -57,6 +59,22 @@ fn assert_closed(netns: &str, target: &str) {
         let r = probe(netns, target, Duration::from_secs(1));
         assert!(r.is_err(), "{target} answered the VM: {r:?}");
     }
+}
+
+/// `zovn trace ARGS --dir DIR`: (exit code, stdout, stderr).
+fn trace(z: &Zovn, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(&z.exe)
+        .arg("trace")
+        .args(args)
+        .arg("--dir")
+        .arg(&z.dir)
+        .output()
+        .expect("run zovn trace");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn group_ports(nb: &str) -> String {
@@ -133,14 +151,16 @@ fn the_platforms_security_group_governs_the_pod() {
                  securityGroups: [{groups}]}}\n---\n\
                  apiVersion: v1\nkind: Pod\nmetadata: {{name: p1, namespace: default}}\n\
                  spec: {{nodeName: {p}-node2, containers: [{{name: c, ports: \
-                 [{{containerPort: 22}}, {{containerPort: 80}}]}}]}}\n"
+                 [{{containerPort: 22}}, {{containerPort: 80}}]}}]}}\n---\n\
+                 apiVersion: v1\nkind: Pod\nmetadata: {{name: p2, namespace: default}}\n\
+                 spec: {{nodeName: {p}-node1, containers: [{{name: c}}]}}\n"
             ),
         )
         .expect("write");
         z.ok(&["apply", "-f", file.to_str().expect("utf-8"), "--wait"]);
     };
     write("sg_web");
-    let ready = z.wait_ready(&["default/p1"], Duration::from_secs(60));
+    let ready = z.wait_ready(&["default/p1", "default/p2"], Duration::from_secs(60));
     let ip = tests::zovn::pod_ip(&ready["default/p1"]);
     let port = |n: u16| format!("{ip}:{n}");
     wait_until("the pod's port in sg_web", Duration::from_secs(30), || {
@@ -154,6 +174,28 @@ fn the_platforms_security_group_governs_the_pod() {
         Ok("default/p1")
     );
     assert_closed(&vm.netns, &port(80));
+    // the trace names the group and the rule: p2 (in the group too, but not in the VM's
+    // network) → p1:80
+    let want = "dropped by the platform's security group sg_web: \
+                ACL outport == @sg_web && ip4 (priority 1000)";
+    let t0 = Instant::now();
+    let last = loop {
+        let last = trace(&z, &["default/p2", "default/p1:80"]);
+        // the report wraps its lines: compare with the whitespace collapsed
+        let flat = last.1.split_whitespace().collect::<Vec<_>>().join(" ");
+        if last.0 == 1 && flat.contains(want) {
+            break last;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "trace p2 → p1:80 does not say {want:?}: exit {}\n{}\n{}",
+            last.0,
+            last.1,
+            last.2
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("{}", last.1);
 
     // the platform opens 80, then closes it again
     nbctl(
