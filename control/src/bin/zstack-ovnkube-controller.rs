@@ -76,6 +76,13 @@ struct Args {
     /// refused, and ports of ours left in a platform group by an earlier run are taken out.
     #[arg(long)]
     platform_security_groups: bool,
+    /// Remove every Northbound row of ours (marked with --cluster-id) and undo our writes to
+    /// the platform's rows (our ports out of its switches and security groups, our Service
+    /// group out of its switches), then exit: what an uninstall needs in external mode,
+    /// where the databases outlive the plugin. Run it once the controller is stopped.
+    /// Needs only --nb (and its TLS flags), no Kubernetes API.
+    #[arg(long)]
+    uninstall_nb: bool,
     /// Chassis CA certificate (PEM): with --chassis-ca-key, the controller approves and
     /// signs the node agents' requests for their per-chassis OVN client certificate
     /// (signer `network.zstack.io/ovn-chassis`), after checking each came from the agent
@@ -394,6 +401,10 @@ async fn main() -> Result<()> {
         bail!("--cluster-id must not be empty: it marks the rows this controller owns");
     }
 
+    if args.uninstall_nb {
+        return uninstall_nb(&args, &cfg).await;
+    }
+
     let kube = kube_client(args.kubeconfig.as_ref()).await?;
     let metrics = Arc::new(ControllerMetrics::new());
     let role = Arc::new(Mutex::new(Role::Starting));
@@ -532,6 +543,38 @@ async fn serve_endpoints(
 }
 
 /// Connects to the NB (and SB), starts the watchers and runs the controller.
+/// `--uninstall-nb`: every row of ours out of the NB; fails naming any that stayed.
+async fn uninstall_nb(args: &Args, cfg: &ClusterConfig) -> Result<()> {
+    let client = connect(args, &args.nb).await?;
+    let rec = Reconciler::start(client, &cfg.cluster_id)
+        .await
+        .context("start the NB replica")?;
+    let r = rec
+        .remove_all()
+        .await
+        .context("remove the rows of ours from the NB")?;
+    tracing::info!(
+        nb = %args.nb,
+        cluster_id = %cfg.cluster_id,
+        transactions = r.outcome.transactions,
+        deleted = r.outcome.deletes,
+        updated = r.outcome.updates,
+        "NB rows of ours removed"
+    );
+    if !r.left.is_empty() {
+        bail!(
+            "{} rows of ours are still in the NB: {}",
+            r.left.len(),
+            r.left.join(", ")
+        );
+    }
+    println!(
+        "removed every NB row of cluster id {} ({} deleted, {} platform rows restored) from {}",
+        cfg.cluster_id, r.outcome.deletes, r.outcome.updates, args.nb
+    );
+    Ok(())
+}
+
 async fn run_controller(
     args: &Args,
     cfg: ClusterConfig,

@@ -165,13 +165,26 @@ pub fn plan(
                     )
                 })
                 .collect();
-            if !ops.is_empty() || !detach.is_empty() {
+            // nothing wanted at all (every Subnet and Service gone, or an uninstall): the
+            // group goes too, after it left every switch (a switch's reference is strong)
+            let remove = desired.rows.is_empty()
+                && desired.switches.is_empty()
+                && desired.platform_switches.is_empty();
+            if !ops.is_empty() || !detach.is_empty() || remove {
                 plan.updates += ops.len() + detach.len();
                 let n = ops.len() + detach.len();
-                plan.units.push(Unit::new(
-                    format!("attach {group_name} to {n} switches"),
-                    ops.into_iter().chain(detach).collect(),
-                ));
+                let mut all: Vec<Operation> = ops.into_iter().chain(detach).collect();
+                let what = if remove {
+                    plan.deletes += 1;
+                    all.push(Operation::delete(
+                        LoadBalancerGroup::TABLE,
+                        vec![Condition::uuid(g.uuid)],
+                    ));
+                    format!("detach {group_name} from {n} switches and delete it")
+                } else {
+                    format!("attach {group_name} to {n} switches")
+                };
+                plan.units.push(Unit::new(what, all));
             }
         }
     }

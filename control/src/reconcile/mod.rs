@@ -16,6 +16,7 @@ pub mod router_rows;
 pub mod template_var;
 #[cfg(test)]
 mod tests;
+pub mod uninstall;
 
 use std::time::Duration;
 

@@ -601,3 +601,132 @@ async fn external_mode_pods_join_the_platforms_security_groups() {
     drop(ctl);
     central.stop().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_mode_uninstall_nb_leaves_the_platform_as_it_was() {
+    use control::services::{Proto, ServiceInfo, ServicePort, TargetPort};
+    if !tests::require_real(
+        "control_controller_external_mode_uninstall_nb_leaves_the_platform_as_it_was",
+        tests::OVSDB_BINS,
+    ) {
+        return;
+    }
+    let s = tests::scratch("ccu");
+    let central = start_central(&s, false);
+    let nb = central.nb_remote();
+    // the platform: a switch with a VM, a load balancer group of its own on the switch, a
+    // security group
+    nbctl(&nb, &["ls-add", "zs-l2"]);
+    tests::platform::vm_port(&nb, "zs-l2", "vm-1", "fa:16:3e:00:00:01", "10.10.0.5");
+    nbctl(
+        &nb,
+        &[
+            "--id=@g",
+            "create",
+            "Load_Balancer_Group",
+            "name=platform_lbg",
+            "--",
+            "add",
+            "Logical_Switch",
+            "zs-l2",
+            "load_balancer_group",
+            "@g",
+        ],
+    );
+    nbctl(&nb, &["pg-add", "sg_web", "vm-1"]);
+    let switch_columns = "--columns=name,ports,load_balancer_group,acls,other_config,external_ids";
+    let platform = |nb: &str| {
+        (
+            nbctl(nb, &[switch_columns, "list", "Logical_Switch", "zs-l2"]),
+            group_columns(nb, "sg_web", "name,ports,acls,external_ids"),
+            nbctl(nb, &["list", "Logical_Switch_Port", "vm-1"]),
+        )
+    };
+    let before = platform(&nb);
+
+    // the controller: pods on the platform switch in its security group, a Service
+    let (store, mut rx) = MemoryStore::new();
+    let mut shared = spec("10.10.0.0/24");
+    shared.external_logical_switch = Some("zs-l2".into());
+    shared.namespaces = vec!["ns1".into()];
+    shared.security_groups = vec!["sg_web".into()];
+    store.apply_subnet(subnet("shared", 0, shared));
+    store.apply_node(node("node1"));
+    for i in 1..=2 {
+        store.apply_pod(pod("ns1", &format!("p{i}"), "node1", &[]));
+    }
+    store.apply_service(ServiceInfo {
+        namespace: "ns1".into(),
+        name: "web".into(),
+        cluster_ips: vec!["10.96.0.10".parse().unwrap()],
+        ports: vec![ServicePort {
+            name: "http".into(),
+            protocol: Proto::Tcp,
+            port: 80,
+            target_port: TargetPort::Number(8080),
+            node_port: None,
+        }],
+        ..Default::default()
+    });
+    store.mark_synced();
+    let cfg = ClusterConfig {
+        mode: control::translate::Mode::External,
+        platform_security_groups: true,
+        ..ClusterConfig::default()
+    };
+    let mut ctl = controller_with(&nb, &store, cfg).await;
+    settle(&mut ctl, &mut rx).await;
+    drop(ctl);
+    let during = platform(&nb);
+    assert_ne!(
+        during, before,
+        "the controller wrote to the platform's rows"
+    );
+    assert_eq!(group_ports(&nb, "sg_web"), ["ns1_p1", "ns1_p2", "vm-1"]);
+    let ours = |nb: &str| -> Vec<String> {
+        [
+            "Logical_Switch_Port",
+            "Load_Balancer",
+            "Load_Balancer_Group",
+        ]
+        .iter()
+        .flat_map(|t| {
+            let cond = if *t == "Load_Balancer_Group" {
+                "name=zstack-ovn-services_zstack-ovn".to_string()
+            } else {
+                "external_ids:zstack.io/owner=zstack-ovn".to_string()
+            };
+            nbctl(nb, &["--bare", "--columns=name", "find", t, &cond])
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| format!("{t} {}", l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+    };
+    let mine = ours(&nb);
+    for want in [
+        "Logical_Switch_Port ns1_p1",
+        "Logical_Switch_Port mgmt.node1_shared",
+        "Load_Balancer Service_ns1/web_TCP",
+        "Load_Balancer_Group zstack-ovn-services_zstack-ovn",
+    ] {
+        assert!(mine.iter().any(|m| m == want), "{want} in {mine:?}");
+    }
+
+    // the uninstall: the binary, with the NB only
+    let out = std::process::Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
+        .args(["--mode", "external", "--nb", &nb, "--uninstall-nb"])
+        .output()
+        .expect("run zstack-ovnkube-controller --uninstall-nb");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "--uninstall-nb: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("removed every NB row"), "{stdout}");
+    assert_eq!(ours(&nb), Vec::<String>::new(), "rows of ours left");
+    assert_eq!(platform(&nb), before, "the platform's rows as they were");
+    central.stop().unwrap();
+}
