@@ -152,3 +152,11 @@ impl Drop for PlatformVm {
         let _ = lab::netns::delete(&self.netns);
     }
 }
+
+/// A lab configuration edit for external mode: the controller does not own the NB, and no
+/// default Subnet (the platform's switches are what Subnets use). For
+/// [`crate::zovn::start_lab_with`].
+pub fn external_mode(cfg: &mut lab::LabConfig) {
+    cfg.cluster_cidr = Vec::new();
+    cfg.mode = lab::ControllerMode::External;
+}

@@ -411,3 +411,38 @@ pub fn wait_dataplane_synced(lab: &Lab, timeout: Duration) {
     lab::ctl::nbctl(&lab.nb_remote(), &["--wait=hv", "sync"])
         .unwrap_or_else(|e| panic!("the chassis did not catch up with the NB: {e}"));
 }
+
+/// A TCP (or UDP) probe from any network namespace — a node's host, a platform VM, a VLAN
+/// host — to `target` (`ip:port`), `timeout` at most: Ok(what answered: a lab pod's
+/// `namespace/name`) or Err(why not).
+pub fn probe_netns(
+    netns: &str,
+    target: &str,
+    udp: bool,
+    timeout: Duration,
+) -> Result<String, String> {
+    match lab::pods::probe::probe(netns, target, udp, timeout) {
+        Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => Ok(who),
+        Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => Err(why),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+impl Zovn {
+    /// `zovn trace ARGS --dir DIR` (the operator's command, not `zovn lab ...`): (exit
+    /// code, stdout, stderr).
+    pub fn trace(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(&self.exe)
+            .arg("trace")
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .output()
+            .expect("run zovn trace");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tests::nbctl::nbctl;
-use tests::zovn::{DownOnDrop, Zovn, start_agents, wait_until};
+use tests::zovn::{Zovn, start_agents, wait_until};
 
 const BINS: &[&str] = &[
     "ovs-vswitchd",
@@ -81,26 +81,16 @@ fn wait_status(z: &Zovn, phase: &str, words: &[&str]) {
 fn host_reaches(lab: &lab::Lab, ip: &str) {
     let netns = lab.nodes()[0].netns.clone();
     let target = format!("{ip}:8080");
-    let mut last = String::new();
+    let mut last = Err(String::new());
     wait_until(
         &format!("the host reaches {target}"),
         Duration::from_secs(30),
-        || match lab::pods::probe::probe(&netns, &target, false, Duration::from_secs(2)) {
-            Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => {
-                last = who;
-                true
-            }
-            Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => {
-                last = why;
-                false
-            }
-            Err(e) => {
-                last = format!("{e:#}");
-                false
-            }
+        || {
+            last = tests::zovn::probe_netns(&netns, &target, false, Duration::from_secs(2));
+            last.is_ok()
         },
     );
-    assert_eq!(last, "default/p1");
+    assert_eq!(last.as_deref(), Ok("default/p1"));
 }
 
 #[test]
@@ -110,19 +100,10 @@ fn a_wrong_or_deleted_platform_switch_is_reported_and_pods_stay() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("xmf");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = lab::LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 1;
-    cfg.datapath = vec!["kernel".into()];
-    cfg.cluster_cidr = Vec::new();
-    cfg.mode = lab::ControllerMode::External;
-    let mut lab = lab::Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn::new(&dir);
+    let (mut lab, z, _down) =
+        tests::zovn::start_lab_with(&s, 1, &["kernel"], tests::platform::external_mode);
     let nb = lab.nb_remote();
     build_switch(&nb);
-    lab.start_apiserver(&z.exe).expect("object store");
     start_agents(&mut lab);
     let p = &s.prefix;
     let file = s.dir.path().join("subnet.yaml");

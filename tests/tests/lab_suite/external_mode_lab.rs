@@ -637,19 +637,11 @@ fn vms_and_pods_talk(lab: &lab::Lab, pods: &BTreeMap<String, Value>, p: &str) {
         wait_until(
             &format!("{} → {pod} ({target})", vm.netns),
             Duration::from_secs(30),
-            || match lab::pods::probe::probe(&vm.netns, &target, false, Duration::from_secs(2)) {
-                Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => {
-                    last = who;
-                    true
-                }
-                Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => {
-                    last = why;
-                    false
-                }
-                Err(e) => {
-                    last = format!("{e:#}");
-                    false
-                }
+            || {
+                let r = tests::zovn::probe_netns(&vm.netns, &target, false, Duration::from_secs(2));
+                let ok = r.is_ok();
+                last = r.unwrap_or_else(|e| e);
+                ok
             },
         );
         assert_eq!(last, pod, "{} → {target}", vm.netns);
@@ -683,15 +675,8 @@ fn hosts_reach_their_pods(
 ) {
     let nodes = lab.nodes().to_vec();
     let served = [(&nodes[0], "default/p1"), (&nodes[1], "default/p3")];
-    let host_probe = |netns: &str, target: &str| match lab::pods::probe::probe(
-        netns,
-        target,
-        false,
-        Duration::from_secs(2),
-    ) {
-        Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => Ok(who),
-        Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => Err(why),
-        Err(e) => Err(format!("{e:#}")),
+    let host_probe = |netns: &str, target: &str| {
+        tests::zovn::probe_netns(netns, target, false, Duration::from_secs(2))
     };
     let check = |when: &str| {
         for (node, pod) in served {

@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use tests::nbctl::nbctl;
-use tests::zovn::{DownOnDrop, Zovn, start_agents, wait_until};
+use tests::zovn::{start_agents, wait_until};
 
 const BINS: &[&str] = &[
     "ovs-vswitchd",
@@ -32,11 +32,7 @@ const ALLOW_80: &str = "outport == @sg_web && ip4.src == 10.98.0.0/24 && tcp.dst
 
 /// One probe from the VM: who answered, or why not.
 fn probe(netns: &str, target: &str, timeout: Duration) -> Result<String, String> {
-    match lab::pods::probe::probe(netns, target, false, timeout) {
-        Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => Ok(who),
-        Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => Err(why),
-        Err(e) => Err(format!("{e:#}")),
-    }
+    tests::zovn::probe_netns(netns, target, false, timeout)
 }
 
 /// Waits until the VM's probe of `target` succeeds (`open`) or fails; how long it took.
@@ -61,22 +57,6 @@ fn assert_closed(netns: &str, target: &str) {
     }
 }
 
-/// `zovn trace ARGS --dir DIR`: (exit code, stdout, stderr).
-fn trace(z: &Zovn, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(&z.exe)
-        .arg("trace")
-        .args(args)
-        .arg("--dir")
-        .arg(&z.dir)
-        .output()
-        .expect("run zovn trace");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn group_ports(nb: &str) -> String {
     nbctl(
         nb,
@@ -91,17 +71,10 @@ fn the_platforms_security_group_governs_the_pod() {
     }
     let _heavy = tests::heavy_lock();
     let s = tests::scratch("xsg");
-    let dir = s.dir.path().join("lab");
-    let mut cfg = lab::LabConfig::new(&dir, &s.prefix);
-    cfg.nodes = 2;
-    cfg.datapath = vec!["kernel".into(), "afxdp".into()];
-    cfg.cluster_cidr = Vec::new();
-    cfg.mode = lab::ControllerMode::External;
-    cfg.platform_security_groups = true;
-    let mut lab = lab::Lab::up(cfg).expect("lab up");
-    lab.keep_running();
-    let _down = DownOnDrop(dir.clone());
-    let z = Zovn::new(&dir);
+    let (mut lab, z, _down) = tests::zovn::start_lab_with(&s, 2, &["kernel", "afxdp"], |c| {
+        tests::platform::external_mode(c);
+        c.platform_security_groups = true;
+    });
     let nb = lab.nb_remote();
 
     // the platform
@@ -138,7 +111,6 @@ fn the_platforms_security_group_governs_the_pod() {
         "10.98.0.1",
     );
 
-    lab.start_apiserver(&z.exe).expect("object store");
     start_agents(&mut lab);
     let p = &s.prefix;
     let file = s.dir.path().join("objects.yaml");
@@ -180,7 +152,7 @@ fn the_platforms_security_group_governs_the_pod() {
                 ACL outport == @sg_web && ip4 (priority 1000)";
     let t0 = Instant::now();
     let last = loop {
-        let last = trace(&z, &["default/p2", "default/p1:80"]);
+        let last = z.trace(&["default/p2", "default/p1:80"]);
         // the report wraps its lines: compare with the whitespace collapsed
         let flat = last.1.split_whitespace().collect::<Vec<_>>().join(" ");
         if last.0 == 1 && flat.contains(want) {

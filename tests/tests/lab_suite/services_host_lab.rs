@@ -59,11 +59,7 @@ fn probe(z: &Zovn, from: &str, target: &str) -> Result<String, String> {
 
 /// A probe from a host (node netns).
 fn host_probe(netns: &str, target: &str) -> Result<String, String> {
-    match lab::pods::probe::probe(netns, target, false, Duration::from_secs(2)) {
-        Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => Ok(who),
-        Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => Err(why),
-        Err(e) => Err(format!("{e:#}")),
-    }
+    tests::zovn::probe_netns(netns, target, false, Duration::from_secs(2))
 }
 
 /// Probes (`f`) until the answer is one of `want`, 30 s at most.

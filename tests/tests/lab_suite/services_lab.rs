@@ -120,11 +120,7 @@ fn reachable(z: &Zovn, from: &str, target: &str, udp: bool, want: &[&str]) {
 }
 
 fn host_probe(netns: &str, target: &str, udp: bool) -> Result<String, String> {
-    match lab::pods::probe::probe(netns, target, udp, Duration::from_secs(2)) {
-        Ok(lab::pods::probe::ProbeOutcome::Reachable(who)) => Ok(who),
-        Ok(lab::pods::probe::ProbeOutcome::Unreachable(why)) => Err(why),
-        Err(e) => Err(format!("{e:#}")),
-    }
+    tests::zovn::probe_netns(netns, target, udp, Duration::from_secs(2))
 }
 
 fn vip(ip: &str, port: u16) -> String {

@@ -116,18 +116,7 @@ spec:
 
 /// `zovn trace ARGS --dir DIR`: (exit code, stdout, stderr).
 fn trace(z: &Zovn, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(&z.exe)
-        .arg("trace")
-        .args(args)
-        .arg("--dir")
-        .arg(&z.dir)
-        .output()
-        .expect("run zovn trace");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    z.trace(args)
 }
 
 /// `zovn status ARGS --dir DIR`'s output (it must succeed).

@@ -22,7 +22,6 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lab::pods::probe::ProbeOutcome;
 use lab::pods::record::{PortSpec, Proto};
 use lab::pods::responder::parse_source_reply;
 use lab::vlan_host::{SERVER_NAME, VlanHost, VlanHostConfig};
@@ -80,11 +79,7 @@ fn datapath_flows(ctl: &std::path::Path) -> String {
 
 /// From the VLAN host to `target` (TCP): what answered.
 fn from_host(host: &VlanHost, target: &str) -> Result<String, String> {
-    match lab::pods::probe::probe(host.netns(), target, false, Duration::from_secs(2)) {
-        Ok(ProbeOutcome::Reachable(reply)) => Ok(reply),
-        Ok(ProbeOutcome::Unreachable(why)) => Err(why),
-        Err(e) => Err(format!("{e:#}")),
-    }
+    tests::zovn::probe_netns(host.netns(), target, false, Duration::from_secs(2))
 }
 
 /// Pod `from` → the VLAN host: the source address the host saw.
