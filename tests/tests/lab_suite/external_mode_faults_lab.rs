@@ -19,14 +19,6 @@ use serde_json::Value;
 use tests::nbctl::nbctl;
 use tests::zovn::{Zovn, start_agents, wait_until};
 
-const BINS: &[&str] = &[
-    "ovs-vswitchd",
-    "ovsdb-server",
-    "ovsdb-client",
-    "ovn-northd",
-    "ovn-controller",
-];
-
 fn build_switch(nb: &str) {
     tests::platform::routed_switch(
         nb,
@@ -95,7 +87,7 @@ fn host_reaches(lab: &lab::Lab, ip: &str) {
 
 #[test]
 fn a_wrong_or_deleted_platform_switch_is_reported_and_pods_stay() {
-    if !tests::require_real("external_mode_faults_lab", BINS) {
+    if !tests::require_real("external_mode_faults_lab", tests::LAB_BINS) {
         return;
     }
     let _heavy = tests::heavy_lock();

@@ -42,15 +42,6 @@ use serde_json::Value;
 use tests::nbctl::nbctl;
 use tests::zovn::{DownOnDrop, Zovn, start_agents, wait_until};
 
-const BINS: &[&str] = &[
-    "ovs-vswitchd",
-    "ovsdb-server",
-    "ovsdb-client",
-    "ovn-northd",
-    "ovn-controller",
-    "ethtool",
-];
-
 const EXTERNAL: &str = "198.51.100.10";
 /// The platform's SNAT address: its gateway port on the lab's underlay.
 const PLATFORM_SNAT: &str = "172.16.0.200";
@@ -339,7 +330,7 @@ fn seen(reply: &str) -> String {
 fn the_platforms_gateway_carries_egress_and_nothing_of_it_changes() {
     if !tests::require_real(
         "external_mode_lab_the_platforms_gateway_carries_egress_and_nothing_of_it_changes",
-        BINS,
+        tests::LAB_BINS,
     ) {
         return;
     }

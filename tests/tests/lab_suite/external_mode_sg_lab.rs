@@ -20,14 +20,6 @@ use std::time::{Duration, Instant};
 use tests::nbctl::nbctl;
 use tests::zovn::{start_agents, wait_until};
 
-const BINS: &[&str] = &[
-    "ovs-vswitchd",
-    "ovsdb-server",
-    "ovsdb-client",
-    "ovn-northd",
-    "ovn-controller",
-];
-
 const ALLOW_80: &str = "outport == @sg_web && ip4.src == 10.98.0.0/24 && tcp.dst == 80";
 
 /// One probe from the VM: who answered, or why not.
@@ -66,7 +58,7 @@ fn group_ports(nb: &str) -> String {
 
 #[test]
 fn the_platforms_security_group_governs_the_pod() {
-    if !tests::require_real("external_mode_sg_lab", BINS) {
+    if !tests::require_real("external_mode_sg_lab", tests::LAB_BINS) {
         return;
     }
     let _heavy = tests::heavy_lock();
