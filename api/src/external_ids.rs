@@ -16,6 +16,7 @@
 //! | [`nb::ACL`] | ACLs | controller | the policy rule the ACL comes from |
 //! | [`nb::UNUSED_SINCE`] | Address_Sets | controller | when the set was last referenced |
 //! | [`nb::ROW`] | router rows (routes, NATs, policies) | controller | the row's identity within its router |
+//! | [`nb::PLATFORM_GROUP`], [`nb::PLATFORM_ACL`] | ACLs mirroring a platform security group's rule | controller | the platform's Port_Group; its ACL's uuid |
 //! | [`ovs::POD`], [`ovs::SANDBOX`], [`ovs::IFNAME`] | pod Interfaces | agent | `ns/name`; the container id; the CNI ifname |
 //! | [`ovs::DATAPATH`], [`ovs::DATAPATH_REASON`], [`ovs::DATAPATH_PENDING`] | pod Interfaces | agent | the port's datapath; why; a promotion in progress |
 //! | [`ovs::VHOST_SOCKET`], [`ovs::VHOST_QUEUES`] | vhost-user Interfaces | agent | the socket path; the queue count |
@@ -55,6 +56,11 @@ pub mod nb {
     pub const UNUSED_SINCE: &str = "zstack.io/unused-since";
     /// A router's static route, NAT or policy: its identity within the router.
     pub const ROW: &str = "zstack.io/row";
+    /// An ACL mirroring a platform security group's rule under a NetworkPolicy (external
+    /// mode): the platform's Port_Group.
+    pub const PLATFORM_GROUP: &str = "zstack.io/platform-group";
+    /// Such an ACL: the uuid of the platform's ACL it mirrors.
+    pub const PLATFORM_ACL: &str = "zstack.io/platform-acl";
 }
 
 /// The values of [`nb::KIND`]: what a Northbound row of the controller is for.
@@ -153,7 +159,7 @@ pub mod ovs {
 }
 
 /// Every key above (for the pinning test and for readers that list ours).
-pub const ALL_KEYS: [&str; 23] = [
+pub const ALL_KEYS: [&str; 25] = [
     OWNER,
     nb::KIND,
     nb::OBJECT,
@@ -164,6 +170,8 @@ pub const ALL_KEYS: [&str; 23] = [
     nb::ACL,
     nb::UNUSED_SINCE,
     nb::ROW,
+    nb::PLATFORM_GROUP,
+    nb::PLATFORM_ACL,
     ovs::POD,
     ovs::SANDBOX,
     ovs::IFNAME,

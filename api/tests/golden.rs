@@ -159,7 +159,7 @@ fn uninstall_ack_keys() {
 #[test]
 fn keys_and_owners_are_what_deployed_rows_carry() {
     let golden = "owner kind object network pod-uid subnet cidr acl unused-since row \
-        pod sandbox ifname datapath datapath-reason datapath-pending vhost-socket \
+        platform-group platform-acl pod sandbox ifname datapath datapath-reason datapath-pending vhost-socket \
         vhost-queues datapath-keys vswitchd-restart-pending capture-pid capture-start \
         capture-iface-id";
     let names: Vec<&str> = api::external_ids::ALL_KEYS

@@ -209,6 +209,7 @@ fn synthetic(pods: usize, policies: usize) -> Rows {
         namespaces: &namespaces,
         pods: infos.iter().map(|(p, a)| (p, a)).collect(),
         node_cidrs: vec!["100.64.0.0/16".parse().expect("literal")],
+        platform_groups: Vec::new(),
     });
     let translate_ms = t0.elapsed().as_secs_f64() * 1e3;
     Rows {

@@ -24,6 +24,7 @@ mod bookkeeping;
 pub mod context;
 pub mod default_subnet;
 mod platform_mgmt;
+mod platform_sg;
 mod restore;
 mod secondary;
 mod services;
@@ -708,6 +709,13 @@ impl<W: Writer> Controller<W> {
                 .chain(self.cfg.join_v6.map(|v| v.cidr))
                 .chain(self.platform_mgmt_hosts())
                 .collect(),
+            platform_groups: match &nb.platform_groups {
+                Some(m) => self
+                    .rec
+                    .replica()
+                    .read(|v| platform_sg::platform_groups(v, m)),
+                None => Vec::new(),
+            },
         });
         nb.netpol = policies.nb;
         let egress = translate::egress::add(&self.cfg, &input, &mut nb);

@@ -19,6 +19,9 @@
 //! Kubernetes), and the problem is reported for events and logs.
 
 mod ip_block;
+pub mod platform_sg;
+#[cfg(test)]
+mod platform_sg_tests;
 pub mod report;
 mod rules;
 pub mod selector;
@@ -110,6 +113,9 @@ pub struct PolicyInput<'a> {
     pub pods: Vec<(&'a PodInfo, &'a PodAddresses)>,
     /// Where node management ports send from (the join CIDR): always allowed in.
     pub node_cidrs: Vec<IpNet>,
+    /// External mode: the platform's security groups our pods are in
+    /// ([`platform_sg`]); empty otherwise.
+    pub platform_groups: Vec<platform_sg::PlatformGroup>,
 }
 
 /// The translation: rows and problems.
@@ -247,6 +253,7 @@ pub fn policy_port_group(cluster_id: &str, namespace: &str, name: &str) -> Strin
 pub fn translate(input: &PolicyInput<'_>) -> Translation {
     let mut t = Translation::default();
     if input.policies.is_empty() {
+        platform_sg::add(input, &BTreeMap::new(), &mut t);
         return t;
     }
     let families: BTreeSet<Family> = input
@@ -299,6 +306,7 @@ pub fn translate(input: &PolicyInput<'_>) -> Translation {
         t.nb.port_groups
             .insert(pol.group.row.name.clone(), pol.group);
     }
+    platform_sg::add(input, &deny, &mut t);
     for dir in [Direction::Ingress, Direction::Egress] {
         let Some(ports) = deny.remove(dir.word()) else {
             continue;
@@ -333,6 +341,17 @@ pub fn translate(input: &PolicyInput<'_>) -> Translation {
     t.problems.sort();
     t.problems.dedup();
     t
+}
+
+/// `ip4.src == <cidr> || ...` of the nodes' management addresses; `None` without any.
+fn node_sources(node_cidrs: &[IpNet]) -> Option<String> {
+    (!node_cidrs.is_empty()).then(|| {
+        node_cidrs
+            .iter()
+            .map(|c| format!("{}.src == {}", Family::of(&c.addr()).field(), c.trunc()))
+            .collect::<Vec<_>>()
+            .join(" || ")
+    })
 }
 
 /// An ACL row of ours.

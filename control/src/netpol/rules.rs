@@ -13,7 +13,8 @@ use super::ip_block;
 use super::selector::{self, NAMESPACE_NAME_LABEL};
 use super::{
     Claims, DesiredPortGroup, Direction, Family, KIND_PEER, KIND_POLICY, PRIORITY_ALLOW,
-    PRIORITY_NODE_ALLOW, PolicyInput, Problem, acl, address_set_name, port_group_name,
+    PRIORITY_NODE_ALLOW, PolicyInput, Problem, acl, address_set_name, node_sources,
+    port_group_name,
 };
 use crate::model::PodInfo;
 use crate::names::owned;
@@ -231,12 +232,7 @@ pub(super) fn policy<'a>(
     };
     let pg = port_group_name(ctx.cluster_id, &key);
     let mut acls = BTreeMap::new();
-    if !ctx.node_cidrs.is_empty() {
-        let src: Vec<String> = ctx
-            .node_cidrs
-            .iter()
-            .map(|c| format!("{}.src == {}", Family::of(&c.addr()).field(), c.trunc()))
-            .collect();
+    if let Some(src) = node_sources(&ctx.node_cidrs) {
         acls.insert(
             "node".to_string(),
             acl(
@@ -245,7 +241,7 @@ pub(super) fn policy<'a>(
                 "node",
                 Direction::Ingress,
                 PRIORITY_NODE_ALLOW,
-                format!("outport == @{pg} && ({})", or(src)),
+                format!("outport == @{pg} && ({src})"),
                 "allow-related",
                 &format!("{ns}_{name}_node"),
             ),

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::model::{Mac, NamespaceInfo, PodAddresses, PodInfo, PodPort};
 
-const CID: &str = "test-cluster";
+pub(super) const CID: &str = "test-cluster";
 
 thread_local! {
     /// Keys whose OVN name a test forces (key → name): a 64-bit hash collision made on
@@ -32,7 +32,12 @@ fn collide(name: &str, keys: &[&str]) {
     });
 }
 
-fn pod(ns: &str, name: &str, ip: &str, labels: &[(&str, &str)]) -> (PodInfo, PodAddresses) {
+pub(super) fn pod(
+    ns: &str,
+    name: &str,
+    ip: &str,
+    labels: &[(&str, &str)],
+) -> (PodInfo, PodAddresses) {
     let info = PodInfo {
         namespace: ns.into(),
         name: name.into(),
@@ -68,7 +73,7 @@ fn pod(ns: &str, name: &str, ip: &str, labels: &[(&str, &str)]) -> (PodInfo, Pod
 }
 
 /// x/y/z × a/b/c, like the upstream e2e suite; pod label `pod=<name>`.
-fn cluster() -> Vec<(PodInfo, PodAddresses)> {
+pub(super) fn cluster() -> Vec<(PodInfo, PodAddresses)> {
     let mut out = Vec::new();
     for (i, ns) in ["x", "y", "z"].iter().enumerate() {
         for (j, p) in ["a", "b", "c"].iter().enumerate() {
@@ -83,7 +88,7 @@ fn cluster() -> Vec<(PodInfo, PodAddresses)> {
     out
 }
 
-fn namespaces() -> BTreeMap<String, NamespaceInfo> {
+pub(super) fn namespaces() -> BTreeMap<String, NamespaceInfo> {
     ["x", "y", "z"]
         .iter()
         .map(|n| {
@@ -98,7 +103,7 @@ fn namespaces() -> BTreeMap<String, NamespaceInfo> {
         .collect()
 }
 
-fn policy(v: serde_json::Value) -> NetworkPolicy {
+pub(super) fn policy(v: serde_json::Value) -> NetworkPolicy {
     serde_json::from_value(v).expect("policy json")
 }
 
@@ -113,11 +118,12 @@ fn run(
         namespaces: nss,
         pods: pods.iter().map(|(p, a)| (p, a)).collect(),
         node_cidrs: vec!["100.64.0.0/16".parse::<IpNet>().expect("cidr")],
+        platform_groups: Vec::new(),
     };
     translate(&input)
 }
 
-fn pg<'t>(t: &'t Translation, key: &str) -> &'t DesiredPortGroup {
+pub(super) fn pg<'t>(t: &'t Translation, key: &str) -> &'t DesiredPortGroup {
     let name = port_group_name(CID, key);
     t.nb.port_groups
         .get(&name)

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::nb_view::NbView;
 use super::ovn_trace::{End, LogicalTrace, Stage};
 
-use api::external_ids::nb::{ACL as RULE, KIND, OBJECT};
+use api::external_ids::nb::{ACL as RULE, KIND, OBJECT, PLATFORM_ACL, PLATFORM_GROUP};
 
 /// What decided, step by step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,6 +37,10 @@ pub enum Finding {
         priority: i64,
         allowed: bool,
         direction: String,
+        /// The NetworkPolicy rule (`ns/name` rule) that agreed, when a NetworkPolicy also
+        /// governs the pod (the controller's mirror of the platform's rule decided).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        policy: Option<String>,
     },
     /// A Service's load balancer picked a backend.
     LoadBalanced {
@@ -88,9 +92,14 @@ impl Finding {
                 priority,
                 allowed,
                 direction,
+                policy,
             } => format!(
-                "{direction} {} by the platform's security group {group}: ACL {acl} (priority {priority})",
-                if *allowed { "allowed" } else { "dropped" }
+                "{direction} {} by the platform's security group {group}: ACL {acl} (priority {priority}){}",
+                if *allowed { "allowed" } else { "dropped" },
+                policy
+                    .as_ref()
+                    .map(|p| format!(", and by NetworkPolicy {p}"))
+                    .unwrap_or_default()
             ),
             Finding::LoadBalanced {
                 service,
@@ -188,6 +197,45 @@ fn platform_group_of<'a>(nb: &'a NbView, acl: &ovsdb::nb::Acl) -> Option<&'a ovs
         .find(|g| g.acls.contains(&acl.uuid) && !g.external_ids.contains_key(KIND))
 }
 
+/// `<ns>/<name>/<rule>` → (`ns/name`, `rule`).
+fn policy_rule(s: &str) -> Option<(String, String)> {
+    let mut it = s.splitn(3, '/');
+    let (ns, name, rule) = (it.next()?, it.next()?, it.next()?);
+    Some((format!("{ns}/{name}"), rule.to_string()))
+}
+
+/// Our mirror of a platform security group's rule (a pod both in the group and isolated
+/// by a NetworkPolicy): named as the platform's rule, with the policy rule that agreed.
+fn platform_mirror(
+    nb: &NbView,
+    acl: &ovsdb::nb::Acl,
+    rule: &str,
+    allowed: bool,
+    direction: &str,
+) -> Option<Finding> {
+    let group = acl.external_ids.get(PLATFORM_GROUP)?;
+    let theirs = acl
+        .external_ids
+        .get(PLATFORM_ACL)
+        .and_then(|u| nb.acls.iter().find(|a| a.uuid.to_string() == *u));
+    // `sg/<uuid>/<ns>/<name>/<rule>` for an allow, `sg/<uuid>` for a drop
+    let policy = rule
+        .strip_prefix("sg/")
+        .and_then(|r| r.split_once('/'))
+        .and_then(|(_, p)| policy_rule(p))
+        .map(|(p, r)| format!("{p} (rule {r})"));
+    Some(Finding::SecurityGroup {
+        group: group.clone(),
+        acl: theirs
+            .map(|a| a.name.clone().unwrap_or_else(|| a.match_.clone()))
+            .unwrap_or_else(|| format!("{} (gone from the platform)", acl.match_)),
+        priority: theirs.map_or(acl.priority, |a| a.priority),
+        allowed,
+        direction: direction.into(),
+        policy,
+    })
+}
+
 /// `ingress` for the egress pipeline's (to-lport) ACLs, `egress` for the ingress one's.
 fn direction(s: &Stage) -> &'static str {
     if s.pipeline == "egress" {
@@ -270,9 +318,19 @@ pub fn explain(nb: &NbView, trace: &LogicalTrace, lb_backend: Option<&str>) -> V
                     priority: acl.priority,
                     allowed: !dropped,
                     direction: direction(s).into(),
+                    policy: None,
                 });
                 continue;
             }
+            if let Some(f) = platform_mirror(nb, acl, &rule, !dropped, direction(s)) {
+                out.push(f);
+                continue;
+            }
+            // a policy rule under the platform's groups: `rule/<ns>/<name>/<rule>`
+            let (object, rule) = match rule.strip_prefix("rule/").and_then(policy_rule) {
+                Some((p, r)) => (p, r),
+                None => (object, rule),
+            };
             match (kind, dropped) {
                 (Some("netpol-acl"), true) if rule == "deny" => {
                     let lsp = s.outport.clone().unwrap_or_default();
@@ -478,6 +536,41 @@ mod tests {
         assert!(
             !matches!(f.first(), Some(Finding::SecurityGroup { .. })),
             "{f:?}"
+        );
+        // our mirror of the platform's rule under a NetworkPolicy: named as theirs
+        let mut mirror = acl(
+            30003,
+            "(outport == @sg_web && tcp.dst == 22) && (outport == @np_web && ip)",
+            "allow-related",
+        );
+        mirror.external_ids = BTreeMap::from([
+            (KIND.to_string(), "netpol-acl".to_string()),
+            (
+                RULE.to_string(),
+                format!("sg/{}/default/web/ingress[0]", allow22.uuid),
+            ),
+            (PLATFORM_GROUP.to_string(), "sg_web".to_string()),
+            (PLATFORM_ACL.to_string(), allow22.uuid.to_string()),
+        ]);
+        let mut nb = nb;
+        nb.acls.push(mirror.clone());
+        let f = explain(&nb, &trace(stage(&mirror, &["next;"])), None);
+        assert_eq!(
+            f[0].sentence(),
+            "ingress allowed by the platform's security group sg_web: ACL outport == @sg_web && \
+             tcp.dst == 22 (priority 1001), and by NetworkPolicy default/web (rule ingress[0])"
+        );
+        // a policy rule alone under the groups names its policy
+        let mut alone = acl(30001, "outport == @np_web && ip", "allow-related");
+        alone.external_ids = BTreeMap::from([
+            (KIND.to_string(), "netpol-acl".to_string()),
+            (RULE.to_string(), "rule/default/web/ingress[0]".to_string()),
+        ]);
+        nb.acls.push(alone.clone());
+        let f = explain(&nb, &trace(stage(&alone, &["next;"])), None);
+        assert_eq!(
+            f[0].sentence(),
+            "ingress allowed by NetworkPolicy default/web (rule ingress[0])"
         );
     }
 

@@ -12,6 +12,12 @@
 //!   platform removes it: closed again;
 //! - `zovn trace` from another pod of the group to port 80 names the group and the rule
 //!   that dropped it;
+//! - the host of the pod's node reaches port 80 (kubelet's probes), which the group drops
+//!   for everyone else;
+//! - a NetworkPolicy admitting only port 80 on top: 22 closes although the group allows
+//!   it, 80 stays closed until the platform adds its rule for 80, then opens (the time it
+//!   took is printed) and closes with the rule's removal; the node's host still gets in;
+//!   the policy deleted, 22 answers the VM again;
 //! - the Subnet names no group any more: the pod's port leaves `sg-web` (the group holds
 //!   only the platform's members again) and port 80 answers.
 
@@ -47,6 +53,43 @@ fn assert_closed(netns: &str, target: &str) {
         let r = probe(netns, target, Duration::from_secs(1));
         assert!(r.is_err(), "{target} answered the VM: {r:?}");
     }
+}
+
+/// Waits until `zovn trace default/p2 → target` reports a drop saying `want`.
+fn wait_trace(z: &tests::zovn::Zovn, target: &str, want: &str) {
+    let t0 = Instant::now();
+    let last = loop {
+        let last = z.trace(&["default/p2", target]);
+        // the report wraps its lines: compare with the whitespace collapsed
+        let flat = last.1.split_whitespace().collect::<Vec<_>>().join(" ");
+        if last.0 == 1 && flat.contains(want) {
+            break last;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "trace p2 → {target} does not say {want:?}: exit {}\n{}\n{}",
+            last.0,
+            last.1,
+            last.2
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("{}", last.1);
+}
+
+/// The platform adds its rule for port 80 from the VM's network.
+fn open_80(nb: &str) {
+    nbctl(
+        nb,
+        &[
+            "acl-add",
+            "sg_web",
+            "to-lport",
+            "1002",
+            ALLOW_80,
+            "allow-related",
+        ],
+    );
 }
 
 fn group_ports(nb: &str) -> String {
@@ -142,43 +185,62 @@ fn the_platforms_security_group_governs_the_pod() {
     // network) → p1:80
     let want = "dropped by the platform's security group sg_web: \
                 ACL outport == @sg_web && ip4 (priority 1000)";
-    let t0 = Instant::now();
-    let last = loop {
-        let last = z.trace(&["default/p2", "default/p1:80"]);
-        // the report wraps its lines: compare with the whitespace collapsed
-        let flat = last.1.split_whitespace().collect::<Vec<_>>().join(" ");
-        if last.0 == 1 && flat.contains(want) {
-            break last;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "trace p2 → p1:80 does not say {want:?}: exit {}\n{}\n{}",
-            last.0,
-            last.1,
-            last.2
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    eprintln!("{}", last.1);
+    wait_trace(&z, "default/p1:80", want);
 
     // the platform opens 80, then closes it again
-    nbctl(
-        &nb,
-        &[
-            "acl-add",
-            "sg_web",
-            "to-lport",
-            "1002",
-            ALLOW_80,
-            "allow-related",
-        ],
-    );
+    open_80(&nb);
     let took = wait_state(&vm.netns, &port(80), true);
     eprintln!("the platform's new rule for port 80 took effect on the pod in {took:?}");
     nbctl(&nb, &["acl-del", "sg_web", "to-lport", "1002", ALLOW_80]);
     let took = wait_state(&vm.netns, &port(80), false);
     eprintln!("the platform's removed rule for port 80 took effect on the pod in {took:?}");
     assert_closed(&vm.netns, &port(80));
+
+    // the host of p1's node gets in although the group drops everything but 22 from the
+    // VM's network: kubelet's probes come from there
+    let host = &nodes[1].netns;
+    wait_until("node 2's host → p1:80", Duration::from_secs(30), || {
+        probe(host, &port(80), Duration::from_secs(1)).is_ok()
+    });
+
+    // NetworkPolicy on top of the group: p1 may be reached on 80 only
+    let np = s.dir.path().join("policy.yaml");
+    std::fs::write(
+        &np,
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
+         metadata: {name: web-80, namespace: default}\n\
+         spec: {podSelector: {}, ingress: [{ports: [{port: 80}]}]}\n",
+    )
+    .expect("write");
+    let np = np.to_str().expect("utf-8");
+    z.ok(&["apply", "-f", np, "--wait"]);
+    // the policy closes what the group allows; the group closes what the policy allows
+    wait_state(&vm.netns, &port(22), false);
+    assert_closed(&vm.netns, &port(22));
+    assert_closed(&vm.netns, &port(80));
+    // the trace names the platform's rule that decided, through the controller's mirror
+    wait_trace(
+        &z,
+        "default/p1:80",
+        "ingress dropped by the platform's security group sg_web: \
+         ACL outport == @sg_web && ip4 (priority 1000)",
+    );
+    // both allow: open, within the same time as without a policy
+    open_80(&nb);
+    let took = wait_state(&vm.netns, &port(80), true);
+    eprintln!("under a NetworkPolicy, the platform's new rule for port 80 took effect in {took:?}");
+    assert_closed(&vm.netns, &port(22));
+    assert!(
+        probe(host, &port(22), Duration::from_secs(2)).is_ok(),
+        "node 2's host no longer reaches p1:22 under the policy"
+    );
+    nbctl(&nb, &["acl-del", "sg_web", "to-lport", "1002", ALLOW_80]);
+    let took = wait_state(&vm.netns, &port(80), false);
+    eprintln!("under a NetworkPolicy, the platform's removed rule took effect in {took:?}");
+    assert_closed(&vm.netns, &port(80));
+    // the policy gone: the group alone decides again
+    z.ok(&["delete", "-f", np, "--wait"]);
+    wait_state(&vm.netns, &port(22), true);
 
     // the Subnet names no group any more: the pod leaves it, 80 answers
     write("");
