@@ -230,6 +230,11 @@ pub struct SubnetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logical_switch: Option<String>,
 
+    /// External mode: the platform's security groups its pods are in (from
+    /// `spec.securityGroups`, once the platform's NB holds each of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<String>,
+
     /// Standard conditions; `Ready` is True when Active, False with reason `InvalidSpec` when
     /// the spec fails validation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

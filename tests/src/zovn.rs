@@ -229,6 +229,14 @@ impl Zovn {
         list["items"].as_array().cloned().unwrap_or_default()
     }
 
+    /// Subnet `name` as the lab's API serves it.
+    pub fn subnet(&self, name: &str) -> Value {
+        self.items("subnets")
+            .into_iter()
+            .find(|s| s["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no Subnet {name}"))
+    }
+
     /// A Node's annotation `key`, parsed as JSON.
     pub fn node_annotation_json(&self, node: &str, key: &str) -> Option<Value> {
         self.items("nodes")
@@ -429,6 +437,23 @@ pub fn probe_netns(
 }
 
 impl Zovn {
+    /// `zovn status ARGS --dir DIR`'s output (the operator's command; it must succeed).
+    pub fn status(&self, args: &[&str]) -> String {
+        let out = Command::new(&self.exe)
+            .arg("status")
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .output()
+            .expect("run zovn status");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// `zovn trace ARGS --dir DIR` (the operator's command, not `zovn lab ...`): (exit
     /// code, stdout, stderr).
     pub fn trace(&self, args: &[&str]) -> (i32, String, String) {

@@ -71,11 +71,20 @@ pub fn active_status(
         available_ips: Some(available as f64),
         used_ips: Some(used_ips as f64),
         logical_switch: Some(logical_switch.to_string()),
+        security_groups: subnet.security_groups.clone(),
         conditions: vec![condition_now(
             CONDITION_READY,
             true,
             REASON_ACTIVE,
-            format!("logical switch {logical_switch} serves {cidrs}"),
+            if subnet.security_groups.is_empty() {
+                format!("logical switch {logical_switch} serves {cidrs}")
+            } else {
+                format!(
+                    "logical switch {logical_switch} serves {cidrs}; its pods are in the \
+                     platform's security groups {}",
+                    subnet.security_groups.join(", ")
+                )
+            },
         )],
     }
 }

@@ -494,7 +494,18 @@ fn security_groups_are_the_platforms_and_only_when_allowed() {
     let mut s = spec("10.0.0.0/24");
     s.external_logical_switch = Some("ls-zstack-1".into());
     s.security_groups = vec!["sg-web".into(), " sg-web ".into()];
-    assert_eq!(valid(&s, &external_ctx()).security_groups, ["sg-web"]);
+    let v = valid(&s, &external_ctx());
+    assert_eq!(v.security_groups, ["sg-web"]);
+    // the status names them, in its field and its Ready condition
+    let st = active_status(&v, "ls-zstack-1", None);
+    assert_eq!(st.security_groups, ["sg-web"]);
+    assert!(
+        st.conditions[0]
+            .message
+            .ends_with("its pods are in the platform's security groups sg-web"),
+        "{:?}",
+        st.conditions
+    );
     s.security_groups = vec!["sg-web".into(), "sg-db".into()];
     assert_eq!(
         reasons(&s, &external_ctx()),

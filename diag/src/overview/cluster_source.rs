@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::{
     CentralRow, NodeRow, Overview, PodProblem, counter, datapath_report, pmd_busy, pod_problem,
+    subnet_row,
 };
 use crate::kubectl::Kubectl;
 use crate::release::{Release, ReleasePod};
@@ -156,10 +157,16 @@ pub fn gather(k: &Kubectl) -> anyhow::Result<Overview> {
             Some(pr)
         })
         .collect();
+    let (subnets, subnets_note) = match k.list_all("subnets.network.zstack.io") {
+        Ok(v) => (v.iter().map(subnet_row).collect(), None),
+        Err(e) => (Vec::new(), Some(format!("Subnets not listed: {e}"))),
+    };
     Ok(Overview {
         central,
         central_note,
         nodes,
+        subnets,
+        subnets_note,
         pods: problems,
     })
 }

@@ -84,6 +84,57 @@ pub struct PodProblem {
     pub problem: String,
 }
 
+/// One Subnet: where its pods are and whether it serves.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubnetRow {
+    pub name: String,
+    /// `Active`, `Failed`, or `Pending` before the controller looked at it.
+    pub phase: String,
+    pub cidr: String,
+    /// The logical switch serving it (external mode: the platform's, `spec.externalLogicalSwitch`).
+    pub switch: String,
+    pub platform_switch: bool,
+    /// The platform's security groups its pods are in (status: in effect).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<String>,
+    /// Why it is not Active.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The row of a Subnet object (JSON as the API server serves it).
+pub fn subnet_row(v: &Value) -> SubnetRow {
+    let str_at = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let spec = &v["spec"];
+    let status = &v["status"];
+    let platform = spec["externalLogicalSwitch"]
+        .as_str()
+        .filter(|s| !s.is_empty());
+    let phase = status["phase"].as_str().unwrap_or("Pending").to_string();
+    let reason = status["reason"]
+        .as_str()
+        .filter(|r| !r.is_empty() && phase != "Active")
+        .map(str::to_string);
+    SubnetRow {
+        name: str_at(&v["metadata"]["name"]),
+        cidr: str_at(&spec["cidr"]),
+        switch: platform
+            .map(str::to_string)
+            .unwrap_or_else(|| str_at(&status["logicalSwitch"])),
+        platform_switch: platform.is_some(),
+        security_groups: status["securityGroups"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|g| g.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        phase,
+        reason,
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Overview {
     pub central: Vec<CentralRow>,
@@ -91,6 +142,10 @@ pub struct Overview {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub central_note: Option<String>,
     pub nodes: Vec<NodeRow>,
+    pub subnets: Vec<SubnetRow>,
+    /// Why there are no Subnet rows (they could not be listed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subnets_note: Option<String>,
     pub pods: Vec<PodProblem>,
 }
 
@@ -219,6 +274,39 @@ pub fn text(o: &Overview) -> String {
         s += &cut(&format!("  why: {}", n.reason), 80);
         s.push('\n');
     }
+    s += "SUBNET            PHASE    CIDR                LOGICAL SWITCH\n";
+    if let Some(n) = &o.subnets_note {
+        s += &cut(&format!("  {n}"), 80);
+        s.push('\n');
+    }
+    for n in &o.subnets {
+        s += &cut(
+            &format!(
+                "{:<17} {:<8} {:<19} {}{}",
+                cut(&n.name, 17),
+                cut(&n.phase, 8),
+                cut(&n.cidr, 19),
+                n.switch,
+                if n.platform_switch { " (platform)" } else { "" }
+            ),
+            80,
+        );
+        s.push('\n');
+        if !n.security_groups.is_empty() {
+            s += &cut(
+                &format!(
+                    "  platform security groups: {}",
+                    n.security_groups.join(", ")
+                ),
+                80,
+            );
+            s.push('\n');
+        }
+        if let Some(r) = &n.reason {
+            s += &cut(&format!("  why: {r}"), 80);
+            s.push('\n');
+        }
+    }
     if o.pods.is_empty() {
         s += "PODS: no problems\n";
     } else {
@@ -261,6 +349,13 @@ mod tests {
                 pmd_busy_percent: Some(12.5),
                 stale_flow_purges: Some(0),
             }],
+            subnets: vec![subnet_row(&serde_json::json!({
+                "metadata": {"name": "a-platform-subnet-with-a-long-name"},
+                "spec": {"cidr": "10.99.0.0/24", "externalLogicalSwitch": "platform-ls",
+                         "securityGroups": ["sg_web", "sg_db"]},
+                "status": {"phase": "Failed", "securityGroups": ["sg_web"],
+                           "reason": "z".repeat(200)}}))],
+            subnets_note: None,
             pods: vec![PodProblem {
                 pod: "ns/p".into(),
                 problem: "y".repeat(200),
@@ -269,5 +364,32 @@ mod tests {
         let t = text(&o);
         assert!(t.lines().all(|l| l.chars().count() <= 80), "{t}");
         assert!(t.contains("12%") || t.contains("13%"), "{t}");
+        assert!(
+            t.contains("Failed   10.99.0.0/24        platform-ls (platform)"),
+            "{t}"
+        );
+        // the groups in effect (status), not those asked for
+        assert!(t.contains("  platform security groups: sg_web\n"), "{t}");
+        assert!(t.contains("  why: zzz"), "{t}");
+    }
+
+    #[test]
+    fn a_subnet_of_ours_shows_its_switch_and_no_reason_when_active() {
+        let r = subnet_row(&serde_json::json!({
+            "metadata": {"name": "default"},
+            "spec": {"cidr": "10.16.0.0/16"},
+            "status": {"phase": "Active", "logicalSwitch": "zovn-default", "reason": ""}}));
+        assert_eq!(
+            (
+                r.switch.as_str(),
+                r.platform_switch,
+                r.reason,
+                r.phase.as_str()
+            ),
+            ("zovn-default", false, None, "Active")
+        );
+        // not looked at yet
+        let r = subnet_row(&serde_json::json!({"metadata": {"name": "n"}, "spec": {}}));
+        assert_eq!(r.phase, "Pending");
     }
 }

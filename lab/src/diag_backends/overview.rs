@@ -12,7 +12,7 @@ use crate::apiserver::ApiClient;
 use crate::apiserver::protocol::ResourceKind;
 use crate::central::Db;
 use diag::overview::{
-    CentralRow, NodeRow, Overview, counter, datapath_report, pmd_busy, pod_problem,
+    CentralRow, NodeRow, Overview, counter, datapath_report, pmd_busy, pod_problem, subnet_row,
 };
 
 /// `GET /metrics` from `127.0.0.1:port` inside netns `ns` (the node agent listens there).
@@ -94,6 +94,12 @@ pub fn gather(dir: &Path) -> anyhow::Result<Overview> {
             .is_none()
             .then(|| "not started by this lab".to_string()),
         nodes,
+        subnets: api
+            .get(ResourceKind::Subnet)?
+            .iter()
+            .map(subnet_row)
+            .collect(),
+        subnets_note: None,
         pods: pods.iter().filter_map(pod_problem).collect(),
     })
 }

@@ -7,7 +7,8 @@
 //! (Port_Group) whose rules drop everything to its members but TCP 22 from 10.98.0.0/24.
 //! A Subnet on `platform-ls` names `sg-web`; its pod (node 2, AF_XDP) declares ports 22
 //! and 80. Checked:
-//! - the pod's port is in `sg-web`; from the VM, port 22 answers and port 80 does not;
+//! - the pod's port is in `sg-web`, which the Subnet's status and `zovn status` name; from
+//!   the VM, port 22 answers and port 80 does not;
 //! - the platform adds a rule for port 80: it opens (the time it took is printed); the
 //!   platform removes it: closed again;
 //! - `zovn trace` from another pod of the group to port 80 names the group and the rule
@@ -173,6 +174,17 @@ fn the_platforms_security_group_governs_the_pod() {
     wait_until("the pod's port in sg_web", Duration::from_secs(30), || {
         !group_ports(&nb).trim().is_empty()
     });
+    // the Subnet's status and `zovn status` name the group
+    assert_eq!(
+        z.subnet("platform")["status"]["securityGroups"],
+        serde_json::json!(["sg_web"])
+    );
+    let status = z.status(&[]);
+    assert!(
+        status.contains("platform-ls (platform)")
+            && status.contains("  platform security groups: sg_web\n"),
+        "{status}"
+    );
 
     // the platform's rules: 22 from the VM's network, nothing else
     wait_state(&vm.netns, &port(22), true);

@@ -119,23 +119,6 @@ fn trace(z: &Zovn, args: &[&str]) -> (i32, String, String) {
     z.trace(args)
 }
 
-/// `zovn status ARGS --dir DIR`'s output (it must succeed).
-fn z_status(z: &Zovn, args: &[&str]) -> String {
-    let out = std::process::Command::new(&z.exe)
-        .arg("status")
-        .args(args)
-        .arg("--dir")
-        .arg(&z.dir)
-        .output()
-        .expect("run zovn status");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn json(z: &Zovn, src: &str, dst: &str) -> Value {
     let (_, out, err) = trace(z, &[src, dst, "-o", "json"]);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"))
@@ -318,7 +301,7 @@ fn trace_names_the_policy_the_backend_and_the_path() {
     assert!(text.contains("no route"), "{text}");
 
     // zovn status: the central, both nodes' decisions, the pod without an address
-    let status = z_status(&z, &[]);
+    let status = z.status(&[]);
     within_80(&status);
     for want in [
         "NB     1  running",
@@ -339,7 +322,7 @@ fn trace_names_the_policy_the_backend_and_the_path() {
         status.contains(&format!("{without}: no address")),
         "{status}"
     );
-    let j: Value = serde_json::from_str(&z_status(&z, &["-o", "json"])).expect("status json");
+    let j: Value = serde_json::from_str(&z.status(&["-o", "json"])).expect("status json");
     assert_eq!(j["nodes"].as_array().map(Vec::len), Some(2), "{j:#}");
     assert_eq!(j["nodes"][0]["reason"], "kernel as configured");
     assert!(
@@ -396,7 +379,7 @@ fn status_shows_raft_roles_and_a_dead_member() {
             "off",
         ],
     );
-    let status = |args: &[&str]| z_status(&z, args);
+    let status = |args: &[&str]| z.status(args);
     let j: Value = serde_json::from_str(&status(&["-o", "json"])).expect("JSON");
     let rows = |j: &Value, what: &str| -> Vec<Value> {
         j["central"]
