@@ -168,7 +168,9 @@ enum GatewayModeArg {
 /// `zstack-ovnkube-node uninstall-hook`: the chart's pre-delete hook. Creates the uninstall
 /// marker, waits until every node agent of the release acknowledged it (at most --timeout),
 /// deletes it. Exits 0 even when some did not (they are named in the log, with what to
-/// remove by hand) or the API failed: an uninstall is never blocked.
+/// remove by hand) or the API failed: an uninstall is never blocked by a node. With
+/// --stop-deployment (external mode) it then stops the controller, and exits 1 when it
+/// cannot: the Job's next step cleans the platform's NB only after it.
 #[derive(Debug, Parser)]
 #[command(
     name = "uninstall-hook",
@@ -196,6 +198,14 @@ struct HookArgs {
     /// Seconds to wait for the acknowledgements.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    /// External mode: then scale this Deployment (the controller's) to 0 and wait until
+    /// its pods are gone, so the Job's next step can clean the platform's NB; exits 1 when
+    /// that fails (the NB is not cleaned under a running controller).
+    #[arg(long)]
+    stop_deployment: Option<String>,
+    /// Seconds to wait for the stopped Deployment's pods to go.
+    #[arg(long, default_value_t = 60)]
+    stop_timeout: u64,
     /// kubeconfig (default: in-cluster / $KUBECONFIG).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -220,9 +230,16 @@ async fn uninstall_hook(args: HookArgs) -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.timeout),
         poll: Duration::from_secs(1),
     };
-    let result = match uninstall::client(args.kubeconfig.as_deref()).await {
-        Ok(client) => hook::run(client, &cfg).await,
-        Err(e) => Err(e),
+    let client = uninstall::client(args.kubeconfig.as_deref()).await;
+    let result = match &client {
+        Ok(client) => hook::run(client.clone(), &cfg).await,
+        Err(e) => {
+            tracing::error!(error = %e, "Kubernetes client");
+            Err(uninstall::UninstallError::Marker {
+                marker: cfg.marker.clone(),
+                why: "no Kubernetes client",
+            })
+        }
     };
     match result {
         // missing nodes were logged by `run`, with what to remove by hand
@@ -238,6 +255,23 @@ async fn uninstall_hook(args: HookArgs) -> anyhow::Result<()> {
              plugin's state; the uninstall goes on. Remove it by hand (docs/install.md, \
              \"Uninstalling\")"
         ),
+    }
+    if let Some(name) = &args.stop_deployment {
+        let client = client.map_err(|e| anyhow::anyhow!("stop {name}: {e}"))?;
+        let stopped = uninstall::stop_controller::stop(
+            client,
+            &cfg.namespace,
+            name,
+            Duration::from_secs(args.stop_timeout),
+            Duration::from_secs(1),
+        )
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{e}: the platform's NB is not cleaned; see docs/install.md, \"Uninstalling\""
+            )
+        })?;
+        tracing::info!(deployment = %name, ?stopped, "controller stopped: the NB can be cleaned");
     }
     Ok(())
 }

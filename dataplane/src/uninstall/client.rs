@@ -33,6 +33,12 @@ pub enum UninstallError {
     /// The marker is not what the hook expects; `why` says how.
     #[error("uninstall marker {marker}: {why}")]
     Marker { marker: String, why: &'static str },
+    /// The controller's Deployment could not be stopped; `why` says how.
+    #[error("controller Deployment {deployment}: {why}")]
+    Controller {
+        deployment: String,
+        why: &'static str,
+    },
     #[error("{what} {}: {source}", path.display())]
     Io {
         what: &'static str,

@@ -12,6 +12,7 @@
 //! | [`marker`] | the agent: watches the marker (one that was there at start is stale), writes the flag file, acknowledges |
 //! | [`decide`] | at SIGTERM, pure: clean only with a marker seen during this run, and not while the DaemonSet is still there |
 //! | [`client`] | the Kubernetes client, the errors, the DaemonSet question |
+//! | [`stop_controller`] | external mode: the hook scales the controller to 0 and waits for its pods, so the NB can be cleaned after it |
 //!
 //! [`cleanup`] then removes what the plugin put on the node: the conflist first (kubelet
 //! stops calling the shim), the shim, the nf_tables table `inet zstack-ovn`, and — when OVS
@@ -27,6 +28,7 @@ pub mod client;
 pub mod decide;
 pub mod hook;
 pub mod marker;
+pub mod stop_controller;
 
 pub use client::{UninstallError, client, read_daemonset};
 pub use decide::{DaemonSetState, Decision, daemonset_state, decide};

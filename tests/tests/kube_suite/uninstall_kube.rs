@@ -15,6 +15,11 @@
 //!   through impersonated ServiceAccounts: the agent's watch and acknowledgement and the
 //!   hook work with the chart's arguments; the agent cannot patch another ConfigMap, the
 //!   hook cannot delete one.
+//! - `external_hook_stops_the_controller_first`: the external profile's hook Job (the NB
+//!   step after the hook), and under its Role the controller's Deployment scaled to 0;
+//!   the stop returns only once the last controller pod is gone (deleted here, as the
+//!   ReplicaSet controller would), fails at its timeout while one stays, and cannot scale
+//!   another Deployment.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -23,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use dataplane::uninstall::hook::{self, HookConfig};
 use dataplane::uninstall::marker::{self, MarkerWatch, UninstallSignal};
+use dataplane::uninstall::stop_controller::{self, Stopped};
 use dataplane::uninstall::{DaemonSetState, Decision, decide, read_daemonset, watch_marker};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -475,4 +482,181 @@ async fn chart_rbac_is_enough_and_no_more() {
     // the agent's DaemonSet question still works with the chart's ClusterRole
     let state = read_daemonset(agent, ns, "zs-zstack-ovn-node").await;
     assert_eq!(state, DaemonSetState::Gone, "{state}");
+}
+
+/// A Deployment `name` whose pods carry `component` of release `zs` (as the chart's).
+async fn deployment(client: &kube::Client, ns: &str, name: &str, component: &str) {
+    let labels = json!({
+        "app.kubernetes.io/name": "zstack-ovn",
+        "app.kubernetes.io/instance": tests::helm::RELEASE,
+        "app.kubernetes.io/component": component,
+    });
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "c", "image": "x"}]}}},
+    }))
+    .expect("deployment");
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap_or_else(|e| panic!("create deployment {name}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_hook_stops_the_controller_first() {
+    let test = "uninstall_kube_external_hook_stops_the_controller_first";
+    let Some(helm) = tests::helm::require_helm(test) else {
+        return;
+    };
+    if !tests::require_real(test, &["etcd"]) {
+        return;
+    }
+    let _heavy = tests::heavy_lock();
+    let s = tests::scratch("unst");
+    let kube_api = tests::kube::KubeApi::start(s.dir.path())
+        .await
+        .expect("etcd + kube-apiserver");
+    let admin = kube_api.client().await.expect("kube client");
+    let ns = tests::helm::NAMESPACE;
+    let objs = tests::helm::render_profile(&helm, "external-tls");
+    for o in &objs {
+        create_rbac(&admin, ns, o).await;
+    }
+    // the Job: the hook first (an init container, told to stop the controller), then the
+    // NB step with the controller's NB flags
+    let job = tests::helm::named(&objs, "Job", "zs-zstack-ovn-uninstall-hook").expect("hook Job");
+    let spec = &job["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["initContainers"][0]["name"], "uninstall-hook",
+        "{spec:#}"
+    );
+    let hook_args: Vec<String> =
+        serde_json::from_value(spec["initContainers"][0]["args"].clone()).expect("args");
+    let controller = arg(&hook_args, "--stop-deployment");
+    assert_eq!(controller, "zs-zstack-ovn-controller");
+    let nb_step = tests::helm::container(job, "uninstall-nb");
+    let nb_args = tests::helm::args(nb_step);
+    assert!(nb_args.iter().any(|a| a == "--uninstall-nb"), "{nb_args:?}");
+    let deploy = tests::helm::named(&objs, "Deployment", "zs-zstack-ovn-controller")
+        .expect("controller Deployment");
+    let controller_args = tests::helm::args(tests::helm::container(deploy, "controller"));
+    for flag in ["--mode", "--nb", "--nb-ca", "--nb-cert", "--nb-key"] {
+        assert_eq!(
+            arg(&nb_args, flag),
+            arg(&controller_args, flag),
+            "{flag}: the NB step talks to another NB than the controller"
+        );
+    }
+    let ovn_tls = |list: &Value| {
+        list.as_array()
+            .and_then(|l| l.iter().find(|v| v["name"] == "ovn-tls"))
+            .cloned()
+    };
+    let controller_pod = &deploy["spec"]["template"]["spec"];
+    assert_eq!(
+        (ovn_tls(&nb_step["volumeMounts"]), ovn_tls(&spec["volumes"])),
+        (
+            ovn_tls(&tests::helm::container(deploy, "controller")["volumeMounts"]),
+            ovn_tls(&controller_pod["volumes"])
+        ),
+        "the NB step mounts other TLS material than the controller"
+    );
+    assert!(ovn_tls(&spec["volumes"]).is_some(), "{spec:#}");
+
+    deployment(&admin, ns, &controller, "controller").await;
+    deployment(&admin, ns, "coredns", "dns").await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    pod(
+        &pods,
+        "zs-zstack-ovn-controller-a",
+        "zs",
+        "controller",
+        Some("n1"),
+    )
+    .await;
+    pod(
+        &pods,
+        "zs-zstack-ovn-controller-b",
+        "zs",
+        "controller",
+        Some("n2"),
+    )
+    .await;
+    let hook_client = impersonating(&kube_api, ns, "zs-zstack-ovn-uninstall-hook").await;
+
+    // a pod that stays: the stop fails at its timeout, naming the Deployment
+    let t0 = Instant::now();
+    let err = stop_controller::stop(
+        hook_client.clone(),
+        ns,
+        &controller,
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+    )
+    .await
+    .expect_err("the pods never went");
+    assert!(
+        err.to_string().contains("zs-zstack-ovn-controller")
+            && t0.elapsed() >= Duration::from_secs(1),
+        "{err}"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
+    let replicas = |d: Deployment| d.spec.and_then(|s| s.replicas);
+    assert_eq!(
+        replicas(deployments.get(&controller).await.expect("get")),
+        Some(0),
+        "not scaled under the chart's Role"
+    );
+
+    // the pods go (as the ReplicaSet controller would delete them): the stop returns
+    let running = tokio::spawn({
+        let (c, n) = (hook_client.clone(), controller.clone());
+        async move { stop_controller::stop(c, ns, &n, WITHIN, Duration::from_millis(100)).await }
+    });
+    for p in ["zs-zstack-ovn-controller-a", "zs-zstack-ovn-controller-b"] {
+        // no kubelet here to finish a graceful deletion
+        pods.delete(p, &DeleteParams::default().grace_period(0))
+            .await
+            .unwrap_or_else(|e| panic!("delete {p}: {e}"));
+    }
+    let stopped = tokio::time::timeout(WITHIN, running)
+        .await
+        .expect("the stop returns once the pods are gone")
+        .expect("task")
+        .expect("stop");
+    assert!(matches!(stopped, Stopped::Stopped { .. }), "{stopped:?}");
+
+    // nothing else: another Deployment is out of reach; a missing one is no error
+    let refused = stop_controller::stop(
+        hook_client.clone(),
+        ns,
+        "coredns",
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "the hook stopped another Deployment: {refused:?}"
+    );
+    assert_eq!(
+        replicas(deployments.get("coredns").await.expect("get")),
+        Some(2)
+    );
+    deployments
+        .delete(&controller, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let absent = stop_controller::stop(
+        admin,
+        ns,
+        &controller,
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+    )
+    .await
+    .expect("absent");
+    assert_eq!(absent, Stopped::Absent);
 }

@@ -209,3 +209,18 @@ nodeAffinity:
       - matchExpressions:
           - {key: kubernetes.io/hostname, operator: In, values: {{ splitList "," . | toJson }}}
 {{- end -}}
+
+{{/* The controller's Northbound flags: its Deployment's and the uninstall hook's NB step
+(external mode). The mode, the remote, its TLS material, the cluster id. */}}
+{{- define "zovn.controllerNbArgs" -}}
+- --mode={{ .Values.ovn.mode }}
+- --nb={{ include "zovn.remote" (dict "ctx" . "db" "nb") }}
+{{- if or .Values.ovn.ssl.enabled (include "zovn.pki" .) }}
+- --nb-ca={{ include "zovn.tlsDir" . }}/ca.crt
+- --nb-cert={{ include "zovn.tlsDir" . }}/tls.crt
+- --nb-key={{ include "zovn.tlsDir" . }}/tls.key
+{{- end }}
+{{- with .Values.ovn.clusterId }}
+- --cluster-id={{ . }}
+{{- end }}
+{{- end -}}
