@@ -270,6 +270,28 @@ impl Central {
         tcp_remotes(&self.state.sb)
     }
 
+    /// Every server also listens on plain TCP at `addr` (an IPv4 address of this host; a
+    /// random port each), for clients that cannot reach the host's loopback: the nodes of a
+    /// `zovn cluster` reach the host's management address. Returns the NB and SB remotes,
+    /// `tcp:<addr>:<port>[,…]`. Added at run time (`ovsdb-server/add-remote`): a member
+    /// [`Central::restart_member`] restarts no longer listens there.
+    pub fn listen_tcp_on(&self, addr: &str) -> Result<(String, String)> {
+        let remotes = |members: &[Member]| -> Result<String> {
+            let mut v = Vec::new();
+            for m in members {
+                let from = log_len(&m.daemon.log_file);
+                ctl::appctl(
+                    &m.unixctl,
+                    &["ovsdb-server/add-remote", &format!("ptcp:0:{addr}")],
+                )?;
+                let port = listening_port(&m.daemon.log_file, from)?;
+                v.push(format!("tcp:{addr}:{port}"));
+            }
+            Ok(v.join(","))
+        };
+        Ok((remotes(&self.state.nb)?, remotes(&self.state.sb)?))
+    }
+
     /// NB remote over SSL (`ssl:127.0.0.1:p[,…]`), if started with
     /// [`Central::start_with_ssl`].
     pub fn nb_ssl_remote(&self) -> Option<String> {

@@ -1,11 +1,14 @@
 //! Playing the IaaS platform of external mode with `ovn-nbctl`, as ZStack would build its
 //! rows: nothing here carries an `external_ids` mark of ours.
 
-use crate::nbctl::nbctl;
-
 /// A switch port `lsp` on `switch` of type `router`, peered with router port `lrp`.
 pub fn router_port(nb: &str, switch: &str, lsp: &str, lrp: &str) {
-    nbctl(
+    try_router_port(nb, switch, lsp, lrp).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// [`router_port`], returning the failure.
+pub fn try_router_port(nb: &str, switch: &str, lsp: &str, lrp: &str) -> lab::Result<()> {
+    lab::ctl::nbctl(
         nb,
         &[
             "lsp-add",
@@ -24,22 +27,39 @@ pub fn router_port(nb: &str, switch: &str, lsp: &str, lrp: &str) {
             lsp,
             &format!("router-port={lrp}"),
         ],
-    );
+    )
+    .map(drop)
 }
 
 /// Switch `switch` attached to router `router` (created if missing) through router port
 /// `lrp-<switch>` with `mac` and `network` (the gateway and prefix, `10.99.0.1/24`).
 pub fn routed_switch(nb: &str, switch: &str, router: &str, mac: &str, network: &str) {
-    nbctl(nb, &["--may-exist", "lr-add", router]);
-    nbctl(nb, &["ls-add", switch]);
+    try_routed_switch(nb, switch, router, mac, network).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// [`routed_switch`], returning the failure.
+pub fn try_routed_switch(
+    nb: &str,
+    switch: &str,
+    router: &str,
+    mac: &str,
+    network: &str,
+) -> lab::Result<()> {
+    lab::ctl::nbctl(nb, &["--may-exist", "lr-add", router])?;
+    lab::ctl::nbctl(nb, &["ls-add", switch])?;
     let lrp = format!("lrp-{switch}");
-    nbctl(nb, &["lrp-add", router, &lrp, mac, network]);
-    router_port(nb, switch, &format!("{switch}-lr"), &lrp);
+    lab::ctl::nbctl(nb, &["lrp-add", router, &lrp, mac, network])?;
+    try_router_port(nb, switch, &format!("{switch}-lr"), &lrp)
 }
 
 /// A VM's port on `switch`: `mac` and `ip` (no type; bind it with `iface-id=<name>`).
 pub fn vm_port(nb: &str, switch: &str, name: &str, mac: &str, ip: &str) {
-    nbctl(
+    try_vm_port(nb, switch, name, mac, ip).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// [`vm_port`], returning the failure.
+pub fn try_vm_port(nb: &str, switch: &str, name: &str, mac: &str, ip: &str) -> lab::Result<()> {
+    lab::ctl::nbctl(
         nb,
         &[
             "lsp-add",
@@ -50,7 +70,8 @@ pub fn vm_port(nb: &str, switch: &str, name: &str, mac: &str, ip: &str) {
             name,
             &format!("{mac} {ip}"),
         ],
-    );
+    )
+    .map(drop)
 }
 
 /// A platform VM that really sends traffic: a network namespace whose `eth0` is bound, on
