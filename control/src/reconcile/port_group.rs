@@ -172,11 +172,22 @@ impl super::Reconciler {
         desired: &PolicyNb,
         outcome: &mut super::Outcome,
     ) -> Result<(), ReconcileError> {
-        let owner = self.owner.as_str();
         // one clock reading for the plan and the wait below
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        self.reconcile_policy_at(desired, outcome, now).await
+    }
+
+    /// [`Self::reconcile_policy`] at `now` (unix seconds): the uninstall passes the end of
+    /// time, so rows marked unused go without their grace period.
+    pub(super) async fn reconcile_policy_at(
+        &self,
+        desired: &PolicyNb,
+        outcome: &mut super::Outcome,
+        now: u64,
+    ) -> Result<(), ReconcileError> {
+        let owner = self.owner.as_str();
         let plan = self.replica.read(|v| plan_policy(v, desired, owner, now))?;
         outcome.inserts += plan.inserts;
         outcome.updates += plan.updates;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use super::{Outcome, ReconcileError, Reconciler};
 use crate::desired::DesiredNb;
 use crate::names::OWNER;
+use crate::netpol::PolicyNb;
 
 /// What [`Reconciler::remove_all`] did and what of ours is still there.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -23,7 +24,8 @@ pub struct Removal {
 
 impl Reconciler {
     /// Removes every row of ours and our writes to the platform's rows; passes until one
-    /// writes nothing (a group goes after its rows, a policy's rows after its port group).
+    /// writes nothing (a group goes after its rows, a policy's rows after its port group),
+    /// then the policies' rows without their grace period.
     pub async fn remove_all(&self) -> Result<Removal, ReconcileError> {
         let nothing = DesiredNb {
             platform_groups: Some(BTreeMap::new()),
@@ -38,6 +40,20 @@ impl Reconciler {
             total.updates += o.updates;
             total.deletes += o.deletes;
             total.conflicts.extend(o.conflicts);
+            if done {
+                break;
+            }
+        }
+        // policies' groups and sets are marked unused above and deleted only after a grace
+        // period (a policy that comes back keeps its rows): not at an uninstall
+        for _ in 0..3 {
+            let mut o = Outcome::default();
+            self.reconcile_policy_at(&PolicyNb::default(), &mut o, u64::MAX)
+                .await?;
+            let done = o.transactions == 0;
+            total.transactions += o.transactions;
+            total.deletes += o.deletes;
+            total.updates += o.updates;
             if done {
                 break;
             }

@@ -668,6 +668,13 @@ async fn external_mode_uninstall_nb_leaves_the_platform_as_it_was() {
         }],
         ..Default::default()
     });
+    // a NetworkPolicy over pods of the group: its rows and the mirrors of the group's rules
+    store.apply_network_policy(
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "ns1", "name": "web"},
+            "spec": {"podSelector": {}, "ingress": [{"ports": [{"port": 80}]}]}}))
+        .expect("policy"),
+    );
     store.mark_synced();
     let cfg = ClusterConfig {
         mode: control::translate::Mode::External,
@@ -688,6 +695,9 @@ async fn external_mode_uninstall_nb_leaves_the_platform_as_it_was() {
             "Logical_Switch_Port",
             "Load_Balancer",
             "Load_Balancer_Group",
+            "Port_Group",
+            "ACL",
+            "Address_Set",
         ]
         .iter()
         .flat_map(|t| {
@@ -712,6 +722,18 @@ async fn external_mode_uninstall_nb_leaves_the_platform_as_it_was() {
         "Load_Balancer_Group zstack-ovn-services_zstack-ovn",
     ] {
         assert!(mine.iter().any(|m| m == want), "{want} in {mine:?}");
+    }
+    // the policy's group, the group of ours in platform groups, the mirror group
+    for key in [
+        "ns1/web".to_string(),
+        control::netpol::platform_sg::MEMBERS_KEY.to_string(),
+        control::netpol::platform_sg::deny_key(control::netpol::Direction::Ingress),
+    ] {
+        let want = format!(
+            "Port_Group {}",
+            control::netpol::port_group_name("zstack-ovn", &key)
+        );
+        assert!(mine.contains(&want), "{want} in {mine:?}");
     }
 
     // the uninstall: the binary, with the NB only
