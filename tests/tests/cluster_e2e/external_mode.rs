@@ -23,12 +23,10 @@
 //!   answer HTTP from a pod on each node (a host → Service is not served in external mode
 //!   yet, docs/services.md);
 //! - cleanup: the namespace and the Subnet deleted (the platform switch's ports are the
-//!   platform's again), `helm uninstall` (nothing of ours left on either node; in the NB
-//!   only rows of ours are left, no platform row changed); the rows of ours it left, if
-//!   any (a chart whose pre-delete hook does not clean the NB), counted and removed with
-//!   `zstack-ovnkube-controller --uninstall-nb` (docs/install.md, "Uninstalling") run from
-//!   the host against the platform's NB. Then every NB row (`NB_Global` aside: northd's
-//!   and the chassis' counters) is exactly as the platform left it, `_version` aside, so
+//!   platform's again), `helm uninstall` (nothing of ours left on either node; its
+//!   pre-delete hook stopped the controller and removed every row of ours from the
+//!   platform's NB, docs/install.md, "Uninstalling"): every NB row (`NB_Global` aside:
+//!   northd's and the chassis' counters) is exactly as the platform left it, `_version` aside, so
 //!   the platform switch's `ports` and `load_balancer_group` hold only the platform's rows,
 //!   and no row names the cluster id.
 
@@ -440,61 +438,27 @@ async fn on_platform(e: &E2e, platform: &Central, nb_tcp: &str, sb_tcp: &str) ->
     )
     .await?;
     let uninstall_secs = t.elapsed().as_secs_f64();
-    let left = diff(&before, &nb_rows(nb)?);
-    // what the uninstall leaves are rows of ours only: no platform row changed or gone
-    if let Some(l) = left.iter().find(|l| !l.starts_with("new ")) {
-        bail!("after helm uninstall a platform row is not as it was: {l} (all: {left:?})");
-    }
-    println!(
-        "  namespace and Subnet deleted → {PLATFORM_LS} holds the platform's ports only in \
-         {workloads_secs:.1} s; helm uninstall → nothing of ours on either node in \
-         {uninstall_secs:.1} s; the platform's NB then differs in {} row(s): {left:?}",
-        left.len()
-    );
-
-    // rows of ours left: the operator's NB cleanup (docs/install.md), the controller binary
-    // from the host; none (the chart's pre-delete hook ran it): nothing to do
-    let t = Instant::now();
-    let cleaned_by = if left.is_empty() {
-        "helm uninstall itself".to_string()
-    } else {
-        let out = Command::new(tests::workspace_bin("zstack-ovnkube-controller"))
-            .args([
-                "--mode",
-                "external",
-                "--nb",
-                nb_tcp,
-                "--cluster-id",
-                CLUSTER_ID,
-                "--uninstall-nb",
-            ])
-            .output()
-            .context("run zstack-ovnkube-controller --uninstall-nb")?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            bail!(
-                "--uninstall-nb: {stdout}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        // its summary line (the log goes to stdout before it)
-        format!(
-            "--uninstall-nb from the host ({:.1} s: {})",
-            t.elapsed().as_secs_f64(),
-            stdout.lines().last().unwrap_or_default()
-        )
-    };
+    // the chart's pre-delete hook stopped the controller and cleaned the platform's NB
+    // (docs/install.md, "Uninstalling"): every NB row as the platform left it
     let after = nb_rows(nb)?;
     let left = diff(&before, &after);
     if !left.is_empty() {
-        bail!("after {cleaned_by} the platform's NB is not as it was: {left:?}");
+        bail!(
+            "after helm uninstall the platform's NB is not as it was (the hook's NB step \
+             did not clean it): {left:?}"
+        );
     }
+    println!(
+        "  namespace and Subnet deleted → {PLATFORM_LS} holds the platform's ports only in \
+         {workloads_secs:.1} s; helm uninstall (its hook cleaned the NB) → nothing of ours \
+         on either node in {uninstall_secs:.1} s"
+    );
     let dump = serde_json::to_string(&after)?;
     if dump.contains(CLUSTER_ID) {
         bail!("a row naming cluster id {CLUSTER_ID} is still in the platform's NB");
     }
     println!(
-        "  after {cleaned_by}: every NB row as the platform left it ({} rows), \
+        "  after helm uninstall: every NB row as the platform left it ({} rows), \
          {PLATFORM_LS}'s ports {platform_ports:?} and load_balancer_group [{PLATFORM_LBG}] \
          only",
         after.len()
