@@ -16,6 +16,10 @@
 //! The node agent makes each an OVS internal port named [`device_name`] bound to the
 //! logical port (`iface-id`), with the address and the Subnet's prefix: the host then
 //! reaches the Subnet on-link, and the pods answer on-link, without the platform's router.
+//! Each entry also carries the Subnet's gateways and the Service CIDRs (`gateway_ips`,
+//! `routes`): the host reaches Services (and NodePorts DNATed to them) through the node's
+//! first port of each family, via the platform's router as the pods there do, so the
+//! switch's load balancers serve it.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +35,14 @@ pub struct PlatformMgmtPort {
     pub mac_address: String,
     /// The addresses with the Subnet's prefix length, one per family.
     pub ip_addresses: Vec<String>,
+    /// The Subnet's gateways (the platform's router), one per family.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateway_ips: Vec<String>,
+    /// Destinations the host reaches through this port via its gateway: the Service
+    /// CIDRs (the switch carries our load balancers; the node's first port of a family
+    /// takes them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<String>,
 }
 
 /// A [`PLATFORM_MGMT_PORTS`] value that does not decode.
@@ -83,10 +95,18 @@ mod tests {
             port: port_name("node1", s),
             mac_address: "0a:58:0a:63:00:07".into(),
             ip_addresses: vec!["10.99.0.7/24".into()],
+            gateway_ips: vec!["10.99.0.1".into()],
+            routes: vec!["10.96.0.0/16".into()],
         };
         let raw = encode(&[p("zeta"), p("alpha")]);
         let back = decode(&raw).expect("decodes");
         assert_eq!(back, [p("alpha"), p("zeta")]);
+        // written by a controller before gateways and routes: still read
+        let old = decode(
+            r#"[{"subnet":"a","port":"p","mac_address":"0a:58:0a:63:00:07","ip_addresses":["10.99.0.7/24"]}]"#,
+        )
+        .expect("an older entry");
+        assert!(old[0].gateway_ips.is_empty() && old[0].routes.is_empty());
         assert!(decode("").expect("empty").is_empty());
         let e = decode("{").expect_err("bad JSON").to_string();
         assert!(e.contains(PLATFORM_MGMT_PORTS), "{e}");

@@ -165,6 +165,13 @@ impl<S: Writer> Controller<S> {
                     port: platform_mgmt::port_name(n, subnet),
                     mac_address: addrs.mac.to_string(),
                     ip_addresses: addrs.ips.iter().map(ToString::to_string).collect(),
+                    gateway_ips: addrs.gateways.iter().map(ToString::to_string).collect(),
+                    routes: self
+                        .cfg
+                        .service_cidrs
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
                 })
             })
             .collect();

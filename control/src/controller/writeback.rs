@@ -82,11 +82,13 @@ impl<W: Writer> Controller<W> {
                 .collect();
             let mut network = PodNetwork::from_addresses(&addrs);
             // the host reaches Service VIPs through its management port (the join switch
-            // balances them)
+            // balances them); in external mode there is no join switch: through its ports
+            // on the platform's switches instead (`platform_mgmt_annotation`)
             network.routes = self
                 .cfg
                 .service_cidrs
                 .iter()
+                .filter(|_| self.cfg.mode != crate::translate::Mode::External)
                 .filter_map(|c| {
                     let gw = addrs
                         .gateways

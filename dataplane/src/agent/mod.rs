@@ -173,13 +173,20 @@ impl Agent {
             }
         }
         let mut subnets = self.ctx.pods().subnet_cidrs().await?;
-        subnets.extend(
-            self.service_routes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .copied(),
-        );
+        // external mode: the Service routes (and so the external IPs) go through the ports
+        // on the platform's switches, which carry them in their annotation
+        let platform_serves =
+            crate::host::platform_mgmt::from_annotations(&self.cfg.node_name, &ann)
+                .is_ok_and(|ports| ports.iter().any(|p| !p.routes.is_empty()));
+        if !platform_serves {
+            subnets.extend(
+                self.service_routes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .copied(),
+            );
+        }
         let cfg = MgmtConfig::from_annotations(&self.cfg.node_name, &ann, subnets, self.cfg.mtu)?;
         mgmt::ensure(&self.ovs, &cfg).await?;
         *self.mgmt_subnets.lock().unwrap_or_else(|e| e.into_inner()) = cfg.subnets();
@@ -192,7 +199,14 @@ impl Agent {
         ann: &BTreeMap<String, String>,
     ) -> Result<(), mgmt::MgmtError> {
         let ports = crate::host::platform_mgmt::from_annotations(&self.cfg.node_name, ann)?;
-        crate::host::platform_mgmt::ensure(&self.ovs, &ports, self.cfg.mtu).await?;
+        let extra: Vec<ipnet::IpNet> = self
+            .service_routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        crate::host::platform_mgmt::ensure(&self.ovs, &ports, self.cfg.mtu, &extra).await?;
         Ok(())
     }
 

@@ -317,7 +317,7 @@ pub(crate) async fn set_address(h: &Handle, idx: u32, address: IpNet) -> Result<
 
 /// Routes to every Subnet of the family via the join gateway; stale ones of ours (static,
 /// via the gateway, on this device) removed.
-async fn set_routes(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), PlumbError> {
+pub(super) async fn set_routes(h: &Handle, idx: u32, fam: &MgmtFamily) -> Result<(), PlumbError> {
     let v6 = fam.gateway.is_ipv6();
     let query = if v6 {
         RouteMessageBuilder::<Ipv6Addr>::new().build()

@@ -20,8 +20,8 @@
 //!   Subnet's CIDR and their ports (and the nodes' management ports) are on `platform-ls`
 //!   in the platform's NB;
 //! - a NodePort Service over them: its ClusterIP and node1's address at its nodePort
-//!   answer HTTP from a pod on each node (a host → Service is not served in external mode
-//!   yet, docs/services.md);
+//!   answer HTTP from a pod on each node, node1's NodePort from node2's host and the
+//!   ClusterIP from node1's host (through the nodes' ports on the platform switch);
 //! - cleanup: the namespace and the Subnet deleted (the platform switch's ports are the
 //!   platform's again), `helm uninstall` (nothing of ours left on either node; its
 //!   pre-delete hook stopped the controller and removed every row of ours from the
@@ -564,6 +564,37 @@ async fn service(e: &E2e, pods: &[Pod]) -> Result<()> {
              {secs:.2} s",
             name(from),
             node_of(from)
+        );
+    }
+    // the node hosts themselves: node2's host at node1's NodePort (DNATed to the ClusterIP
+    // by node1's host NAT, routed through node1's port on the platform switch), and
+    // node1's host at the ClusterIP (through its own port there)
+    let c = e.guard.cluster.as_ref().context("no cluster")?;
+    for (i, host, port) in [
+        (2, node_mgmt_ip(1).to_string(), node_port.to_string()),
+        (1, vip.clone(), "80".to_string()),
+    ] {
+        // bash's /dev/tcp: no HTTP client needed on the node
+        let script = format!(
+            "exec 3<>/dev/tcp/{host}/{port} && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && timeout 3 cat <&3"
+        );
+        let t = Instant::now();
+        let body = wait_until(
+            &format!("node{i}'s host fetching http://{host}:{port}/"),
+            Duration::from_secs(30),
+            || async {
+                let out = c.node_exec(i, &["timeout", "4", "bash", "-c", &script])?;
+                Ok(out
+                    .split("\r\n\r\n")
+                    .nth(1)
+                    .map(|b| b.trim().to_string())
+                    .filter(|b| names.contains(b)))
+            },
+        )
+        .await?;
+        println!(
+            "  http://{host}:{port}/ from node{i}'s host: answered by {body} after {:.2} s",
+            t.elapsed().as_secs_f64()
         );
     }
     Ok(())

@@ -17,6 +17,8 @@
 //! Then a Subnet with `externalLogicalSwitch: platform-ls`, pods `p1` (node 1) and `p2`,
 //! `p3` (node 2), `p1` and `p3` behind a NodePort Service and an `internalTrafficPolicy:
 //! Local` one. Checked:
+//! - each node's host reaches the ClusterIP, and node 2's host node 1's NodePort (through
+//!   the nodes' management ports on the platform switch);
 //! - both pods reach the lab's external host (198.51.100.10) on TCP 8080 and UDP 5353,
 //!   and the host saw 172.16.0.200: the platform's SNAT, on its gateway chassis (node 2's
 //!   pod crosses to node 1 through the platform's router);
@@ -749,5 +751,26 @@ fn services_from_the_platform_switch(z: &Zovn, lab: &lab::Lab) {
             BTreeSet::from([local.to_string()]),
             "{from} → {itp} (internalTrafficPolicy: Local)"
         );
+    }
+    // the nodes' hosts: the ClusterIP through their management port on the platform
+    // switch (via the platform's router, as the pods), and node 1's NodePort from node 2's
+    // host (DNATed to the ClusterIP there, masqueraded to node 1's port address)
+    let nodes = lab.nodes();
+    for (host, target) in [
+        (&nodes[0].netns, &web),
+        (&nodes[1].netns, &web),
+        (&nodes[1].netns, &node1),
+    ] {
+        let mut last = Err(String::new());
+        wait_until(
+            &format!("host {host} → {target}"),
+            Duration::from_secs(30),
+            || {
+                last = tests::zovn::probe_netns(host, target, false, Duration::from_secs(1));
+                last.is_ok()
+            },
+        );
+        let who = last.unwrap_or_default();
+        assert!(webs.contains(&who), "host {host} → {target}: {who}");
     }
 }
