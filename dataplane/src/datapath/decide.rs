@@ -76,6 +76,11 @@ pub struct Fallback {
     pub reason: String,
     /// What an operator reads.
     pub detail: String,
+    /// The outcome `auto` is designed for, not a problem: an OVS without DPDK (the chart's
+    /// default node pool runs one by choice). Reported as a Normal event, not counted in
+    /// `zstack_ovn_datapath_fallbacks_total`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub designed: bool,
 }
 
 /// Runtime knowledge the facts do not show.
@@ -388,6 +393,7 @@ pub fn decide(
                     to: next,
                     reason: code.to_string(),
                     detail,
+                    designed: start.is_none() && code == "no_dpdk_build",
                 });
                 at = next;
             }
@@ -395,6 +401,9 @@ pub fn decide(
         }
     };
     let reason = match (fallbacks.last(), start) {
+        (Some(f), _) if fallbacks.iter().all(|f| f.designed) => {
+            format!("auto: {chosen} ({})", f.detail)
+        }
         (Some(f), _) => format!("fell back from {} to {}: {}", f.from, f.to, f.detail),
         (None, Some(d)) => format!("{d} as configured"),
         (None, None) => match chosen {

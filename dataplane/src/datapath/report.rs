@@ -87,6 +87,17 @@ async fn report_datapath(ctx: &NodeCtx, out: &PassOutcome, ann: Option<&BTreeMap
     let s = &out.status;
     ctx.metrics().set_datapath(s.datapath.as_str());
     for f in &out.new_fallbacks {
+        if f.designed {
+            // what `auto` is for on a node without DPDK: no alarm
+            tracing::info!(from = %f.from, to = %f.to, reason = %f.reason, detail = %f.detail, "auto: no DPDK here by design");
+            ctx.node_event(
+                EventType::Normal,
+                "DatapathAuto",
+                format!("auto: {} ({})", f.to, f.detail),
+            )
+            .await;
+            continue;
+        }
         ctx.metrics().datapath_fallback(&f.reason);
         tracing::warn!(from = %f.from, to = %f.to, reason = %f.reason, detail = %f.detail, "datapath fallback");
         ctx.node_event(

@@ -433,29 +433,57 @@ async fn agent_pods_kube_on_real_kube_apiserver() {
         )
         .await;
         let v: Value = serde_json::from_str(&status).expect("datapath-status JSON");
-        // plain ovs-vswitchd (no DPDK build): auto falls back to AF_XDP, and says why
+        // plain ovs-vswitchd (no DPDK build): auto takes AF_XDP, says why, and raises no
+        // alarm (what auto is for on a node without DPDK)
         assert_eq!(v["datapath"], "afxdp", "{v:#}");
         assert_eq!(v["fallbacks"][0]["reason"], "no_dpdk_build", "{v:#}");
+        assert_eq!(v["fallbacks"][0]["designed"], true, "{v:#}");
+        assert!(
+            v["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("auto: afxdp (")),
+            "{v:#}"
+        );
         let events: Api<k8s_openapi::api::core::v1::Event> =
             Api::namespaced(client.clone(), "default");
-        let name = n.name.clone();
-        eventually("a DatapathSelected event", Duration::from_secs(30), || {
-            let events = events.clone();
-            let name = name.clone();
-            async move {
-                events
-                    .list(&Default::default())
-                    .await
-                    .ok()?
-                    .items
-                    .into_iter()
-                    .find(|e| {
-                        e.involved_object.name.as_deref() == Some(name.as_str())
-                            && e.reason.as_deref() == Some("DatapathSelected")
-                    })
-            }
-        })
-        .await;
+        for reason in ["DatapathSelected", "DatapathAuto"] {
+            let name = n.name.clone();
+            let e = eventually(
+                &format!("a {reason} event"),
+                Duration::from_secs(30),
+                || {
+                    let events = events.clone();
+                    let name = name.clone();
+                    async move {
+                        events
+                            .list(&Default::default())
+                            .await
+                            .ok()?
+                            .items
+                            .into_iter()
+                            .find(|e| {
+                                e.involved_object.name.as_deref() == Some(name.as_str())
+                                    && e.reason.as_deref() == Some(reason)
+                            })
+                    }
+                },
+            )
+            .await;
+            assert_eq!(e.type_.as_deref(), Some("Normal"), "{e:?}");
+        }
+        let warnings: Vec<String> = events
+            .list(&Default::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some(n.name.as_str())
+                    && e.type_.as_deref() == Some("Warning")
+            })
+            .map(|e| format!("{:?}: {:?}", e.reason, e.message))
+            .collect();
+        assert!(warnings.is_empty(), "{}: {warnings:?}", n.name);
     }
     assert!(
         ping(&nodes[0].netns, &ip_b, Duration::from_secs(20)),

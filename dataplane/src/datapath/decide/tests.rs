@@ -148,12 +148,34 @@ fn plain_ovs_build_is_afxdp_and_no_xdp_is_kernel() {
     );
     assert_eq!(d.datapath, Datapath::Afxdp);
     assert_eq!(d.fallbacks[0].reason, "no_dpdk_build");
+    // DPDK asked for and not there: a real fallback
+    assert!(!d.fallbacks[0].designed);
+    assert!(
+        d.reason.starts_with("fell back from dpdk to afxdp"),
+        "{}",
+        d.reason
+    );
+    // `auto` on an OVS without DPDK: what auto is for, not an alarm
+    let d = decide(&cfg(""), vec![], &host(512), &plain_ovs(), &tunnels());
+    assert_eq!(d.datapath, Datapath::Afxdp);
+    assert!(d.fallbacks[0].designed, "{d:?}");
+    assert_eq!(
+        d.reason,
+        "auto: afxdp (ovs-vswitchd is not the DPDK build (no dpdk interface type))"
+    );
     let mut h = host(512);
     h.xdp_sockets = false;
     let d = decide(&cfg(""), vec![], &h, &plain_ovs(), &tunnels());
     assert_eq!(d.datapath, Datapath::Kernel);
     let codes: Vec<&str> = d.fallbacks.iter().map(|f| f.reason.as_str()).collect();
     assert_eq!(codes, ["no_dpdk_build", "no_xdp_sockets"]);
+    // one step down for a real reason: the whole is a fallback
+    assert!(!d.fallbacks[1].designed);
+    assert!(
+        d.reason.starts_with("fell back from afxdp to kernel"),
+        "{}",
+        d.reason
+    );
 }
 
 #[test]
