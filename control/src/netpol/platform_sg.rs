@@ -135,14 +135,17 @@ pub(super) fn add(
     }
 }
 
-/// The policies' allow ACLs of `dir`: (policy key/rule, match).
+/// The allow ACLs of `dir` of the policies selecting any of `ports`: (policy key/rule,
+/// match). Another policy's rules name its own group, which holds none of these pods.
 fn policy_rules(
     groups: &BTreeMap<String, DesiredPortGroup>,
     dir: Direction,
+    ports: &BTreeSet<String>,
 ) -> Vec<(String, String)> {
     groups
         .values()
         .filter(|g| g.row.external_ids.get(KIND).map(String::as_str) == Some(KIND_POLICY))
+        .filter(|g| !g.ports.is_disjoint(ports))
         .flat_map(|g| {
             let policy = object_of(&g.row.external_ids)
                 .unwrap_or_default()
@@ -224,7 +227,7 @@ fn mirror_group(
         };
     }
     let rank = |p: i64| ranks.range(..p).count() as i64 + 1;
-    let rules = policy_rules(groups, dir);
+    let rules = policy_rules(groups, dir, &ports);
     for (rule, m) in &rules {
         acls.insert(
             format!("rule/{rule}"),

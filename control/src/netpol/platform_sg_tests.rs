@@ -147,6 +147,27 @@ fn a_platform_allow_is_mirrored_only_where_a_policy_rule_agrees() {
 }
 
 #[test]
+fn only_the_policies_of_the_pods_in_groups_are_mirrored() {
+    let (g, ..) = sg_web();
+    // y/a is in no platform group: its policy's rules are not mirrored
+    let other = policy(json!({"metadata": {"namespace": "y", "name": "db"},
+        "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                 "ingress": [{"ports": [{"port": 5432}]}]}}));
+    let t = run_with(&[web_80(), other], vec![g]);
+    let d = pg(&t, &deny_key(Direction::Ingress));
+    assert!(
+        d.acls.keys().all(|k| !k.contains("y/db")),
+        "{:?}",
+        d.acls.keys()
+    );
+    assert!(
+        d.acls.keys().any(|k| k.contains("x/web")),
+        "{:?}",
+        d.acls.keys()
+    );
+}
+
+#[test]
 fn a_stage_the_platform_has_no_rule_in_gets_no_mirror() {
     let (mut g, ..) = sg_web();
     // the platform's egress rules run before the load balancer, ours after it
