@@ -356,6 +356,33 @@ fn values(api_server: &str) -> String {
     )
 }
 
+/// `helm install` of `release` from `chart` with `values` into [`SYS`].
+fn helm_install(
+    e: &E2e,
+    release: &str,
+    chart: &std::path::Path,
+    values: &std::path::Path,
+) -> Result<()> {
+    let r = tests::helm::run(
+        &e.helm,
+        &[
+            "install",
+            release,
+            &chart.to_string_lossy(),
+            "-n",
+            SYS,
+            "--kubeconfig",
+            &e.kc.to_string_lossy(),
+            "-f",
+            &values.to_string_lossy(),
+        ],
+    )?;
+    if !r.ok {
+        bail!("helm install: {}{}", r.stdout, r.stderr);
+    }
+    Ok(())
+}
+
 async fn install(e: &E2e) -> Result<()> {
     let c = e.cluster();
     kubectl(
@@ -376,23 +403,7 @@ async fn install(e: &E2e) -> Result<()> {
     let values_file = c.dir().join("e2e-values.yaml");
     std::fs::write(&values_file, values(&c.api_server()))?;
     let t = Instant::now();
-    let r = tests::helm::run(
-        &e.helm,
-        &[
-            "install",
-            RELEASE,
-            &chart.to_string_lossy(),
-            "-n",
-            SYS,
-            "--kubeconfig",
-            &e.kc.to_string_lossy(),
-            "-f",
-            &values_file.to_string_lossy(),
-        ],
-    )?;
-    if !r.ok {
-        bail!("helm install: {}{}", r.stdout, r.stderr);
-    }
+    helm_install(e, RELEASE, &chart, &values_file)?;
     let helm_secs = t.elapsed().as_secs_f64();
     let pods = pods_ready(e, SYS, INSTANCE, RELEASE_PODS, Duration::from_secs(420)).await?;
     let ready_secs = t.elapsed().as_secs_f64();

@@ -245,24 +245,7 @@ async fn on_platform(e: &E2e, platform: &Central, nb_tcp: &str, sb_tcp: &str) ->
     let values_file = c.dir().join("e2e-external-values.yaml");
     std::fs::write(&values_file, values(nb_tcp, sb_tcp, &c.api_server()))?;
     let t = Instant::now();
-    let chart = tests::helm::chart_dir();
-    let r = tests::helm::run(
-        &e.helm,
-        &[
-            "install",
-            RELEASE,
-            &chart.to_string_lossy(),
-            "-n",
-            SYS,
-            "--kubeconfig",
-            &e.kc.to_string_lossy(),
-            "-f",
-            &values_file.to_string_lossy(),
-        ],
-    )?;
-    if !r.ok {
-        bail!("helm install: {}{}", r.stdout, r.stderr);
-    }
+    super::helm_install(e, RELEASE, &tests::helm::chart_dir(), &values_file)?;
     pods_ready(e, SYS, INSTANCE, RELEASE_PODS, Duration::from_secs(300)).await?;
     let nodes: Api<Node> = Api::all(e.client.clone());
     wait_until("both nodes Ready", Duration::from_secs(120), || async {
