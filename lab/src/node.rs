@@ -68,10 +68,11 @@ pub struct NodeSpec<'a> {
 }
 
 /// The datapath config the lab gives a node agent (2-core machines: one PMD on CPU 1,
-/// PMDs sleep when idle, 256 MiB of DPDK memory).
+/// 256 MiB of DPDK memory; the PMD sleeps when idle by the agent's default, `pmdMaxSleep:
+/// auto`).
 pub fn datapath_config(datapath: &str) -> String {
     format!(
-        "# written by the lab for this node's agent\ndatapath: {datapath}\nsocketMem: [256]\nsocketLimit: [512]\npmdMaxSleep: 50\n"
+        "# written by the lab for this node's agent\ndatapath: {datapath}\nsocketMem: [256]\nsocketLimit: [512]\n"
     )
 }
 

@@ -31,11 +31,20 @@ pub struct Metrics {
     pub add_phase_seconds: Family<Labels, Histogram>,
     /// `zstack_ovn_port_promotions_total{result}`: fast-start ports moved to AF_XDP
     /// (`ok`), that fell back to the kernel path (`fallback`) or whose OVS write failed
-    /// (`error`, retried) — see [`crate::attach::promote`].
+    /// (`error`, retried), or kept on the kernel path by a lowered AF_XDP budget
+    /// (`budget`) — see [`crate::attach::promote`].
     pub port_promotions: Family<Labels, Counter>,
     /// `zstack_ovn_port_promotion_wait_seconds`: a fast-start port's ADD answered → its
     /// AF_XDP port open.
     pub port_promotion_wait: Histogram,
+    /// `zstack_ovn_pmd_max_sleep_microseconds`: `pmd-maxsleep` as the adaptive tuner last
+    /// wrote it (see [`crate::datapath::pmd_sleep`]).
+    pub pmd_max_sleep: prometheus_client::metrics::gauge::Gauge,
+    /// `zstack_ovn_pmd_sleep_switches_total{to=busy|idle}`.
+    pub pmd_sleep_switches: Family<Labels, Counter>,
+    /// `zstack_ovn_afxdp_ports{kind=in_use|max}` (see [`crate::attach::afxdp_budget`];
+    /// `max` absent while unlimited).
+    pub afxdp_ports: Family<Labels, prometheus_client::metrics::gauge::Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -104,7 +113,7 @@ impl Metrics {
         let port_promotions = Family::<Labels, Counter>::default();
         registry.register(
             "zstack_ovn_port_promotions",
-            "Fast-start pod ports moved to AF_XDP (ok), fallen back to the kernel path (fallback) or retried (error)",
+            "Fast-start pod ports moved to AF_XDP (ok), fallen back to the kernel path (fallback), kept there by the AF_XDP budget (budget) or retried (error)",
             port_promotions.clone(),
         );
         let port_promotion_wait = Histogram::new(exponential_buckets(0.01, 2.0, 12));
@@ -113,7 +122,28 @@ impl Metrics {
             "Time from a fast-start pod's ADD answer to its AF_XDP port being open",
             port_promotion_wait.clone(),
         );
+        let pmd_max_sleep = prometheus_client::metrics::gauge::Gauge::default();
+        registry.register(
+            "zstack_ovn_pmd_max_sleep_microseconds",
+            "pmd-maxsleep as the adaptive PMD sleep tuner last wrote it (0: busy polling under traffic)",
+            pmd_max_sleep.clone(),
+        );
+        let pmd_sleep_switches = Family::<Labels, Counter>::default();
+        registry.register(
+            "zstack_ovn_pmd_sleep_switches",
+            "Switches of the adaptive PMD sleep to busy polling (to=busy) or back to sleeping (to=idle)",
+            pmd_sleep_switches.clone(),
+        );
+        let afxdp_ports = Family::<Labels, prometheus_client::metrics::gauge::Gauge>::default();
+        registry.register(
+            "zstack_ovn_afxdp_ports",
+            "Pod ports on AF_XDP (kind=in_use, fast-start ports waiting to move included) and the node's budget (kind=max)",
+            afxdp_ports.clone(),
+        );
         Metrics {
+            afxdp_ports,
+            pmd_max_sleep,
+            pmd_sleep_switches,
             add_phase_seconds,
             port_promotions,
             port_promotion_wait,
@@ -168,6 +198,33 @@ impl Metrics {
                 ("datapath".to_string(), datapath.to_string()),
             ])
             .observe(d.as_secs_f64());
+    }
+
+    /// The AF_XDP ports in use and the budget.
+    pub fn set_afxdp_ports(&self, in_use: u32, max: Option<u32>) {
+        let kind = |k: &str| vec![("kind".to_string(), k.to_string())];
+        self.afxdp_ports
+            .get_or_create(&kind("in_use"))
+            .set(i64::from(in_use));
+        match max {
+            Some(m) => {
+                self.afxdp_ports
+                    .get_or_create(&kind("max"))
+                    .set(i64::from(m));
+            }
+            None => {
+                self.afxdp_ports.remove(&kind("max"));
+            }
+        }
+    }
+
+    /// Records a write of the adaptive PMD sleep.
+    pub fn pmd_sleep_switch(&self, us: u32) {
+        self.pmd_max_sleep.set(i64::from(us));
+        let to = if us == 0 { "busy" } else { "idle" };
+        self.pmd_sleep_switches
+            .get_or_create(&vec![("to".to_string(), to.to_string())])
+            .inc();
     }
 
     /// Counts a fast-start port's move (`ok`, `fallback`, `error`).

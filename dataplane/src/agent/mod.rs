@@ -410,6 +410,17 @@ impl Agent {
         .await
     }
 
+    /// Runs forever: the adaptive PMD sleep (see [`crate::datapath::pmd_sleep`]); returns
+    /// at once without `--vswitchd-ctl` (no PMD counters to read).
+    pub async fn run_pmd_sleep(self: Arc<Self>) {
+        let Some(ctl) = self.cfg.vswitchd_ctl.clone() else {
+            return;
+        };
+        let ctl = crate::ovs::unixctl::Unixctl::new(ctl);
+        crate::datapath::pmd_sleep::run(self.ctx.datapath(), &self.ovs, &ctl, self.ctx.metrics())
+            .await;
+    }
+
     /// Runs forever: every [`capture_mirror::GC_PERIOD`], removes the Mirrors and
     /// temporary ports of `zovn capture`s whose process is gone (see
     /// [`capture_mirror::gc`]), with a Normal event on the node for each capture removed.

@@ -29,6 +29,7 @@ use crate::attach::state::SandboxRecord;
 use crate::attach::vhost_state::VhostRecord;
 use crate::ovs::{IFNAME_KEY, SANDBOX_KEY};
 
+pub mod afxdp_budget;
 pub mod common;
 pub mod errors;
 pub mod node;

@@ -33,6 +33,7 @@ pub struct NodeCtx {
     datapath: DatapathManager,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     promotions: crate::attach::promote_queue::Promotions,
+    afxdp_claims: crate::attach::afxdp_budget::Claims,
 }
 
 /// The parts of a [`NodeCtx`].
@@ -63,6 +64,7 @@ impl NodeCtx {
             datapath: p.datapath,
             locks: Mutex::new(HashMap::new()),
             promotions: Default::default(),
+            afxdp_claims: Default::default(),
         }
     }
 
@@ -100,6 +102,11 @@ impl NodeCtx {
     /// [`crate::attach::promote_queue`]).
     pub fn promotions(&self) -> &crate::attach::promote_queue::Promotions {
         &self.promotions
+    }
+
+    /// The AF_XDP port claims of ADDs in flight (see [`crate::attach::afxdp_budget`]).
+    pub fn afxdp_claims(&self) -> &crate::attach::afxdp_budget::Claims {
+        &self.afxdp_claims
     }
 
     pub fn metrics(&self) -> &Metrics {

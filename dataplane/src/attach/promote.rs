@@ -93,6 +93,34 @@ pub async fn run(ctx: &NodeCtx) {
     }
 }
 
+/// A waiting port the budget has no room for (it was lowered): it stays on the kernel
+/// path, and the pod is told why.
+async fn stay_on_kernel(ctx: &NodeCtx, mut r: SandboxRecord, full: &super::afxdp_budget::Full) {
+    let key = r.key();
+    let detail = format!("{full}: the pod stays on its kernel port");
+    tracing::info!(pod = %format!("{}/{}", r.pod_namespace, r.pod_name), %detail, "AF_XDP budget");
+    r.promote_to = None;
+    r.datapath_reason = Some(format!("budget: {full}"));
+    if let Err(e) = ctx.ovs().ensure_port(&pod_port_spec(&r)).await {
+        tracing::warn!(port = %r.host_ifname, error = %e, "clearing datapath-pending failed");
+    }
+    if let Err(e) = ctx.state().put_async(&r).await {
+        tracing::warn!(sandbox = %key, error = %e, "persisting the port's kernel path failed");
+    }
+    ctx.promotions().set_queued_at(&key, None);
+    ctx.metrics().port_promotion("budget");
+    ctx.metrics().datapath_fallback("afxdp_budget");
+    ctx.pod_event(
+        &r.pod_namespace,
+        &r.pod_name,
+        crate::agent::report::EventType::Normal,
+        "AfxdpBudgetReached",
+        detail,
+    )
+    .await;
+    super::afxdp_budget::report(ctx);
+}
+
 /// Moves one port (under its sandbox lock). A failed OVS write is retried after
 /// [`RETRY`]; a port ovs-vswitchd cannot open falls back to the kernel path.
 async fn promote_one(ctx: &NodeCtx, rec: SandboxRecord, queued: Instant) {
@@ -100,6 +128,15 @@ async fn promote_one(ctx: &NodeCtx, rec: SandboxRecord, queued: Instant) {
     let pod = format!("{}/{}", rec.pod_namespace, rec.pod_name);
     let start = Instant::now();
     let mut r = rec.clone();
+    let budget = ctx.datapath().decision().and_then(|d| d.afxdp.budget);
+    if r.promote_to == Some(Datapath::Afxdp)
+        && let Some(full) = budget
+            .as_ref()
+            .and_then(|b| super::afxdp_budget::spent_before_move(b, &key, &ctx.state().all()))
+    {
+        stay_on_kernel(ctx, r, &full).await;
+        return;
+    }
     // the type changes now; `datapath-pending` stays on the port until ovs-vswitchd has
     // confirmed the switch (a reader of the port sees it done only when it is)
     r.datapath = r.promote_to;

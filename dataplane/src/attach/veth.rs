@@ -12,6 +12,7 @@ use cni::{CniError, CniResult, NetConf, Request};
 use super::common::{PodAddrs, cni_result, pod_port_spec, refused};
 use super::errors::ErrorList;
 use crate::agent::report::EventType;
+use crate::attach::afxdp_budget;
 use crate::attach::node::NodeCtx;
 use crate::attach::pod_iface::{PodInterfaceSpec, host_ifname_for};
 use crate::attach::state::SandboxRecord;
@@ -53,7 +54,8 @@ pub async fn add(
         afxdp: None,
         promote_to: None,
     };
-    choose_port(ctx, &mut rec, &pod.annotations).await;
+    // held until the ADD is over: by then the record counts for the budget
+    let _claim = choose_port(ctx, &mut rec, &pod.annotations).await;
     fast_start(&mut rec);
     phases.datapath = rec.datapath.unwrap_or(Datapath::Kernel).to_string();
     if let Some(then) = rec.promote_to {
@@ -93,6 +95,7 @@ pub async fn add(
     if rec.promote_to.is_some() {
         ctx.promotions().queued(&rec.key());
     }
+    afxdp_budget::report(ctx);
     Ok(cni_result(&rec, None))
 }
 
@@ -161,6 +164,7 @@ pub async fn remove(
             format!("sandbox {container_id}: remove state: {e}"),
         ));
     }
+    afxdp_budget::report(ctx);
     errors.into_result()
 }
 
@@ -227,13 +231,39 @@ pub async fn readd_port(ctx: &NodeCtx, rec: &SandboxRecord) -> Result<(), CniErr
 }
 
 /// Sets the record's datapath for a new veth port (node default or the pod's
-/// request); a request the node cannot honour is reported on the pod.
-pub async fn choose_port(
-    ctx: &NodeCtx,
+/// request); a request the node cannot honour is reported on the pod. An AF_XDP port
+/// is claimed within the node's budget (the claim is returned; hold it until the record
+/// is stored); past the budget the port is a kernel one, and the pod is told why.
+pub async fn choose_port<'a>(
+    ctx: &'a NodeCtx,
     rec: &mut SandboxRecord,
     pod_annotations: &BTreeMap<String, String>,
-) {
-    let c = ctx.datapath().port_choice(pod_annotations);
+) -> Option<afxdp_budget::Claim<'a>> {
+    let mut c = ctx.datapath().port_choice(pod_annotations);
+    let budget = ctx.datapath().decision().and_then(|d| d.afxdp.budget);
+    let mut claim = None;
+    if c.datapath == Datapath::Afxdp
+        && let Some(b) = &budget
+    {
+        match ctx.afxdp_claims().claim(&rec.key(), b, &ctx.state().all()) {
+            Ok(granted) => claim = Some(granted),
+            Err(full) => {
+                let detail = format!("{full}: the pod gets a kernel port");
+                tracing::info!(pod = %format!("{}/{}", rec.pod_namespace, rec.pod_name), %detail, "AF_XDP budget");
+                ctx.metrics().datapath_fallback("afxdp_budget");
+                c.datapath = Datapath::Kernel;
+                c.reason = format!("budget: {full}");
+                ctx.pod_event(
+                    &rec.pod_namespace,
+                    &rec.pod_name,
+                    EventType::Normal,
+                    "AfxdpBudgetReached",
+                    detail,
+                )
+                .await;
+            }
+        }
+    }
     if let Some(w) = &c.warning {
         tracing::warn!(pod = %format!("{}/{}", rec.pod_namespace, rec.pod_name), warning = %w, "datapath request not honoured");
         ctx.pod_event(
@@ -251,6 +281,7 @@ pub async fn choose_port(
         Datapath::Afxdp => ctx.datapath().decision().map(|d| d.afxdp),
         _ => None,
     };
+    claim
 }
 
 /// After the OVS port of `rec` was added: an AF_XDP port must open (ofport assigned)

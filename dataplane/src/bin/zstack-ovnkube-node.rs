@@ -552,6 +552,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(agent.clone().run_promotions());
     // the Mirrors and ports of `zovn capture`s that were killed
     tokio::spawn(agent.clone().run_capture_gc());
+    tokio::spawn(agent.clone().run_pmd_sleep());
     if let Some(ctl) = &args.vswitchd_ctl {
         // stale verdicts of the userspace revalidator (see dataplane::datapath::megaflow_guard)
         let ctl = dataplane::ovs::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(5));

@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::decide::{Datapath, Decision, HugepageAllocation, RESTART_KEYS};
+use super::pmd_sleep::{self, PmdSleep};
 use super::probe::OvsFacts;
 use crate::ovs::{Ovs, OvsError};
 
@@ -55,10 +56,16 @@ pub fn plan(d: &Decision, ovs: &OvsFacts) -> Plan {
                 .collect()
         })
         .unwrap_or_default();
+    // the adaptive PMD sleep's live value belongs to its tuner once it exists
+    let live = |k: &str| {
+        matches!(d.pmd_sleep, PmdSleep::Adaptive { .. })
+            && k == pmd_sleep::KEY
+            && have.contains_key(k)
+    };
     let set: BTreeMap<String, String> = d
         .other_config
         .iter()
-        .filter(|(k, v)| have.get(*k) != Some(*v))
+        .filter(|(k, v)| have.get(*k) != Some(*v) && !live(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let remove: Vec<String> = managed_before
@@ -212,6 +219,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             pmd_cpus: [1].into(),
+            pmd_sleep: PmdSleep::Busy,
             userspace_tso: false,
             tso_reason: String::new(),
             afxdp: AfxdpPorts {
@@ -220,6 +228,7 @@ mod tests {
                 rxq_affinity: None,
                 rx_cpus: None,
                 fast_start: true,
+                budget: None,
             },
             uplink: crate::datapath::decide::UplinkPlan {
                 pref: "auto".into(),
@@ -308,6 +317,29 @@ mod tests {
         let p = plan(&d, &running(false, &have, "dpdk-init,pmd-maxsleep"));
         assert_eq!(p.remove, ["pmd-maxsleep"], "vlan-limit is not ours");
         assert_eq!(p.set["dpdk-init"], "false");
+    }
+
+    #[test]
+    fn the_adaptive_sleep_is_written_once_then_left_to_its_tuner() {
+        let mut d = decision(Datapath::Afxdp, &[("pmd-maxsleep", "1000")]);
+        d.pmd_sleep = PmdSleep::Adaptive { idle_us: 1000 };
+        // missing: the pass writes the idle value
+        let p = plan(&d, &running(false, &[], ""));
+        assert_eq!(p.set["pmd-maxsleep"], "1000");
+        // the tuner set 0 under traffic: the pass keeps it, and keeps managing the key
+        let busy = running(false, &[("pmd-maxsleep", "0")], "pmd-maxsleep");
+        let p = plan(&d, &busy);
+        assert!(p.is_empty(), "{p:?}");
+        assert!(p.managed.contains("pmd-maxsleep"));
+        // a static value replaces the tuner's
+        let mut s = decision(Datapath::Afxdp, &[("pmd-maxsleep", "50")]);
+        s.pmd_sleep = PmdSleep::Static { us: 50 };
+        assert_eq!(plan(&s, &busy).set["pmd-maxsleep"], "50");
+        // busy polling removes it
+        assert_eq!(
+            plan(&decision(Datapath::Afxdp, &[]), &busy).remove,
+            ["pmd-maxsleep"]
+        );
     }
 
     #[test]

@@ -62,6 +62,21 @@ pub struct AfxdpConfig {
     /// that switch. `false`: the ADD opens the AF_XDP port itself and waits for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_start: Option<bool>,
+    /// The most pod ports on AF_XDP at once on this node (file only: each queue costs
+    /// ovs-vswitchd a 64 MiB umem). Past it a new pod gets a kernel port, with the reason.
+    /// Default: what 10 % of the node's memory holds (see
+    /// [`crate::attach::afxdp_budget`]); `0`: no pod on AF_XDP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ports: Option<u32>,
+}
+
+/// `pmdMaxSleep`: a number of µs, or `"auto"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PmdMaxSleep {
+    Us(u32),
+    /// `auto` (any other word is reported, and `auto` used).
+    Word(String),
 }
 
 /// Everything an operator can set. Field names are the YAML/JSON keys (camelCase).
@@ -109,9 +124,14 @@ pub struct DatapathConfig {
     /// `pmd-auto-lb`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pmd_auto_lb: Option<bool>,
-    /// `pmd-maxsleep` in µs (0–10000): idle PMDs sleep, giving the core back (costs latency).
+    /// How long an idle PMD may sleep (`pmd-maxsleep`): `auto` (the default, unless
+    /// `pmdCpus` dedicates cores: then 0) lets the agent switch it between
+    /// [`super::pmd_sleep::IDLE_SLEEP_US`] while the PMDs see no traffic and 0 (busy
+    /// polling) while they do (see [`super::pmd_sleep`]); a number (0–10000 µs) sets it
+    /// once (a static sleep costs latency under light traffic: OVS 3.1 sleeps whenever an
+    /// iteration brings fewer than 16 packets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pmd_max_sleep: Option<u32>,
+    pub pmd_max_sleep: Option<PmdMaxSleep>,
     /// `userspace-tso-enable`: `auto` (default: off on a node with a tunnel, because OVS
     /// 3.1 drops offloaded packets sent into tunnels and into vhost ports without csum),
     /// `on`, `off`.
@@ -234,6 +254,15 @@ impl DatapathConfig {
             no_pci => "noPci",
             cpu_dma_latency_us => "cpuDmaLatencyUs"
         );
+        let afxdp = self.afxdp.as_ref().map(|a| {
+            if a.max_ports.is_some() {
+                refused.push("afxdp.maxPorts");
+            }
+            AfxdpConfig {
+                max_ports: None,
+                ..a.clone()
+            }
+        });
         let hugepages = self.hugepages.as_ref().map(|h| {
             if h.allocate.is_some() {
                 refused.push("hugepages.allocate");
@@ -249,10 +278,10 @@ impl DatapathConfig {
             pmd_rxq_assign: self.pmd_rxq_assign.clone(),
             pmd_rxq_affinity: self.pmd_rxq_affinity.clone(),
             pmd_auto_lb: self.pmd_auto_lb,
-            pmd_max_sleep: self.pmd_max_sleep,
+            pmd_max_sleep: self.pmd_max_sleep.clone(),
             userspace_tso: self.userspace_tso.clone(),
             mtu: self.mtu,
-            afxdp: self.afxdp.clone(),
+            afxdp,
             // the mode of the NIC the administrator named (--gateway-interface), as the
             // datapath choice is: never which NIC
             uplink: self.uplink.clone(),
@@ -304,6 +333,7 @@ impl DatapathConfig {
                 mode: b.mode.clone().or_else(|| a.mode.clone()),
                 rx_cpus: b.rx_cpus.clone().or_else(|| a.rx_cpus.clone()),
                 fast_start: b.fast_start.or(a.fast_start),
+                max_ports: b.max_ports.or(a.max_ports),
             });
         }
         merged
@@ -317,7 +347,7 @@ mod tests {
     #[test]
     fn an_annotation_keeps_its_tuning_and_loses_what_reaches_the_host() {
         let over = DatapathConfig::parse(
-            r#"{"datapath":"dpdk","mtu":1400,"afxdp":{"queues":2},"pmdMaxSleep":50,
+            r#"{"datapath":"dpdk","mtu":1400,"afxdp":{"queues":2,"maxPorts":500},"pmdMaxSleep":50,
                 "hugepages":{"size":"2Mi","count":64,"allocate":true},
                 "extraEalArgs":"-d /x.so","socketMem":[4096],"lcoreMask":"0x1",
                 "pmdCpus":"0","cpuDmaLatencyUs":0,"noPci":false,"nic":"eth0","uplink":"kernel"}"#,
@@ -327,8 +357,9 @@ mod tests {
         let (allowed, refused) = over.annotation_part();
         assert_eq!(allowed.datapath.as_deref(), Some("dpdk"));
         assert_eq!(allowed.mtu, Some(1400));
-        assert_eq!(allowed.pmd_max_sleep, Some(50));
-        assert_eq!(allowed.afxdp.and_then(|a| a.queues), Some(2));
+        assert_eq!(allowed.pmd_max_sleep, Some(PmdMaxSleep::Us(50)));
+        let ax = allowed.afxdp.expect("afxdp");
+        assert_eq!((ax.queues, ax.max_ports), (Some(2), None));
         let h = allowed.hugepages.expect("hugepages");
         assert_eq!((h.count, h.allocate), (Some(64), None));
         assert!(allowed.extra_eal_args.is_none() && allowed.socket_mem.is_none());
@@ -345,6 +376,7 @@ mod tests {
             "noPci",
             "nic",
             "hugepages.allocate",
+            "afxdp.maxPorts",
         ] {
             assert!(refused.contains(&k), "{k} not refused: {refused:?}");
         }
@@ -396,7 +428,7 @@ mod tests {
             DatapathConfig::parse(r#"{"datapath":"afxdp","hugepages":{"count":64}}"#, "o").unwrap();
         let m = base.overlay(&over);
         assert_eq!(m.datapath.as_deref(), Some("afxdp"));
-        assert_eq!(m.pmd_max_sleep, Some(50));
+        assert_eq!(m.pmd_max_sleep, Some(PmdMaxSleep::Us(50)));
         let h = m.hugepages.unwrap();
         assert_eq!((h.size.as_deref(), h.count), (Some("2Mi"), Some(64)));
     }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::DatapathConfig;
 use super::cpus;
+use super::pmd_sleep::{self, PmdSleep};
 use super::probe::{HostFacts, OvsFacts, parse_size_kb};
 
 /// The datapath a node (or a port) runs.
@@ -108,6 +109,9 @@ pub struct AfxdpPorts {
     /// (`afxdp.fastStart`, see [`crate::attach::promote`]).
     #[serde(default)]
     pub fast_start: bool,
+    /// The node's AF_XDP port budget (`None` in records written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::attach::afxdp_budget::PortBudget>,
 }
 
 /// What the node's uplink port should be (config `uplink`; carried out by
@@ -146,6 +150,10 @@ pub struct Decision {
     /// The `Open_vSwitch.other_config` keys the agent manages, with their wanted values.
     pub other_config: BTreeMap<String, String>,
     pub pmd_cpus: BTreeSet<u32>,
+    /// How idle PMDs sleep; in the adaptive mode [`super::pmd_sleep`]'s tuner owns the
+    /// live value of `pmd-maxsleep` (a pass writes it only when it is missing).
+    #[serde(default)]
+    pub pmd_sleep: PmdSleep,
     pub userspace_tso: bool,
     pub tso_reason: String,
     pub afxdp: AfxdpPorts,
@@ -494,14 +502,14 @@ pub fn decide(
     if let Some(b) = cfg.pmd_auto_lb {
         set(&mut oc, "pmd-auto-lb", b.to_string());
     }
-    if let Some(s) = cfg.pmd_max_sleep {
-        if s <= 10_000 {
-            set(&mut oc, "pmd-maxsleep", s.to_string());
-        } else {
-            errors.push(format!(
-                "pmdMaxSleep {s} µs is above the OVS maximum of 10000: not set"
-            ));
-        }
+    let pmd_sleep = pmd_sleep::choose(
+        cfg.pmd_max_sleep.as_ref(),
+        cfg.pmd_cpus.is_some(),
+        chosen != Datapath::Kernel,
+        &mut errors,
+    );
+    if let Some(us) = pmd_sleep.initial_us() {
+        set(&mut oc, pmd_sleep::KEY, us.to_string());
     }
     set(&mut oc, "userspace-tso-enable", userspace_tso.to_string());
     if let Some(h) = cfg.hw_offload {
@@ -590,6 +598,7 @@ pub fn decide(
         errors,
         other_config: oc,
         pmd_cpus,
+        pmd_sleep,
         userspace_tso,
         tso_reason,
         afxdp: AfxdpPorts {
@@ -598,6 +607,11 @@ pub fn decide(
             rxq_affinity,
             rx_cpus,
             fast_start: ax.fast_start.unwrap_or(true),
+            budget: Some(crate::attach::afxdp_budget::PortBudget::decide(
+                ax.max_ports,
+                queues,
+                host.mem_total_kib,
+            )),
         },
         uplink,
         mtu,

@@ -42,6 +42,8 @@ pub struct HostFacts {
     pub nic_numa: Option<u32>,
     /// The kernel can create AF_XDP sockets.
     pub xdp_sockets: bool,
+    /// `MemTotal` of `/proc/meminfo` (kB); `None` when unreadable.
+    pub mem_total_kib: Option<u64>,
 }
 
 impl HostFacts {
@@ -212,6 +214,11 @@ impl Sysfs {
             cpu_numa,
             hugepages,
             nic_numa,
+            mem_total_kib: self.read("proc/meminfo").and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            }),
             xdp_sockets: if self.root == Path::new("/") {
                 xdp_sockets_supported()
             } else {

@@ -45,6 +45,10 @@ pub struct DatapathStatus {
     /// while no port needs one or without `--vswitchd-ctl`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pmd_threads: Vec<PmdCpu>,
+    /// How idle PMDs sleep (the tuner's live value is the metric
+    /// `zstack_ovn_pmd_max_sleep_microseconds`).
+    #[serde(default)]
+    pub pmd_sleep: super::pmd_sleep::PmdSleep,
     pub hugepages: Hugepages,
     pub userspace_tso: bool,
     pub tso_reason: String,
@@ -93,6 +97,7 @@ impl DatapathStatus {
                 })
                 .collect(),
             pmd_threads: vec![],
+            pmd_sleep: d.pmd_sleep,
             hugepages: Hugepages {
                 size: if d.hugepage_size_kb >= 1024 * 1024 {
                     format!("{}Gi", d.hugepage_size_kb / 1024 / 1024)
@@ -125,6 +130,7 @@ impl DatapathStatus {
             pmd_cpus: String::new(),
             pmds: vec![],
             pmd_threads: vec![],
+            pmd_sleep: Default::default(),
             hugepages: Hugepages::default(),
             userspace_tso: false,
             tso_reason: String::new(),
@@ -134,6 +140,7 @@ impl DatapathStatus {
                 rxq_affinity: None,
                 rx_cpus: None,
                 fast_start: true,
+                budget: None,
             },
             cpu_dma_latency_us: None,
             restart_required: vec![],

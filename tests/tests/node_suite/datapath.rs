@@ -34,7 +34,7 @@ const BINS: &[&str] = &[
     "ovs-vsctl",
 ];
 
-fn subnet_and_pods(prefix: &str, pods: &[(&str, usize, Option<&str>)]) -> Vec<Value> {
+pub(super) fn subnet_and_pods(prefix: &str, pods: &[(&str, usize, Option<&str>)]) -> Vec<Value> {
     let mut v = vec![json!({
         "apiVersion": "network.zstack.io/v1", "kind": "Subnet",
         "metadata": {"name": format!("{prefix}-net")},
@@ -50,7 +50,7 @@ fn subnet_and_pods(prefix: &str, pods: &[(&str, usize, Option<&str>)]) -> Vec<Va
     v
 }
 
-fn apply(z: &Zovn, objects: Vec<Value>) {
+pub(super) fn apply(z: &Zovn, objects: Vec<Value>) {
     let f = z
         .dir
         .with_extension(format!("apply-{}.json", objects.len()));
@@ -60,7 +60,7 @@ fn apply(z: &Zovn, objects: Vec<Value>) {
 }
 
 /// The pod's OVS Interface on node `node`: (type, ofport, external_ids:zstack.io/datapath).
-fn port_of(z: &Zovn, node: usize, pod: &str) -> (String, i64, String) {
+pub(super) fn port_of(z: &Zovn, node: usize, pod: &str) -> (String, i64, String) {
     let db = format!("unix:{}/node{node}/run/db.sock", z.dir.display());
     let out = Command::new("ovs-vsctl")
         .args([
@@ -101,7 +101,12 @@ fn port_of(z: &Zovn, node: usize, pod: &str) -> (String, i64, String) {
 
 /// Waits until the pod's port is `(type, zstack.io/datapath)` = `want` with an ofport
 /// (a fast-start port starts as a kernel port and is switched in the background).
-fn wait_port(z: &Zovn, node: usize, pod: &str, want: (&str, &str)) -> (String, i64, String) {
+pub(super) fn wait_port(
+    z: &Zovn,
+    node: usize,
+    pod: &str,
+    want: (&str, &str),
+) -> (String, i64, String) {
     let t0 = std::time::Instant::now();
     loop {
         let p = port_of(z, node, pod);
@@ -117,7 +122,7 @@ fn wait_port(z: &Zovn, node: usize, pod: &str, want: (&str, &str)) -> (String, i
 }
 
 /// Waits until an event `reason` about `object` says `text`.
-fn wait_event(z: &Zovn, object: &str, reason: &str, text: &str) {
+pub(super) fn wait_event(z: &Zovn, object: &str, reason: &str, text: &str) {
     let t0 = std::time::Instant::now();
     while !has_event(&events(z), object, reason, text) {
         assert!(
@@ -129,7 +134,7 @@ fn wait_event(z: &Zovn, object: &str, reason: &str, text: &str) {
     }
 }
 
-fn ip_of(pods: &BTreeMap<String, Value>, name: &str) -> String {
+pub(super) fn ip_of(pods: &BTreeMap<String, Value>, name: &str) -> String {
     tests::zovn::pod_ip(&pods[&format!("default/{name}")])
 }
 
@@ -149,7 +154,7 @@ fn tcp_reaches(z: &Zovn, from: &str, ip: &str, target: &str) {
     assert!(ok, "{from} → {target} ({to}) over TCP: {last}");
 }
 
-fn pings(z: &Zovn, from: &str, ip: &str) {
+pub(super) fn pings(z: &Zovn, from: &str, ip: &str) {
     let (code, out, err) = z.run(&[
         "exec",
         &format!("default/{from}"),
@@ -164,13 +169,13 @@ fn pings(z: &Zovn, from: &str, ip: &str) {
     assert_eq!(code, 0, "{from} ping {ip}: {out}{err}");
 }
 
-fn status(z: &Zovn, node: &str) -> Value {
+pub(super) fn status(z: &Zovn, node: &str) -> Value {
     z.node_annotation_json(node, STATUS)
         .unwrap_or_else(|| panic!("node {node} has no {STATUS} annotation"))
 }
 
 /// SIGKILLs node 1's agent and starts it again (the lab's record is updated).
-fn restart_agent(z: &Zovn) {
+pub(super) fn restart_agent(z: &Zovn) {
     let mut lab = lab::Lab::open(&z.dir).expect("open lab");
     let rec = lab.agents()[0].clone();
     lab::process::kill9(&rec).expect("kill agent");
@@ -184,8 +189,13 @@ fn restart_agent(z: &Zovn) {
 /// Writes node 1's agent configuration file (the lab's own, `lab::node::datapath_config`,
 /// with `over`'s keys on top) and restarts the agent, which reads it at start.
 fn set_file_config(z: &Zovn, over: Value) {
+    set_file_config_for(z, "dpdk", over);
+}
+
+/// [`set_file_config`] on a lab node of `datapath`.
+pub(super) fn set_file_config_for(z: &Zovn, datapath: &str, over: Value) {
     use dataplane::datapath::config::DatapathConfig;
-    let base = DatapathConfig::parse(&lab::node::datapath_config("dpdk"), "lab").expect("lab");
+    let base = DatapathConfig::parse(&lab::node::datapath_config(datapath), "lab").expect("lab");
     let over = DatapathConfig::parse(&over.to_string(), "test").expect("override");
     let text = serde_norway::to_string(&base.overlay(&over)).expect("yaml");
     std::fs::write(z.dir.join("node1/datapath.yaml"), text).expect("write datapath.yaml");
@@ -211,7 +221,7 @@ fn agent_log(z: &Zovn) -> String {
 }
 
 /// The node-1 agent's `/metrics` (it listens on the node netns' loopback).
-fn node_metrics(prefix: &str) -> String {
+pub(super) fn node_metrics(prefix: &str) -> String {
     let out = Command::new("ip")
         .args(["netns", "exec", &format!("{prefix}n1"), "python3", "-c"])
         .arg(format!(
@@ -228,7 +238,7 @@ fn node_metrics(prefix: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn up(tag: &str, datapath: &str, nodes: &str) -> (tests::Scratch, Zovn, DownOnDrop) {
+pub(super) fn up(tag: &str, datapath: &str, nodes: &str) -> (tests::Scratch, Zovn, DownOnDrop) {
     let scratch = tests::scratch(tag);
     let dir = scratch.dir.path().join("lab");
     let z = Zovn::new(&dir);

@@ -10,6 +10,7 @@ mod datapath;
 mod datapath_metrics;
 mod megaflow_guard;
 mod node_agent;
+mod node_scale;
 mod vhost_hugepages;
 mod vhost_pod;
 mod vhost_refusals;

@@ -32,6 +32,7 @@ fn host(free: u64) -> HostFacts {
         ]),
         nic_numa: None,
         xdp_sockets: true,
+        mem_total_kib: Some(24 * 1024 * 1024),
     }
 }
 
@@ -360,7 +361,15 @@ fn tuning_keys_and_their_validation() {
         assert!(all.contains(needle), "missing {needle:?} in\n{all}");
     }
     assert!(!d.other_config.contains_key("pmd-rxq-assign"));
-    assert!(!d.other_config.contains_key("pmd-maxsleep"));
+    // a bad pmdMaxSleep leaves the default: adaptive (no pmdCpus), idle to start with
+    assert_eq!(
+        d.other_config["pmd-maxsleep"],
+        crate::datapath::pmd_sleep::IDLE_SLEEP_US.to_string()
+    );
+    assert!(matches!(
+        d.pmd_sleep,
+        crate::datapath::pmd_sleep::PmdSleep::Adaptive { .. }
+    ));
     assert_eq!(
         d.datapath,
         Datapath::Dpdk,
