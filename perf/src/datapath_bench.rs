@@ -28,6 +28,7 @@ use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 
 use crate::host::{heavy_lock, run_ok, teardown_lab, which};
+use crate::pmd_sleep_modes::{self as sleep, IdleCost};
 
 /// Targets from the issue.
 pub const TARGET_XDP_VS_FALLBACK: f64 = 4.0;
@@ -40,6 +41,12 @@ use api::keys::POD_DATAPATH as DATAPATH_ANNOTATION;
 /// qperf message sizes (bytes).
 pub const SIZES: [u32; 3] = [1, 1024, 4096];
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an idle node's CPU use is measured under each `pmdMaxSleep` mode.
+const IDLE_WINDOW: Duration = Duration::from_secs(10);
+/// Targets of issue #33 for the adaptive PMD sleep against busy polling.
+pub const TARGET_SLEEP_BW: f64 = 0.9;
+pub const TARGET_SLEEP_LAT: f64 = 1.2;
+pub const TARGET_IDLE_PCT: f64 = 5.0;
 
 /// Benchmark parameters.
 #[derive(Debug, Clone)]
@@ -50,7 +57,7 @@ pub struct Config {
     pub seconds: u32,
     /// qperf duration per test.
     pub qperf_seconds: u32,
-    /// `pmdMaxSleep` of the node's datapath config (µs); `None`: the lab's default.
+    /// `pmdMaxSleep` of the node's datapath config (µs); `None`: the agent's default (auto).
     pub pmd_max_sleep: Option<u32>,
     /// `afxdp.mode` of the node's datapath config (`native`, `generic`); `None`: native.
     pub afxdp_mode: Option<String>,
@@ -63,6 +70,9 @@ pub struct Config {
     /// Rounds: every path is measured once per round, the paths alternating, and each
     /// figure is the median over the rounds (a shared machine's load moves between runs).
     pub rounds: u32,
+    /// `pmdMaxSleep` values (`0`, µs, `auto`) under which the AF_XDP pods are measured
+    /// again, each with the idle node's CPU cost (see [`crate::pmd_sleep_modes`]).
+    pub pmd_sleep_modes: Vec<String>,
 }
 
 /// One measured path.
@@ -115,6 +125,8 @@ pub struct Report {
     /// the run, alternating with the steered runs: what the steering gives. `None` when the
     /// pods had no steering.
     pub afxdp_unsteered: Option<PathResult>,
+    /// Per `pmdMaxSleep` mode: the idle cost (medians) and the AF_XDP pair's figures.
+    pub sleep_modes: Vec<(String, IdleCost, PathResult)>,
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -166,6 +178,46 @@ impl Report {
                 true,
             ));
         }
+        if let Some((_, busy_idle, busy)) = self.sleep_modes.iter().find(|(m, ..)| m == "0") {
+            for (mode, idle, p) in self.sleep_modes.iter().filter(|(m, ..)| m != "0") {
+                let adaptive = mode == "auto";
+                let target = |t: String| if adaptive { t } else { "info".into() };
+                let r = ratio(p.iperf_p1_gbps, busy.iperf_p1_gbps);
+                out.push((
+                    format!("iperf3 -P1: pmdMaxSleep {mode} / busy polling"),
+                    r,
+                    target(format!(">= {TARGET_SLEEP_BW}x")),
+                    !adaptive || r >= TARGET_SLEEP_BW,
+                ));
+                let r = ratio(p.tcp_lat(1), busy.tcp_lat(1));
+                out.push((
+                    format!("qperf tcp_lat 1B: pmdMaxSleep {mode} / busy"),
+                    r,
+                    target(format!("<= {TARGET_SLEEP_LAT}x")),
+                    !adaptive || r <= TARGET_SLEEP_LAT,
+                ));
+                let r = ratio(idle.vswitchd_pct, busy_idle.vswitchd_pct);
+                out.push((
+                    format!("idle ovs-vswitchd CPU: pmdMaxSleep {mode} / busy"),
+                    r,
+                    "info".into(),
+                    true,
+                ));
+            }
+        }
+        for (mode, idle, _) in &self.sleep_modes {
+            let adaptive = mode == "auto";
+            out.push((
+                format!("idle node, pmdMaxSleep {mode}: % of a core (vswitchd)"),
+                idle.vswitchd_pct,
+                if adaptive {
+                    format!("<= {TARGET_IDLE_PCT}")
+                } else {
+                    "info".into()
+                },
+                !adaptive || idle.vswitchd_pct <= TARGET_IDLE_PCT,
+            ));
+        }
         for m in SIZES {
             let r = ratio(x.tcp_lat(m), v.tcp_lat(m));
             out.push((
@@ -186,6 +238,11 @@ impl Report {
             "ovs_other_config": self.other_config,
             "cpu_dma_latency_us": self.config.cpu_dma_latency,
             "rounds": self.config.rounds,
+            "pmd_sleep_modes": self.sleep_modes.iter().map(|(m, idle, _)| json!({
+                "mode": m,
+                "idle_vswitchd_pct_of_core": idle.vswitchd_pct,
+                "idle_agent_pct_of_core": idle.agent_pct,
+            })).collect::<Vec<_>>(),
             "paths": self.paths().into_iter().map(PathResult::to_json).collect::<Vec<_>>(),
             "ratios": self.ratios().into_iter().map(|(what, v, target, met)| json!({
                 "what": what, "value": v, "target": target, "met": met,
@@ -197,6 +254,7 @@ impl Report {
     pub fn paths(&self) -> Vec<&PathResult> {
         let mut v = vec![&self.afxdp];
         v.extend(&self.afxdp_unsteered);
+        v.extend(self.sleep_modes.iter().map(|(_, _, p)| p));
         v.extend([&self.kernel, &self.veth, &self.veth_offload]);
         v
     }
@@ -247,10 +305,23 @@ impl Report {
                 p.name, p.detail, p.retransmits.0, p.retransmits.1
             );
         }
+        for (mode, idle, _) in &self.sleep_modes {
+            s += &format!(
+                "  idle node, pmdMaxSleep {mode}: ovs-vswitchd {:.1} %, agent {:.1} % of a core ({} s window)\n",
+                idle.vswitchd_pct,
+                idle.agent_pct,
+                IDLE_WINDOW.as_secs()
+            );
+        }
         s += "ratios (targets from the issue):\n";
         for (what, v, target, met) in self.ratios() {
+            let unit = if what.contains("% of a core") {
+                "%"
+            } else {
+                "x"
+            };
             s += &format!(
-                "  {what:<44} {v:>6.2}x  target {target:<8} {}\n",
+                "  {what:<52} {v:>6.2}{unit}  target {target:<8} {}\n",
                 match (target.as_str(), met) {
                     ("info", _) => "",
                     (_, true) => "met",
@@ -438,6 +509,18 @@ impl Bench {
                 t
             })
         };
+        // fast-start ports move to AF_XDP in the background: measure them once moved
+        let t0 = Instant::now();
+        for pod in ["xdp-a", "xdp-b"] {
+            while iface_type(pod)? != "afxdp" {
+                ensure!(
+                    t0.elapsed() < READY_TIMEOUT,
+                    "pod {pod}'s port is still {} after {READY_TIMEOUT:?}",
+                    iface_type(pod)?
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
         let mtu = link_mtu(&xa, "eth0")?;
         let tx = |ns: &str| offload(ns, "eth0", "tx-checksumming").unwrap_or_else(|_| "?".into());
         let xdp_detail = format!(
@@ -491,8 +574,40 @@ impl Bench {
         let xdp_detail = format!("{xdp_detail}, pod rps_cpus {steering}");
         appctl("dpif-netdev/pmd-stats-clear")?;
         let mut runs: [Vec<PathResult>; 5] = Default::default();
+        let modes = self.cfg.pmd_sleep_modes.clone();
+        let mut mode_runs: Vec<(Vec<IdleCost>, Vec<PathResult>)> =
+            vec![Default::default(); modes.len()];
+        let (vswitchd_pid, agent_pid) = (
+            sleep::pid_of(&node.dir.join("run/ovs-vswitchd.pid"))?,
+            sleep::pid_of(&node.dir.join(format!("run/{}.pid", lab::agent::AGENT_BIN)))?,
+        );
+        let file_sleep = other_config.get("pmd-maxsleep").cloned();
         for round in 1..=self.cfg.rounds {
             eprintln!("datapath: round {round}/{}", self.cfg.rounds);
+            for (i, mode) in modes.iter().enumerate() {
+                sleep::set_mode(&self.lab_dir, &node.system_id, &node.db_remote, mode)?;
+                std::thread::sleep(sleep::SETTLE);
+                let idle = sleep::idle_cost(vswitchd_pid, agent_pid, IDLE_WINDOW)?;
+                eprintln!(
+                    "datapath: pmdMaxSleep {mode}: idle ovs-vswitchd {:.1} %, agent {:.1} % of a core",
+                    idle.vswitchd_pct, idle.agent_pct
+                );
+                mode_runs[i].0.push(idle);
+                let name = format!("AF_XDP, pmdMaxSleep {mode}");
+                mode_runs[i]
+                    .1
+                    .push(self.path(&name, xdp_detail.clone(), &xdp_pair)?);
+            }
+            if !modes.is_empty() {
+                // back to the file's setting for the other paths
+                sleep::override_and_wait(
+                    &self.lab_dir,
+                    &node.system_id,
+                    &node.db_remote,
+                    &json!({}),
+                    file_sleep.clone(),
+                )?;
+            }
             runs[0].push(self.path("AF_XDP ports (afxdp)", xdp_detail.clone(), &xdp_pair)?);
             if steered {
                 // the same pods with the kernel default (no RPS), then the steering back
@@ -558,6 +673,17 @@ impl Bench {
             veth: median_result(veth_runs),
             veth_offload: median_result(veth_off_runs),
             afxdp_unsteered: (!unsteered_runs.is_empty()).then(|| median_result(unsteered_runs)),
+            sleep_modes: modes
+                .into_iter()
+                .zip(mode_runs)
+                .map(|(m, (idle, paths))| {
+                    let idle = IdleCost {
+                        vswitchd_pct: median(idle.iter().map(|c| c.vswitchd_pct).collect()),
+                        agent_pct: median(idle.iter().map(|c| c.agent_pct).collect()),
+                    };
+                    (m, idle, median_result(paths))
+                })
+                .collect(),
         })
     }
 
@@ -934,7 +1060,8 @@ fn offload(ns: &str, dev: &str, feature: &str) -> Result<String> {
         .ok_or_else(|| anyhow!("no {feature} in ethtool -k {dev}"))
 }
 
-fn other_config(db: &str) -> Result<BTreeMap<String, String>> {
+/// `Open_vSwitch other_config` of the node's database.
+pub fn other_config(db: &str) -> Result<BTreeMap<String, String>> {
     let o = run_ok(Command::new("ovs-vsctl").args([
         "--db",
         db,

@@ -16,6 +16,10 @@
 //!   done by hand with `ip`/`ethtool`/`ovs-vsctl`/`ovn-nbctl`.
 //! - [`datapath_bench`]: pod-to-pod iperf3/qperf on one node through AF_XDP ports, kernel
 //!   fallback ports and a direct veth pair (the ceiling), with the target ratios.
+//!   [`pmd_sleep_modes`]: the AF_XDP pair again under each `pmdMaxSleep` (busy, static,
+//!   adaptive) with the idle node's CPU cost under each.
+//! - [`node_memory`]: ovs-vswitchd memory per pod on one node at growing pod counts, per
+//!   datapath (kernel, afxdp, dpdk), with the agent's AF_XDP port budget.
 //! - [`guard_bench`]: the megaflow guard's check time and ovs-vswitchd main-thread stall
 //!   on a bare ovs-vswitchd with thousands of datapath flows, against an idle probe.
 //! - [`netpol_bench`]: NetworkPolicy create → enforced on a 2-node lab with 100 pods
@@ -39,8 +43,10 @@ pub mod egress_bench;
 pub mod guard_bench;
 pub mod host;
 pub mod netpol_bench;
+pub mod node_memory;
 pub mod ovsdb_insert;
 pub mod phase_log;
+pub mod pmd_sleep_modes;
 pub mod pod_burst;
 pub mod service_lb;
 pub mod traffic_gap;

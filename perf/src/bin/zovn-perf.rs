@@ -166,8 +166,8 @@ enum Cmd {
         /// qperf duration per test and message size.
         #[arg(long, default_value_t = 3)]
         qperf_seconds: u32,
-        /// pmd-maxsleep (µs) in the node's datapath config instead of the lab's 50 (idle
-        /// PMDs sleep up to this long: the core is shared on small machines).
+        /// pmdMaxSleep (µs, static) in the node's datapath config instead of the agent's
+        /// default (auto: idle PMDs sleep, busy-poll under traffic); 0: busy polling.
         #[arg(long)]
         pmd_max_sleep: Option<u32>,
         /// AF_XDP mode of the pod ports (native, generic) instead of native.
@@ -185,6 +185,11 @@ enum Cmd {
         /// Rounds: the paths alternate within each round; figures are medians over rounds.
         #[arg(long, default_value_t = 1)]
         rounds: u32,
+        /// Also measure the AF_XDP pods under each of these pmdMaxSleep values (`0` busy
+        /// polling, µs, `auto` the agent's adaptive sleep), each with the idle node's CPU
+        /// cost, in the same rounds (e.g. `0,50,auto`).
+        #[arg(long, value_delimiter = ',')]
+        pmd_sleep_modes: Vec<String>,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -199,6 +204,23 @@ enum Cmd {
         /// Only the row counts (no lab).
         #[arg(long)]
         rows_only: bool,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// ovs-vswitchd memory (RSS, hugepages) per pod on one node, per datapath, at growing
+    /// pod counts: what a full node costs, against the kernel path in the same run.
+    NodeMemory {
+        /// Pod counts measured (ascending).
+        #[arg(long, value_delimiter = ',', default_value = "10,50,110")]
+        steps: Vec<usize>,
+        /// Datapaths, each on a fresh 1-node lab.
+        #[arg(long, value_delimiter = ',', default_value = "kernel,afxdp,dpdk")]
+        datapaths: Vec<String>,
+        /// afxdp.maxPorts in the node's datapath config (default: the agent's budget, 10 %
+        /// of the machine's memory).
+        #[arg(long)]
+        max_ports: Option<u32>,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -465,6 +487,7 @@ async fn main() -> Result<()> {
             cpu_dma_latency,
             afxdp_rx_cpus,
             rounds,
+            pmd_sleep_modes,
             json,
         } => {
             let dir = tempfile_dir()?;
@@ -477,10 +500,32 @@ async fn main() -> Result<()> {
                 cpu_dma_latency,
                 afxdp_rx_cpus,
                 rounds,
+                pmd_sleep_modes,
             };
             let report = tokio::task::spawn_blocking(move || perf::datapath_bench::run(cfg))
                 .await
                 .context("datapath worker")?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::NodeMemory {
+            steps,
+            datapaths,
+            max_ports,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::node_memory::Config {
+                dir: dir.clone(),
+                steps,
+                datapaths,
+                max_ports,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::node_memory::run(cfg))
+                .await
+                .context("node-memory worker")?;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
