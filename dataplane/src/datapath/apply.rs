@@ -233,6 +233,7 @@ mod tests {
             uplink: crate::datapath::decide::UplinkPlan {
                 pref: "auto".into(),
                 xdp_mode: "best-effort".into(),
+                devargs: None,
             },
             mtu: None,
             allocate_hugepages: None,

@@ -154,11 +154,17 @@ pub struct DatapathConfig {
     pub afxdp: Option<AfxdpConfig>,
     /// The uplink of the bridge holding the node's address (the agent's
     /// `--gateway-interface`, br-phy): `auto` (default: an AF_XDP port on the dpdk and
-    /// afxdp datapaths, a kernel port on the kernel one), `afxdp` or `kernel`. Only an
+    /// afxdp datapaths, a kernel port on the kernel one), `afxdp`, `kernel`, or `dpdk` (a
+    /// DPDK NIC named by `uplinkDevargs`, on the dpdk datapath). Only an
     /// uplink port marked as ours (`external_ids:zstack.io/owner`) is changed. See
     /// [`crate::host::uplink`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uplink: Option<String>,
+    /// `uplink: dpdk`: the device, as `options:dpdk-devargs` (file only): a PCI address
+    /// of a NIC bound to vfio-pci (`0000:03:00.0`) or a DPDK vdev (`net_af_packet0,
+    /// iface=eth1`). See [`crate::host::dpdk_nic`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink_devargs: Option<String>,
     /// CPU wake-up latency (µs) the agent requests through `/dev/cpu_dma_latency` while it
     /// runs, as tuned's `network-latency` profile does: 0 keeps idle CPUs polling so a
     /// packet handed over by a PMD core does not wait for a sleeping core to wake (costs
@@ -252,7 +258,8 @@ impl DatapathConfig {
             hw_offload => "hwOffload",
             extra_eal_args => "extraEalArgs",
             no_pci => "noPci",
-            cpu_dma_latency_us => "cpuDmaLatencyUs"
+            cpu_dma_latency_us => "cpuDmaLatencyUs",
+            uplink_devargs => "uplinkDevargs"
         );
         let afxdp = self.afxdp.as_ref().map(|a| {
             if a.max_ports.is_some() {
@@ -317,6 +324,7 @@ impl DatapathConfig {
             no_pci,
             afxdp,
             uplink,
+            uplink_devargs,
             cpu_dma_latency_us
         );
         // nested objects merge key by key
@@ -350,7 +358,8 @@ mod tests {
             r#"{"datapath":"dpdk","mtu":1400,"afxdp":{"queues":2,"maxPorts":500},"pmdMaxSleep":50,
                 "hugepages":{"size":"2Mi","count":64,"allocate":true},
                 "extraEalArgs":"-d /x.so","socketMem":[4096],"lcoreMask":"0x1",
-                "pmdCpus":"0","cpuDmaLatencyUs":0,"noPci":false,"nic":"eth0","uplink":"kernel"}"#,
+                "pmdCpus":"0","cpuDmaLatencyUs":0,"noPci":false,"nic":"eth0","uplink":"kernel",
+                "uplinkDevargs":"0000:03:00.0"}"#,
             "annotation",
         )
         .expect("parses");
@@ -377,6 +386,7 @@ mod tests {
             "nic",
             "hugepages.allocate",
             "afxdp.maxPorts",
+            "uplinkDevargs",
         ] {
             assert!(refused.contains(&k), "{k} not refused: {refused:?}");
         }

@@ -124,6 +124,9 @@ pub struct UplinkPlan {
     /// The `xdp-mode` of an AF_XDP uplink: `afxdp.mode` when set, else `best-effort`
     /// (native XDP where the NIC's driver has it, generic otherwise).
     pub xdp_mode: String,
+    /// `uplink: dpdk`: the device (`uplinkDevargs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devargs: Option<String>,
 }
 
 /// Hugepages the agent should allocate before applying (when `allocate` is on).
@@ -462,7 +465,17 @@ pub fn decide(
     if let Some(l) = lcore {
         set(&mut oc, "dpdk-lcore-mask", l);
     }
-    let no_pci = cfg.no_pci.unwrap_or(true);
+    let (uplink_pref, uplink_devargs) = uplink_choice(cfg, &mut errors);
+    // a PCI uplink must be probed by DPDK: no `--no-pci`, and only that device allowed
+    // (a device the host refuses is not passed to DPDK: the uplink pass reports why)
+    let uplink_pci = uplink_devargs
+        .as_deref()
+        .filter(|_| host.uplink_refusal.is_none())
+        .and_then(|d| match crate::host::dpdk_nic::parse(d) {
+            Ok(crate::host::dpdk_nic::Device::Pci(a)) => Some(a),
+            _ => None,
+        });
+    let no_pci = cfg.no_pci.unwrap_or(uplink_pci.is_none());
     let extra_eal = match cfg
         .extra_eal_args
         .as_deref()
@@ -479,11 +492,18 @@ pub fn decide(
             }
         },
     };
-    let extra = [no_pci.then(|| "--no-pci".to_string()), extra_eal]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let allow_uplink = uplink_pci
+        .filter(|a| !extra_eal.as_deref().is_some_and(|e| e.contains(a.as_str())))
+        .map(|a| format!("-a {a}"));
+    let extra = [
+        no_pci.then(|| "--no-pci".to_string()),
+        allow_uplink,
+        extra_eal,
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" ");
     if !extra.is_empty() {
         set(&mut oc, "dpdk-extra", extra);
     }
@@ -574,16 +594,8 @@ pub fn decide(
 
     let rx_cpus = rx_cpus(ax.rx_cpus.as_deref(), host, &pmd_cpus, &mut errors);
     let uplink = UplinkPlan {
-        pref: match cfg.uplink.as_deref() {
-            None => "auto".into(),
-            Some(u @ ("auto" | "afxdp" | "kernel")) => u.to_string(),
-            Some(u) => {
-                errors.push(format!(
-                    "uplink {u:?} is not one of auto, afxdp, kernel: using auto"
-                ));
-                "auto".into()
-            }
-        },
+        pref: uplink_pref,
+        devargs: uplink_devargs,
         xdp_mode: ax
             .mode
             .as_ref()
@@ -617,6 +629,35 @@ pub fn decide(
         mtu,
         allocate_hugepages,
         hugepage_size_kb: size_kb,
+    }
+}
+
+/// `uplink` and `uplinkDevargs`: the uplink's preference, and its DPDK device for `dpdk`.
+fn uplink_choice(cfg: &DatapathConfig, errors: &mut Vec<String>) -> (String, Option<String>) {
+    let devargs = cfg
+        .uplink_devargs
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty());
+    match cfg.uplink.as_deref() {
+        None => ("auto".into(), None),
+        Some("dpdk") => match devargs {
+            Some(d) => ("dpdk".into(), Some(d.to_string())),
+            None => {
+                errors.push(
+                    "uplink dpdk needs uplinkDevargs (a PCI address or a DPDK vdev): using auto"
+                        .into(),
+                );
+                ("auto".into(), None)
+            }
+        },
+        Some(u @ ("auto" | "afxdp" | "kernel")) => (u.to_string(), None),
+        Some(u) => {
+            errors.push(format!(
+                "uplink {u:?} is not one of auto, afxdp, kernel, dpdk: using auto"
+            ));
+            ("auto".into(), None)
+        }
     }
 }
 

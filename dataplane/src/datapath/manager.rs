@@ -191,7 +191,7 @@ impl DatapathManager {
             }
             q.held()
         };
-        let host = sys.host_facts(cfg.nic.as_deref());
+        let host = host_facts(&sys, &cfg);
         let mut status = DatapathStatus::new(&d, &host, &OvsFacts::read(ovs), restart_required);
         status.cpu_dma_latency_us = cpu_dma_latency_us;
         let mut mem = self.mem();
@@ -227,7 +227,7 @@ impl DatapathManager {
     }
 
     fn decide_now(&self, cfg: &DatapathConfig, pre: &[String], sys: &Sysfs, ovs: &Ovs) -> Decision {
-        let host = sys.host_facts(cfg.nic.as_deref());
+        let host = host_facts(sys, cfg);
         let facts = OvsFacts::read(ovs);
         let mut rt = Runtime {
             dpdk_init_failed: None,
@@ -323,6 +323,28 @@ impl DatapathManager {
         }
         Ok(())
     }
+}
+
+/// The host's facts; the NUMA node of the NIC is `nic`'s, or else the PCI uplink's
+/// (`uplink: dpdk` on a PCI device: socket memory and PMDs follow it), and why the host
+/// refuses that device, if it does.
+fn host_facts(sys: &Sysfs, cfg: &DatapathConfig) -> super::probe::HostFacts {
+    let mut h = sys.host_facts(cfg.nic.as_deref());
+    if cfg.uplink.as_deref() != Some("dpdk") {
+        return h;
+    }
+    let Some(devargs) = cfg.uplink_devargs.as_deref() else {
+        return h;
+    };
+    match crate::host::dpdk_nic::check(&sys.root, devargs) {
+        Ok(f) => {
+            if cfg.nic.is_none() && f.numa.is_some() {
+                h.nic_numa = f.numa;
+            }
+        }
+        Err(e) => h.uplink_refusal = Some(e.to_string()),
+    }
+    h
 }
 
 async fn wait_dpdk(ovs: &Ovs, timeout: Duration) -> bool {

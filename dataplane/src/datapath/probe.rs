@@ -44,6 +44,9 @@ pub struct HostFacts {
     pub xdp_sockets: bool,
     /// `MemTotal` of `/proc/meminfo` (kB); `None` when unreadable.
     pub mem_total_kib: Option<u64>,
+    /// `uplink: dpdk`: why the host refuses the device (then DPDK is not asked to probe
+    /// it); see [`crate::host::dpdk_nic::check`].
+    pub uplink_refusal: Option<String>,
 }
 
 impl HostFacts {
@@ -214,6 +217,7 @@ impl Sysfs {
             cpu_numa,
             hugepages,
             nic_numa,
+            uplink_refusal: None,
             mem_total_kib: self.read("proc/meminfo").and_then(|m| {
                 m.lines()
                     .find_map(|l| l.strip_prefix("MemTotal:"))

@@ -7,6 +7,8 @@
 //!   it hosts pods (host ↔ pod, kubelet's probes);
 //! - [`uplink`]: the node's uplink port (br-phy's NIC): AF_XDP on the userspace
 //!   datapaths, with a kernel-port fallback;
+//! - [`dpdk_nic`]: a DPDK NIC (PCI device or vdev) as the uplink: the host checks and
+//!   their refusals;
 //! - [`mtu`]: the pod MTU from the underlay and the encapsulation;
 //! - [`gateway`], [`gateway_flows`]: `shared` gateway mode: the gateway bridge's address,
 //!   MAC and next hop, and its rules splitting the shared address between the host and
@@ -16,6 +18,7 @@
 //! - [`service_address_guard`]: what a Service may not take from the host (its
 //!   addresses, next hops, attached networks).
 
+pub mod dpdk_nic;
 pub mod gateway;
 pub mod gateway_flows;
 pub mod mgmt;

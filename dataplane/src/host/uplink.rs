@@ -32,6 +32,8 @@ use crate::datapath::decide::UplinkPlan;
 use crate::ovs::Ovs;
 use crate::ovs::uplink_port::UplinkPort;
 
+use super::dpdk_nic::{NicFacts, NicRefusal};
+
 /// How long ovs-vswitchd may take to reconfigure after a type change.
 pub const OPEN_WAIT: Duration = Duration::from_secs(10);
 
@@ -58,6 +60,8 @@ pub struct UplinkStatus {
 pub enum Target {
     /// An AF_XDP port with these options.
     Afxdp { queues: u32, xdp_mode: String },
+    /// A DPDK port on this device (`options:dpdk-devargs`).
+    Dpdk { devargs: String },
     /// A kernel port.
     Kernel,
     /// Not ours to change.
@@ -70,8 +74,10 @@ pub struct PortFacts<'a> {
     pub name: &'a str,
     pub owned: bool,
     pub queues: u32,
-    /// The last AF_XDP failure for these same inputs.
+    /// The last AF_XDP (or DPDK) failure for these same inputs.
     pub failed: Option<&'a str>,
+    /// `uplink: dpdk`: the host checks of the device ([`crate::host::dpdk_nic`]).
+    pub nic: Option<&'a Result<NicFacts, NicRefusal>>,
 }
 
 /// Decides (pure).
@@ -87,6 +93,35 @@ pub fn target(plan: &UplinkPlan, datapath: Datapath, port: &PortFacts) -> (Targe
     }
     if plan.pref == "kernel" {
         return (Target::Kernel, "a kernel port (uplink: kernel)".to_string());
+    }
+    if plan.pref == "dpdk" {
+        let devargs = plan.devargs.clone().unwrap_or_default();
+        if datapath != Datapath::Dpdk {
+            return (
+                Target::Leave,
+                format!(
+                    "uplink dpdk ({devargs}) needs the dpdk datapath, this node runs {datapath}: {name} left as it is"
+                ),
+            );
+        }
+        if let Some(Err(e)) = port.nic {
+            return (
+                Target::Leave,
+                format!("uplink dpdk refused: {e}: {name} left as it is"),
+            );
+        }
+        if let Some(e) = port.failed {
+            return (
+                Target::Kernel,
+                format!("a kernel port: {name} did not open as DPDK device {devargs} ({e})"),
+            );
+        }
+        return (
+            Target::Dpdk {
+                devargs: devargs.clone(),
+            },
+            format!("DPDK device {devargs}, polled by the PMD threads (uplink: dpdk)"),
+        );
     }
     if plan.pref == "auto" && datapath == Datapath::Kernel {
         return (
@@ -134,14 +169,18 @@ pub struct UplinkEvent {
 
 #[derive(Debug, Default)]
 struct Memory {
-    /// (inputs, error) of the last AF_XDP attempt that failed.
+    /// (inputs, error) of the last AF_XDP or DPDK attempt that failed.
     failed: Option<(String, String)>,
+    /// The last refusal reported (an event only when it changes).
+    refused: Option<String>,
 }
 
 /// The agent's uplink manager: the bridge, and what it remembers between passes.
 #[derive(Debug)]
 pub struct Uplink {
     bridge: String,
+    /// sysfs/devfs root (`/`) for the DPDK device checks.
+    sys_root: std::path::PathBuf,
     sys_class_net: std::path::PathBuf,
     mem: Mutex<Memory>,
 }
@@ -150,6 +189,7 @@ impl Uplink {
     pub fn new(bridge: &str) -> Uplink {
         Uplink {
             bridge: bridge.to_string(),
+            sys_root: "/".into(),
             sys_class_net: "/sys/class/net".into(),
             mem: Mutex::new(Memory::default()),
         }
@@ -190,7 +230,15 @@ impl Uplink {
             return (Some(status), events);
         };
         let queues = rx_queues(&self.sys_class_net, &port.name);
-        let inputs = format!("{} {} {queues} {}", port.name, plan.pref, plan.xdp_mode);
+        let inputs = format!(
+            "{} {} {queues} {} {}",
+            port.name,
+            plan.pref,
+            plan.xdp_mode,
+            plan.devargs.as_deref().unwrap_or("")
+        );
+        let nic = (plan.pref == "dpdk")
+            .then(|| super::dpdk_nic::check(&self.sys_root, plan.devargs.as_deref().unwrap_or("")));
         let failed = {
             let mut m = self.mem.lock().unwrap_or_else(|e| e.into_inner());
             match &m.failed {
@@ -207,8 +255,21 @@ impl Uplink {
             owned: port.owned,
             queues,
             failed: failed.as_deref(),
+            nic: nic.as_ref(),
         };
         let (want, reason) = target(plan, datapath, &facts);
+        let refused = matches!(want, Target::Leave) && port.owned;
+        {
+            let mut m = self.mem.lock().unwrap_or_else(|e| e.into_inner());
+            if refused && m.refused.as_deref() != Some(reason.as_str()) {
+                events.push(UplinkEvent {
+                    kind: EventType::Warning,
+                    reason: "UplinkRefused",
+                    message: format!("{} on {}: {reason}", port.name, self.bridge),
+                });
+            }
+            m.refused = refused.then(|| reason.clone());
+        }
         status.port = port.name.clone();
         status.reason = reason;
         match want {
@@ -220,8 +281,33 @@ impl Uplink {
                     status.reason = format!("{}; could not set it: {e}", status.reason);
                 }
             }
+            Target::Dpdk { devargs } => {
+                let opts = BTreeMap::from([("dpdk-devargs".to_string(), devargs.clone())]);
+                match self.open_userspace(ovs, port, "dpdk", &opts).await {
+                    Ok(changed) => {
+                        if changed {
+                            events.push(UplinkEvent {
+                                kind: EventType::Normal,
+                                reason: "UplinkDpdk",
+                                message: format!(
+                                    "{} on {}: DPDK port on {devargs}",
+                                    port.name, self.bridge
+                                ),
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        self.fall_back(ovs, port, inputs, "DPDK", e, &mut status, &mut events)
+                            .await
+                    }
+                }
+            }
             Target::Afxdp { queues, xdp_mode } => {
-                match self.open_afxdp(ovs, port, queues, &xdp_mode).await {
+                let opts = BTreeMap::from([
+                    ("xdp-mode".to_string(), xdp_mode.clone()),
+                    ("n_rxq".to_string(), queues.to_string()),
+                ]);
+                match self.open_userspace(ovs, port, "afxdp", &opts).await {
                     Ok(changed) => {
                         status.queues = Some(queues);
                         status.xdp_mode = Some(xdp_mode.clone());
@@ -237,21 +323,8 @@ impl Uplink {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(port = %port.name, error = %e, "uplink: AF_XDP did not open; back on a kernel port");
-                        self.mem.lock().unwrap_or_else(|e| e.into_inner()).failed =
-                            Some((inputs, e.to_string()));
-                        let back = ovs.set_uplink_type(port, "system", &BTreeMap::new()).await;
-                        status.reason =
-                            format!("a kernel port: {} did not open as AF_XDP ({e})", port.name);
-                        if let Err(b) = back {
-                            status.reason =
-                                format!("{}; could not set it back: {b}", status.reason);
-                        }
-                        events.push(UplinkEvent {
-                            kind: EventType::Warning,
-                            reason: "UplinkFallback",
-                            message: format!("{} on {}: {}", port.name, self.bridge, status.reason),
-                        });
+                        self.fall_back(ovs, port, inputs, "AF_XDP", e, &mut status, &mut events)
+                            .await
                     }
                 }
             }
@@ -270,51 +343,74 @@ impl Uplink {
         (Some(status), events)
     }
 
-    /// Makes `port` an AF_XDP port with these options unless it is one already; `Ok(true)`
-    /// when it changed. `Err`: why ovs-vswitchd did not open it.
-    async fn open_afxdp(
+    /// An uplink that did not open as `what` (AF_XDP, DPDK) goes back to a kernel port;
+    /// the failure is remembered for these `inputs` and reported.
+    #[allow(clippy::too_many_arguments)]
+    async fn fall_back(
         &self,
         ovs: &Ovs,
         port: &UplinkPort,
-        queues: u32,
-        xdp_mode: &str,
-    ) -> Result<bool, AfxdpNotOpen> {
-        let opts = BTreeMap::from([
-            ("xdp-mode".to_string(), xdp_mode.to_string()),
-            ("n_rxq".to_string(), queues.to_string()),
-        ]);
-        let current =
-            port.iface_type == "afxdp" && opts.iter().all(|(k, v)| port.options.get(k) == Some(v));
+        inputs: String,
+        what: &str,
+        e: NotOpen,
+        status: &mut UplinkStatus,
+        events: &mut Vec<UplinkEvent>,
+    ) {
+        tracing::warn!(port = %port.name, error = %e, "uplink: {what} did not open; back on a kernel port");
+        self.mem.lock().unwrap_or_else(|e| e.into_inner()).failed = Some((inputs, e.to_string()));
+        let back = ovs.set_uplink_type(port, "system", &BTreeMap::new()).await;
+        status.reason = format!("a kernel port: {} did not open as {what} ({e})", port.name);
+        if let Err(b) = back {
+            status.reason = format!("{}; could not set it back: {b}", status.reason);
+        }
+        events.push(UplinkEvent {
+            kind: EventType::Warning,
+            reason: "UplinkFallback",
+            message: format!("{} on {}: {}", port.name, self.bridge, status.reason),
+        });
+    }
+
+    /// Makes `port` a port of `iface_type` (`afxdp`, `dpdk`) with these options unless it
+    /// is one already; `Ok(true)` when it changed. `Err`: why ovs-vswitchd did not open it.
+    async fn open_userspace(
+        &self,
+        ovs: &Ovs,
+        port: &UplinkPort,
+        iface_type: &str,
+        opts: &BTreeMap<String, String>,
+    ) -> Result<bool, NotOpen> {
+        let current = port.iface_type == iface_type
+            && opts.iter().all(|(k, v)| port.options.get(k) == Some(v));
         if current {
             // open already, or refused since (a restarted ovs-vswitchd, a changed device)
             return match &port.error {
-                Some(e) => Err(AfxdpNotOpen::Refused(e.clone())),
+                Some(e) => Err(NotOpen::Refused(e.clone())),
                 None => Ok(false),
             };
         }
-        ovs.set_uplink_type(port, "afxdp", &opts).await?;
+        ovs.set_uplink_type(port, iface_type, opts).await?;
         if !ovs.wait_applied(OPEN_WAIT).await? {
-            return Err(AfxdpNotOpen::NotReconfigured);
+            return Err(NotOpen::NotReconfigured);
         }
         let now = ovs
             .uplink_ports(&self.bridge)
             .and_then(|ps| ps.into_iter().find(|p| p.name == port.name));
         match now {
-            Some(p) if p.error.is_some() => Err(AfxdpNotOpen::Refused(p.error.unwrap_or_default())),
+            Some(p) if p.error.is_some() => Err(NotOpen::Refused(p.error.unwrap_or_default())),
             Some(p) if p.ofport.is_some_and(|o| o > 0) => {
-                tracing::info!(port = %port.name, bridge = %self.bridge, queues, xdp_mode, "uplink: AF_XDP port");
+                tracing::info!(port = %port.name, bridge = %self.bridge, iface_type, ?opts, "uplink: userspace port");
                 Ok(true)
             }
-            Some(_) => Err(AfxdpNotOpen::NoOfport),
-            None => Err(AfxdpNotOpen::Gone),
+            Some(_) => Err(NotOpen::NoOfport),
+            None => Err(NotOpen::Gone),
         }
     }
 }
 
-/// Why the uplink did not open as an AF_XDP port ([`Uplink`] falls back to a kernel
-/// port and remembers the text for the same inputs).
+/// Why the uplink did not open as an AF_XDP or DPDK port ([`Uplink`] falls back to a
+/// kernel port and remembers the text for the same inputs).
 #[derive(Debug, thiserror::Error)]
-enum AfxdpNotOpen {
+enum NotOpen {
     /// ovs-vswitchd's own words (the Interface's `error` column).
     #[error("{0}")]
     Refused(String),
@@ -336,6 +432,7 @@ mod tests {
         UplinkPlan {
             pref: pref.into(),
             xdp_mode: "best-effort".into(),
+            devargs: (pref == "dpdk").then(|| "net_af_packet0,iface=eth1".to_string()),
         }
     }
 
@@ -345,6 +442,7 @@ mod tests {
             owned,
             queues: 4,
             failed,
+            nic: None,
         }
     }
 
@@ -397,6 +495,50 @@ mod tests {
             why.contains("Operation not supported") && why.contains("eth1"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_dpdk_uplink_needs_the_dpdk_datapath_and_a_device_that_passed_its_checks() {
+        let ok = Ok(NicFacts {
+            device: super::super::dpdk_nic::Device::Vdev {
+                driver: "net_af_packet".into(),
+            },
+            driver: None,
+            iommu_group: None,
+            numa: None,
+        });
+        let with = |nic| PortFacts {
+            nic: Some(nic),
+            ..port(true, None)
+        };
+        let (t, why) = target(&plan("dpdk"), Datapath::Dpdk, &with(&ok));
+        assert_eq!(
+            t,
+            Target::Dpdk {
+                devargs: "net_af_packet0,iface=eth1".into()
+            }
+        );
+        assert!(why.contains("net_af_packet0"), "{why}");
+        let (t, why) = target(&plan("dpdk"), Datapath::Afxdp, &with(&ok));
+        assert_eq!(t, Target::Leave);
+        assert!(
+            why.contains("needs the dpdk datapath") && why.contains("afxdp"),
+            "{why}"
+        );
+        let bad = Err(NicRefusal::KernelDriver {
+            addr: "0000:03:00.0".into(),
+            driver: "ixgbe".into(),
+        });
+        let (t, why) = target(&plan("dpdk"), Datapath::Dpdk, &with(&bad));
+        assert_eq!(t, Target::Leave);
+        assert!(why.contains("refused") && why.contains("ixgbe"), "{why}");
+        let failed = PortFacts {
+            failed: Some("could not attach"),
+            ..with(&ok)
+        };
+        let (t, why) = target(&plan("dpdk"), Datapath::Dpdk, &failed);
+        assert_eq!(t, Target::Kernel);
+        assert!(why.contains("did not open as DPDK"), "{why}");
     }
 
     #[test]

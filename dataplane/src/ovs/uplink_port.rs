@@ -15,8 +15,8 @@ use super::{Ovs, OvsError};
 /// Interface types that are a device of the host (an uplink), not a port OVS makes up.
 const DEVICE_TYPES: &[&str] = &["", "system", "afxdp", "dpdk"];
 
-/// The keys of `options` an AF_XDP uplink gets (removed again on a kernel port).
-pub const AFXDP_OPTION_KEYS: &[&str] = &["xdp-mode", "n_rxq"];
+/// The keys of `options` an AF_XDP or DPDK uplink gets (removed again on another type).
+pub const AFXDP_OPTION_KEYS: &[&str] = &["xdp-mode", "n_rxq", "dpdk-devargs"];
 
 /// One device port of a bridge.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,8 +72,8 @@ impl Ovs {
         })
     }
 
-    /// Sets the type of an uplink of ours: `afxdp` with `options` added, or a kernel port
-    /// (`system`) without [`AFXDP_OPTION_KEYS`]. The operator's other options stay. A
+    /// Sets the type of an uplink of ours: `afxdp` or `dpdk` with `options` added, or a
+    /// kernel port (`system`), each without the others' [`AFXDP_OPTION_KEYS`]. The operator's other options stay. A
     /// port that is not ours is an error (never touched).
     pub async fn set_uplink_type(
         &self,

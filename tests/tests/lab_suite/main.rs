@@ -6,6 +6,7 @@
 
 mod capture_lab;
 mod default_subnet_lab;
+mod dpdk_uplink_lab;
 mod egress_lab;
 mod egress_shared_lab;
 mod external_clients_lab;

@@ -33,6 +33,7 @@ fn host(free: u64) -> HostFacts {
         nic_numa: None,
         xdp_sockets: true,
         mem_total_kib: Some(24 * 1024 * 1024),
+        uplink_refusal: None,
     }
 }
 
@@ -482,4 +483,53 @@ fn extra_eal_args_outside_the_allowlist_are_an_error_and_dropped() {
     );
     assert_eq!(d.other_config["dpdk-extra"], "--no-pci");
     assert_eq!(d.datapath, Datapath::Dpdk, "the node keeps its datapath");
+}
+
+#[test]
+fn a_dpdk_uplink_is_planned_and_a_pci_one_is_probed_by_dpdk() {
+    let vdev = cfg("uplink: dpdk\nuplinkDevargs: \"net_af_packet0,iface=eth1\"\n");
+    let d = decide(&vdev, vec![], &host(512), &dpdk_ovs(), &tunnels());
+    assert!(d.errors.is_empty(), "{:?}", d.errors);
+    assert_eq!(d.uplink.pref, "dpdk");
+    assert_eq!(
+        d.uplink.devargs.as_deref(),
+        Some("net_af_packet0,iface=eth1")
+    );
+    assert_eq!(
+        d.other_config["dpdk-extra"], "--no-pci",
+        "a vdev needs no PCI bus"
+    );
+
+    let pci = cfg("uplink: dpdk\nuplinkDevargs: \"03:00.0\"\n");
+    let d = decide(&pci, vec![], &host(512), &dpdk_ovs(), &tunnels());
+    assert_eq!(
+        d.other_config["dpdk-extra"], "-a 0000:03:00.0",
+        "the PCI bus probed, that device only"
+    );
+    // the administrator's own allowlist is kept as it is
+    let own = cfg(
+        "uplink: dpdk\nuplinkDevargs: \"0000:03:00.0\"\nextraEalArgs: \"-a 0000:03:00.0 -a 0000:03:00.1\"\n",
+    );
+    let d = decide(&own, vec![], &host(512), &dpdk_ovs(), &tunnels());
+    assert_eq!(
+        d.other_config["dpdk-extra"],
+        "-a 0000:03:00.0 -a 0000:03:00.1"
+    );
+
+    // a device the host refuses is not handed to DPDK
+    let mut refusing = host(512);
+    refusing.uplink_refusal = Some("PCI device 0000:03:00.0 is bound to ixgbe".into());
+    let d = decide(&pci, vec![], &refusing, &dpdk_ovs(), &tunnels());
+    assert_eq!(d.other_config["dpdk-extra"], "--no-pci");
+
+    let missing = cfg("uplink: dpdk\n");
+    let d = decide(&missing, vec![], &host(512), &dpdk_ovs(), &tunnels());
+    assert_eq!(d.uplink.pref, "auto");
+    assert!(
+        d.errors
+            .iter()
+            .any(|e| e.contains("uplink dpdk needs uplinkDevargs")),
+        "{:?}",
+        d.errors
+    );
 }
