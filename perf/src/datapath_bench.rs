@@ -27,7 +27,7 @@ use lab::apiserver::ApiClient;
 use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 
-use crate::host::{heavy_lock, run_ok, teardown_lab, which};
+use crate::host::{heavy_lock, other_config, run_ok, teardown_lab, which};
 use crate::pmd_sleep_modes::{self as sleep, IdleCost};
 
 /// Targets from the issue.
@@ -1058,26 +1058,6 @@ fn offload(ns: &str, dev: &str, feature: &str) -> Result<String> {
         .and_then(|v| v.split_whitespace().next())
         .map(str::to_string)
         .ok_or_else(|| anyhow!("no {feature} in ethtool -k {dev}"))
-}
-
-/// `Open_vSwitch other_config` of the node's database.
-pub fn other_config(db: &str) -> Result<BTreeMap<String, String>> {
-    let o = run_ok(Command::new("ovs-vsctl").args([
-        "--db",
-        db,
-        "get",
-        "Open_vSwitch",
-        ".",
-        "other_config",
-    ]));
-    // `get` prints the OVSDB map syntax; parse `{k=v, k2="v 2"}` by hand
-    let text = String::from_utf8_lossy(&o?.stdout).trim().to_string();
-    let inner = text.trim_start_matches('{').trim_end_matches('}');
-    Ok(inner
-        .split(", ")
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
-        .collect())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Helpers the lab benchmarks share: running host tools, the heavy-test lock, and the
 //! lab teardown.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -140,4 +141,24 @@ impl Shim<'_> {
         };
         Ok((out.status.success(), v))
     }
+}
+
+/// `Open_vSwitch other_config` of the node's database.
+pub fn other_config(db: &str) -> Result<BTreeMap<String, String>> {
+    let o = run_ok(Command::new("ovs-vsctl").args([
+        "--db",
+        db,
+        "get",
+        "Open_vSwitch",
+        ".",
+        "other_config",
+    ]));
+    // `get` prints the OVSDB map syntax; parse `{k=v, k2="v 2"}` by hand
+    let text = String::from_utf8_lossy(&o?.stdout).trim().to_string();
+    let inner = text.trim_start_matches('{').trim_end_matches('}');
+    Ok(inner
+        .split(", ")
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+        .collect())
 }

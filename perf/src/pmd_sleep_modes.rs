@@ -124,9 +124,7 @@ pub fn override_and_wait(
     }
     let t0 = Instant::now();
     loop {
-        let have = crate::datapath_bench::other_config(db)?
-            .get("pmd-maxsleep")
-            .cloned();
+        let have = crate::host::other_config(db)?.get("pmd-maxsleep").cloned();
         if have == want {
             return Ok(());
         }

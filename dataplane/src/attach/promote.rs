@@ -118,7 +118,7 @@ async fn stay_on_kernel(ctx: &NodeCtx, mut r: SandboxRecord, full: &super::afxdp
         detail,
     )
     .await;
-    super::afxdp_budget::report(ctx);
+    super::veth::report_budget(ctx);
 }
 
 /// Moves one port (under its sandbox lock). A failed OVS write is retried after

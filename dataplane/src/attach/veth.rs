@@ -95,7 +95,7 @@ pub async fn add(
     if rec.promote_to.is_some() {
         ctx.promotions().queued(&rec.key());
     }
-    afxdp_budget::report(ctx);
+    report_budget(ctx);
     Ok(cni_result(&rec, None))
 }
 
@@ -164,7 +164,7 @@ pub async fn remove(
             format!("sandbox {container_id}: remove state: {e}"),
         ));
     }
-    afxdp_budget::report(ctx);
+    report_budget(ctx);
     errors.into_result()
 }
 
@@ -327,4 +327,16 @@ pub async fn confirm_port(ctx: &NodeCtx, rec: &mut SandboxRecord) -> bool {
     )
     .await;
     true
+}
+
+/// Sets the AF_XDP port gauges from the node's records and decision (see
+/// [`afxdp_budget`]).
+pub fn report_budget(ctx: &NodeCtx) {
+    let max = ctx
+        .datapath()
+        .decision()
+        .and_then(|d| d.afxdp.budget)
+        .and_then(|b| b.max_ports);
+    ctx.metrics()
+        .set_afxdp_ports(afxdp_budget::in_use(&ctx.state().all()), max);
 }

@@ -111,7 +111,7 @@ pub struct AfxdpPorts {
     pub fast_start: bool,
     /// The node's AF_XDP port budget (`None` in records written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::attach::afxdp_budget::PortBudget>,
+    pub budget: Option<super::port_budget::PortBudget>,
 }
 
 /// What the node's uplink port should be (config `uplink`; carried out by
@@ -619,7 +619,7 @@ pub fn decide(
             rxq_affinity,
             rx_cpus,
             fast_start: ax.fast_start.unwrap_or(true),
-            budget: Some(crate::attach::afxdp_budget::PortBudget::decide(
+            budget: Some(super::port_budget::PortBudget::decide(
                 ax.max_ports,
                 queues,
                 host.mem_total_kib,

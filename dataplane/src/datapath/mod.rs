@@ -7,6 +7,7 @@
 //! - [`apply`]: writing `Open_vSwitch.other_config`, allocating hugepages, restarting
 //!   ovs-vswitchd when a start-time setting changed, waiting for DPDK;
 //! - [`pm_qos`]: the CPU wake-up latency request (`cpuDmaLatencyUs`);
+//! - [`port_budget`]: the AF_XDP port budget the decision chooses;
 //! - [`pmd_sleep`]: how idle PMDs sleep, and the tuner switching it with the traffic;
 //! - [`status`]: the report (Node annotation, events, metrics);
 //! - [`manager`]: the loop that re-decides when the node or the configuration changes.
@@ -22,6 +23,7 @@ pub mod megaflow_guard;
 pub mod metrics;
 pub mod pm_qos;
 pub mod pmd_sleep;
+pub mod port_budget;
 pub mod probe;
 pub mod report;
 pub mod status;
