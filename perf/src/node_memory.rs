@@ -136,10 +136,10 @@ impl Report {
             let kr = kernel.map_or(f64::NAN, |kr| kr.rss_per_pod_mib(k));
             let per = r.rss_per_pod_mib(last);
             s += &format!(
-                "  {} at {} pods: {per:.1} MiB per pod ({:.1}× the kernel path's {kr:.1}); target ≤ {TARGET_MIB_PER_POD} MiB or a budget: {}\n",
+                "  {} at {} pods: {per:.1} MiB per pod ({:.0}× the kernel path's {kr:.2}); target ≤ {TARGET_MIB_PER_POD} MiB or a budget: {}\n",
                 r.datapath,
                 last.pods,
-                per / kr,
+                per / kr.max(0.01),
                 if per <= TARGET_MIB_PER_POD {
                     "met"
                 } else if r.budget.is_some() && last.port_types.contains_key("system") {

@@ -107,6 +107,12 @@ impl DatapathManager {
         self.mem().last_decision.clone()
     }
 
+    /// The PMD sleep mode of the last decision, without cloning the decision (the adaptive
+    /// tuner asks 10 times a second).
+    pub fn pmd_sleep(&self) -> Option<super::pmd_sleep::PmdSleep> {
+        self.mem().last_decision.as_ref().map(|d| d.pmd_sleep)
+    }
+
     /// The datapath of a new veth port: the node's, or the pod's request where the node
     /// can honour it.
     pub fn port_choice(&self, pod_annotations: &BTreeMap<String, String>) -> PortChoice {

@@ -186,7 +186,7 @@ pub async fn run(
     let mut failing = false;
     loop {
         tick.tick().await;
-        let Some(PmdSleep::Adaptive { idle_us }) = dp.decision().map(|d| d.pmd_sleep) else {
+        let Some(PmdSleep::Adaptive { idle_us }) = dp.pmd_sleep() else {
             tuner = Tuner::default();
             continue;
         };

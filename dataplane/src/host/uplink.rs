@@ -297,8 +297,10 @@ impl Uplink {
                         }
                     }
                     Err(e) => {
-                        self.fall_back(ovs, port, inputs, "DPDK", e, &mut status, &mut events)
-                            .await
+                        let ev = self
+                            .fall_back(ovs, port, inputs, "DPDK", e, &mut status)
+                            .await;
+                        events.push(ev)
                     }
                 }
             }
@@ -323,8 +325,10 @@ impl Uplink {
                         }
                     }
                     Err(e) => {
-                        self.fall_back(ovs, port, inputs, "AF_XDP", e, &mut status, &mut events)
-                            .await
+                        let ev = self
+                            .fall_back(ovs, port, inputs, "AF_XDP", e, &mut status)
+                            .await;
+                        events.push(ev)
                     }
                 }
             }
@@ -344,8 +348,8 @@ impl Uplink {
     }
 
     /// An uplink that did not open as `what` (AF_XDP, DPDK) goes back to a kernel port;
-    /// the failure is remembered for these `inputs` and reported.
-    #[allow(clippy::too_many_arguments)]
+    /// the failure is remembered for these `inputs`, put in `status` and returned as the
+    /// event that reports it.
     async fn fall_back(
         &self,
         ovs: &Ovs,
@@ -354,8 +358,7 @@ impl Uplink {
         what: &str,
         e: NotOpen,
         status: &mut UplinkStatus,
-        events: &mut Vec<UplinkEvent>,
-    ) {
+    ) -> UplinkEvent {
         tracing::warn!(port = %port.name, error = %e, "uplink: {what} did not open; back on a kernel port");
         self.mem.lock().unwrap_or_else(|e| e.into_inner()).failed = Some((inputs, e.to_string()));
         let back = ovs.set_uplink_type(port, "system", &BTreeMap::new()).await;
@@ -363,11 +366,11 @@ impl Uplink {
         if let Err(b) = back {
             status.reason = format!("{}; could not set it back: {b}", status.reason);
         }
-        events.push(UplinkEvent {
+        UplinkEvent {
             kind: EventType::Warning,
             reason: "UplinkFallback",
             message: format!("{} on {}: {}", port.name, self.bridge, status.reason),
-        });
+        }
     }
 
     /// Makes `port` a port of `iface_type` (`afxdp`, `dpdk`) with these options unless it
