@@ -43,12 +43,15 @@
 //!    `fault-leader`: the controller pod holding the Lease deleted: the other replica holds
 //!    it and serves a new pod; `fault-kubelet`: node2's kubelet restarted: no sandbox,
 //!    container or OVS port changed, a new pod on node2 still starts.
-//! 6. `latency`: 50 pods created back to back; creation → Ready as a watch sees it,
-//!    p50/p99 printed next to the lab's CNI ADD figures (docs/performance.md).
+//! 6. `latency` (`cluster_e2e/pod_start.rs`): 51 pods created back to back, a third per
+//!    pool and port kind; creation → Ready as a watch sees it, p50/p99 per group, split by
+//!    kubelet's and the agents' histograms.
 //! 7. `uninstall`: the test namespace deleted (no pod LSP, no pod OVS port left), `helm
 //!    uninstall`, the CRD deleted: on both nodes no OVS Interface of ours in the OVS
 //!    database, no link but the node's NICs, no conflist, shim, nftables table or vhost
 //!    socket directory.
+//!    `reference-cni` (`cluster_e2e/pod_start.rs`): the same burst with bridge + host-local
+//!    as the nodes' network, the product's figures as ratios to it; then removed.
 //! 8. `external-mode` (`cluster_e2e/external_mode.rs`): a platform OVN on the host (NB and
 //!    SB on TCP at the host's management address), its router and switch made with
 //!    `ovn-nbctl`; the chart installed with `ovn.mode=external` on it; a Subnet on the
@@ -81,10 +84,7 @@ use tests::e2e::objects::{
     TESTPMD_SCRIPT, client, create, ip_of, is_ready, label, name, node_is_ready, node_of,
     ovs_pod_ports, sleeper, web_deployment,
 };
-use tests::e2e::{
-    ClusterGuard, Steps, exec, histogram, histogram_quantile, kubectl, ovs_vsctl, percentile,
-    wait_until,
-};
+use tests::e2e::{ClusterGuard, Steps, exec, kubectl, ovs_vsctl, wait_until};
 
 #[path = "cluster_e2e/admission.rs"]
 mod admission;
@@ -96,6 +96,8 @@ mod diagnose;
 mod external_mode;
 #[path = "cluster_e2e/ovn_tls.rs"]
 mod ovn_tls;
+#[path = "cluster_e2e/pod_start.rs"]
+mod pod_start;
 #[path = "cluster_e2e/single_nic.rs"]
 mod single_nic;
 #[path = "cluster_e2e/uninstall_safety.rs"]
@@ -139,6 +141,8 @@ struct E2e {
     /// The release `install` installs and `upgrade-release` upgrades from (a run that
     /// selects `upgrade-release`); `None`: `install` installs the current chart.
     previous: Option<tests::e2e::PreviousRelease>,
+    /// `latency`'s burst, for `reference-cni`'s ratios.
+    pod_start: std::sync::Mutex<Option<pod_start::Burst>>,
 }
 
 impl E2e {
@@ -217,9 +221,12 @@ fn cluster_e2e() {
         client,
         helm,
         previous,
+        pod_start: Default::default(),
     };
 
     let mut steps = Steps::default();
+    // kept with the cluster's state directory when a step failed
+    steps.log_to(e.cluster().dir().join("steps.log"));
     // ZOVN_E2E_STEPS=install,pods,dpdk,restart-ovs: a developer's partial run (a step
     // not selected counts as passed for the ones after it)
     macro_rules! step {
@@ -252,6 +259,7 @@ fn cluster_e2e() {
         "uninstall-safety",
         "latency",
         "uninstall",
+        "reference-cni",
         "external-mode",
         "single-nic",
     ];
@@ -296,13 +304,15 @@ fn cluster_e2e() {
         step!("restart-central", day2::restart_central(&e));
         step!("backup-restore", day2::backup_restore(&e));
         step!("uninstall-safety", uninstall_safety::uninstall_safety(&e));
-        step!("latency", latency(&e));
+        step!("latency", pod_start::latency(&e));
         if step!("uninstall", uninstall(&e)) {
             // before single-nic, which leaves the nodes without eth1 (the tunnel NIC here);
             // it leaves nothing of its release on the nodes
+            step!("reference-cni", pod_start::reference_cni(&e));
             step!("external-mode", external_mode::external_mode(&e));
             step!("single-nic", single_nic::single_nic(&e));
         } else {
+            steps.skip("reference-cni", "uninstall");
             steps.skip("external-mode", "uninstall");
             steps.skip("single-nic", "uninstall");
         }
@@ -335,19 +345,25 @@ async fn pods_ready(
     tests::e2e::objects::pods_ready(&e.client, &e.kc, ns, selector, n, bound).await
 }
 
-/// The values of the install: see the module docs.
-fn values(api_server: &str) -> String {
+/// The values of the install: see the module docs. `previous`: for the previous release,
+/// whose agents know no adaptive PMD sleep (`upgrade-release` writes the current ones).
+pub(crate) fn values(api_server: &str, previous: bool) -> String {
+    // The PMD threads sleep when idle. The current release's default (`auto`: sleep up to
+    // 1 ms while quiet, busy polling from 1000 packets/s) is what a user gets, and what
+    // `latency` measures the node pods' CPU on. The previous release would busy-poll by
+    // default: 50 µs, or it takes one of the machine's 2 cores per node until the upgrade
+    // (docs/datapath.md, `pmdMaxSleep`).
+    let sleep = if previous { ", pmdMaxSleep: 50" } else { "" };
+    let node_config = if previous { "{pmdMaxSleep: 50}" } else { "{}" };
     format!(
         "ovn:\n  mode: standalone\n  standalone: {{haMode: single}}\n\
          controller:\n  replicas: 2\n\
-         node:\n  datapathConfig: {{pmdMaxSleep: 50}}\n\
+         node:\n  datapathConfig: {node_config}\n\
          nodePools:\n  - name: dpdk\n    nodeSelector: {{{DPDK_LABEL}: dpdk}}\n    \
-         datapathConfig: {{datapath: dpdk, socketMem: [256], socketLimit: [512], pmdMaxSleep: 50}}\n    \
+         datapathConfig: {{datapath: dpdk, socketMem: [256], socketLimit: [512]{sleep}}}\n    \
          hugepages: {{size: 2Mi, amount: 512Mi}}\n    memory: 1Gi\n    vhost: true\n\
          kubernetes:\n  apiServer: {api_server}\n\
          tunnel:\n  interface: {}\n",
-        // node2's PMD thread sleeps when idle (as node1's): a busy-polling one took one of
-        // the machine's 2 cores for the whole suite (docs/datapath.md, `pmdMaxSleep`).
         // The data NIC carries the tunnel endpoints. With the default (auto: eth0, the NIC
         // kubelet reaches the API server through) node1 went NotReady during the 50-pod
         // burst: its own traffic rode the DPDK node's userspace path through the AF_XDP
@@ -401,7 +417,7 @@ async fn install(e: &E2e) -> Result<()> {
         .as_ref()
         .map_or_else(tests::helm::chart_dir, |p| p.chart.clone());
     let values_file = c.dir().join("e2e-values.yaml");
-    std::fs::write(&values_file, values(&c.api_server()))?;
+    std::fs::write(&values_file, values(&c.api_server(), e.previous.is_some()))?;
     let t = Instant::now();
     helm_install(e, RELEASE, &chart, &values_file)?;
     let helm_secs = t.elapsed().as_secs_f64();
@@ -1054,125 +1070,6 @@ async fn fault_kubelet(e: &mut E2e) -> Result<()> {
         before.ports.len(),
         before.netns.len()
     );
-    Ok(())
-}
-
-async fn latency(e: &E2e) -> Result<()> {
-    use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
-    const N: usize = 50;
-    let pods = e.pods(NS);
-    let ready = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, Instant>::new()));
-    let seen = ready.clone();
-    let stream = watcher(
-        pods.clone(),
-        watcher::Config::default().labels("e2e=latency"),
-    )
-    .applied_objects();
-    let watch = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(ev) = stream.next().await {
-            if let Ok(p) = ev
-                && is_ready(&p)
-                && let Ok(mut m) = seen.lock()
-            {
-                m.entry(name(&p)).or_insert_with(Instant::now);
-            }
-        }
-    });
-    // the agents' own CNI ADD histograms (metrics on each node's management address)
-    let metrics: Vec<String> = (1..=2)
-        .map(|i| format!("{}:10665", lab::kubecluster::node_mgmt_ip(i)))
-        .collect();
-    let add_before: Vec<_> = metrics
-        .iter()
-        .map(|a| histogram(a, "zstack_ovn_cni_add_seconds"))
-        .collect();
-    // the watch is established before the first pod is created
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut created = BTreeMap::new();
-    for i in 0..N {
-        let n = format!("lat-{i:02}");
-        created.insert(n.clone(), Instant::now());
-        // half on each node (the scheduler alone put every one on node1)
-        let node = format!("node{}", 1 + i % 2);
-        create(
-            &pods,
-            sleeper(NS, &n, Some(&node), json!({"e2e": "latency"})),
-        )
-        .await?;
-    }
-    let r = wait_until(
-        &format!("{N} pods Ready as seen by the watch"),
-        Duration::from_secs(300),
-        || async { Ok((ready.lock().map_or(0, |m| m.len()) == N).then_some(())) },
-    )
-    .await;
-    watch.abort();
-    if let Err(err) = r {
-        let n = ready.lock().map_or(0, |m| m.len());
-        let listed = pods_ready(e, NS, "e2e=latency", N, Duration::from_secs(1)).await;
-        bail!("{err:#}: the watch saw {n} Ready; {:?}", listed.err());
-    }
-    let ready = ready
-        .lock()
-        .map_err(|_| anyhow::anyhow!("poisoned"))?
-        .clone();
-    let mut ms: Vec<f64> = created
-        .iter()
-        .map(|(n, t0)| ready[n].duration_since(*t0).as_secs_f64() * 1000.0)
-        .collect();
-    ms.sort_by(f64::total_cmp);
-    let listed = pods_ready(e, NS, "e2e=latency", N, Duration::from_secs(5)).await?;
-    // kubelet's own view: the Ready condition's transition time (set when kubelet computes
-    // the status, before its API client's rate limit delays the update) after creation;
-    // server clock, 1 s resolution
-    let mut kubelet_ms: Vec<f64> = listed
-        .iter()
-        .filter_map(|p| {
-            let created = p.metadata.creation_timestamp.as_ref()?.0.as_millisecond();
-            let ready = p
-                .status
-                .as_ref()?
-                .conditions
-                .as_ref()?
-                .iter()
-                .find(|c| c.type_ == "Ready")?
-                .last_transition_time
-                .as_ref()?
-                .0
-                .as_millisecond();
-            Some((ready - created) as f64)
-        })
-        .collect();
-    kubelet_ms.sort_by(f64::total_cmp);
-    println!(
-        "  latency: {N} pods created back to back, {} per node: creation → Ready as a watch sees it p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; \
-         Ready lastTransitionTime − creationTimestamp (1 s resolution) p50 {:.0} ms, p99 {:.0} ms",
-        N / 2,
-        percentile(&ms, 50.0),
-        percentile(&ms, 99.0),
-        ms[ms.len() - 1],
-        percentile(&kubelet_ms, 50.0),
-        percentile(&kubelet_ms, 99.0),
-    );
-    for (i, (a, before)) in metrics.iter().zip(&add_before).enumerate() {
-        match (before, histogram(a, "zstack_ovn_cni_add_seconds")) {
-            (Ok(b), Ok(after)) => println!(
-                "  node{} agent's zstack_ovn_cni_add_seconds over the burst: p50 ≤ {:.0} ms, p99 ≤ {:.0} ms (bucket bounds)",
-                i + 1,
-                histogram_quantile(b, &after, 0.5) * 1000.0,
-                histogram_quantile(b, &after, 0.99) * 1000.0
-            ),
-            (b, after) => println!(
-                "  node{} agent's CNI ADD histogram unavailable: {:?} / {:?}",
-                i + 1,
-                b.as_ref().err().map(|e| e.to_string()),
-                after.err().map(|e| e.to_string())
-            ),
-        }
-    }
-    println!("  {LAB_FIGURE}");
     Ok(())
 }
 

@@ -23,6 +23,7 @@ use lab::kubecluster::KubeCluster;
 pub mod objects;
 pub mod ovn_client;
 pub mod ping_probe;
+pub mod usage;
 pub mod vswitchd;
 
 /// The outcome of every step so far.
@@ -31,6 +32,9 @@ pub struct Steps {
     passed: usize,
     failed: Vec<String>,
     unselected: Vec<String>,
+    /// Every step line is appended here too ([`Steps::log_to`]): the cluster's state
+    /// directory, kept when a step failed, holds the reasons after the run.
+    log: Option<PathBuf>,
 }
 
 /// The environment variable naming the steps a developer's run runs (comma-separated;
@@ -44,6 +48,25 @@ pub fn step_selected(name: &str) -> bool {
 }
 
 impl Steps {
+    /// Also appends every step line to `path`.
+    pub fn log_to(&mut self, path: PathBuf) {
+        self.log = Some(path);
+    }
+
+    fn say(&self, line: &str) {
+        println!("{line}");
+        if let Some(p) = &self.log {
+            use std::io::Write;
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p);
+            if let Err(e) = f.and_then(|mut f| writeln!(f, "{line}")) {
+                println!("(step log {}: {e})", p.display());
+            }
+        }
+    }
+
     /// False (and printed) when `ZOVN_E2E_STEPS` is set and does not name `name`.
     pub fn selected(&mut self, name: &str) -> bool {
         if step_selected(name) {
@@ -60,12 +83,12 @@ impl Steps {
         let secs = t0.elapsed().as_secs_f64();
         match r {
             Ok(()) => {
-                println!("step {name}: ok ({secs:.1} s)");
+                self.say(&format!("step {name}: ok ({secs:.1} s)"));
                 self.passed += 1;
                 true
             }
             Err(e) => {
-                println!("step {name}: FAILED: {e:#} (after {secs:.1} s)");
+                self.say(&format!("step {name}: FAILED: {e:#} (after {secs:.1} s)"));
                 self.failed.push(name.to_string());
                 false
             }
@@ -74,13 +97,17 @@ impl Steps {
 
     /// A step not run because one it depends on failed (counted as failed).
     pub fn skip(&mut self, name: &str, because: &str) {
-        println!("step {name}: FAILED: not run ({because} failed)");
+        self.say(&format!("step {name}: FAILED: not run ({because} failed)"));
         self.failed.push(name.to_string());
     }
 
     /// Prints `N passed, M failed`; returns the failed steps.
     pub fn summary(&self) -> &[String] {
-        println!("{} passed, {} failed", self.passed, self.failed.len());
+        self.say(&format!(
+            "{} passed, {} failed",
+            self.passed,
+            self.failed.len()
+        ));
         if !self.unselected.is_empty() {
             println!(
                 "a partial run: {} step(s) not selected by {STEPS_ENV}: {}",
@@ -214,15 +241,49 @@ pub fn ovs_vsctl(c: &KubeCluster, i: usize, args: &[&str]) -> Result<String> {
 /// The cumulative buckets `(le, count)` of histogram `metric` on the Prometheus endpoint
 /// `http://<addr>/metrics` (the `+Inf` bucket as `f64::INFINITY`).
 pub fn histogram(addr: &str, metric: &str) -> Result<Vec<(f64, u64)>> {
+    let body = metrics_page(addr)?;
+    prometheus_buckets(&body, metric, None).with_context(|| addr.to_string())
+}
+
+/// The Prometheus text page at `http://<addr>/metrics` (the HTTP head included).
+pub fn metrics_page(addr: &str) -> Result<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
     let mut body = String::new();
     s.read_to_string(&mut body)?;
+    Ok(body)
+}
+
+/// The values label `label` takes on histogram `metric`'s bucket lines, sorted.
+pub fn label_values(text: &str, metric: &str, label: &str) -> Vec<String> {
     let prefix = format!("{metric}_bucket{{");
-    let mut out = Vec::new();
-    for l in body.lines().filter(|l| l.starts_with(&prefix)) {
+    let key = format!("{label}=\"");
+    let mut out: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.split(&key).nth(1)?.split('"').next().map(str::to_string))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The cumulative buckets `(le, count)` of histogram `metric` in a Prometheus text page,
+/// summed over its series, or over those whose labels hold `label` (e.g.
+/// `operation_type="run_podsandbox"`) when given.
+pub fn prometheus_buckets(
+    text: &str,
+    metric: &str,
+    label: Option<&str>,
+) -> Result<Vec<(f64, u64)>> {
+    let prefix = format!("{metric}_bucket{{");
+    let mut out: Vec<(f64, u64)> = Vec::new();
+    for l in text
+        .lines()
+        .filter(|l| l.starts_with(&prefix) && label.is_none_or(|want| l.contains(want)))
+    {
         let le = l
             .split("le=\"")
             .nth(1)
@@ -233,16 +294,23 @@ pub fn histogram(addr: &str, metric: &str) -> Result<Vec<(f64, u64)>> {
         } else {
             le.parse()?
         };
-        let n = l
+        let n: u64 = l
             .rsplit(' ')
             .next()
             .context("bucket without count")?
             .parse()?;
-        out.push((le, n));
+        match out.iter_mut().find(|(b, _)| *b == le) {
+            Some((_, sum)) => *sum += n,
+            None => out.push((le, n)),
+        }
     }
     if out.is_empty() {
-        bail!("{addr}: no {metric}_bucket lines");
+        bail!(
+            "no {metric}_bucket lines{}",
+            label.map_or(String::new(), |l| format!(" with {l}"))
+        );
     }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
     Ok(out)
 }
 
@@ -376,5 +444,26 @@ mod tests {
         assert_eq!(histogram_quantile(&before, &after, 0.5), 0.01);
         assert_eq!(histogram_quantile(&before, &after, 0.99), 0.02);
         assert_eq!(histogram_quantile(&before, &after, 1.0), f64::INFINITY);
+    }
+
+    #[test]
+    fn buckets_of_one_labelled_series_or_all_summed() {
+        let page = "# TYPE kubelet_runtime_operations_duration_seconds histogram\n\
+kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"run_podsandbox\",le=\"0.5\"} 3\n\
+kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"run_podsandbox\",le=\"+Inf\"} 4\n\
+kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"version\",le=\"0.5\"} 10\n\
+kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"version\",le=\"+Inf\"} 10\n\
+kubelet_runtime_operations_duration_seconds_count{operation_type=\"version\"} 10\n";
+        let m = "kubelet_runtime_operations_duration_seconds";
+        let sandbox = prometheus_buckets(page, m, Some("operation_type=\"run_podsandbox\""));
+        assert_eq!(sandbox.ok(), Some(vec![(0.5, 3), (f64::INFINITY, 4)]));
+        let all = prometheus_buckets(page, m, None);
+        assert_eq!(all.ok(), Some(vec![(0.5, 13), (f64::INFINITY, 14)]));
+        assert_eq!(
+            label_values(page, m, "operation_type"),
+            ["run_podsandbox", "version"]
+        );
+        let none = prometheus_buckets(page, m, Some("operation_type=\"stop\""));
+        assert!(none.is_err_and(|e| e.to_string().contains("operation_type=\"stop\"")));
     }
 }

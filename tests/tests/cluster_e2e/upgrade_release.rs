@@ -125,6 +125,8 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
     let probes = start_probes(e, &target)?;
     let t = Instant::now();
     let values = e.cluster().dir().join("e2e-values.yaml");
+    // the current release's values (adaptive PMD sleep), for every later step too
+    std::fs::write(&values, super::values(&e.cluster().api_server(), false))?;
     let r = tests::helm::run(
         &e.helm,
         &[

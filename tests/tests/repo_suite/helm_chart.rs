@@ -641,6 +641,32 @@ fn selects(node_selector: &Value, labels: &BTreeMap<&str, &str>) -> bool {
 }
 
 #[test]
+fn every_node_side_container_asks_the_scheduler_for_cpu_and_memory() {
+    let Some(helm) = helm::require_helm("helm_chart::node_requests") else {
+        return;
+    };
+    let objs = render(&helm, "dpdk-pools");
+    let ds = of_kind(&objs, "DaemonSet");
+    assert_eq!(ds.len(), 6);
+    for d in ds {
+        let spec = &d["spec"]["template"]["spec"];
+        for c in spec["containers"].as_array().expect("containers") {
+            let what = format!("{} / {}", d["metadata"]["name"], c["name"]);
+            let req = &c["resources"]["requests"];
+            assert!(!req["cpu"].is_null(), "{what}: no CPU request");
+            assert!(req["memory"].is_string(), "{what}: no memory request");
+            // a throttled or OOM-killed datapath cuts every pod of its node
+            for k in ["cpu", "memory"] {
+                assert!(
+                    c["resources"]["limits"].get(k).is_none(),
+                    "{what}: {k} limit"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
     let Some(helm) = helm::require_helm("helm_chart::dpdk_pools") else {
         return;
@@ -696,7 +722,11 @@ fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
         assert_eq!(o.len(), 1, "node {labels:?} runs OVS {o:?}");
         assert_eq!(a[0].replace("-node", "-ovs"), o[0], "node {labels:?}");
     }
-    for (pool, size, amount) in [("dpdk-1g", "1Gi", "4Gi"), ("dpdk-2m", "2Mi", "2Gi")] {
+    // dpdk-1g: adaptive sleep (the chart's ovs-vswitchd figure); dpdk-2m: pmdCpus "2-3"
+    for (pool, size, amount, cpu) in [
+        ("dpdk-1g", "1Gi", "4Gi", json!("100m")),
+        ("dpdk-2m", "2Mi", "2Gi", json!(2)),
+    ] {
         let d = named(&objs, "DaemonSet", &format!("zs-zstack-ovn-ovs-{pool}")).expect("pool");
         let vs = container(d, "ovs-vswitchd");
         let bin = vs["env"]
@@ -713,6 +743,9 @@ fn two_dpdk_pools_get_their_daemonsets_and_the_default_one_skips_their_nodes() {
         assert_eq!(vs["resources"]["requests"][&key], amount, "{pool}");
         assert_eq!(vs["resources"]["limits"][&key], amount, "{pool}");
         assert!(vs["resources"]["requests"]["memory"].is_string(), "{pool}");
+        assert_eq!(vs["resources"]["requests"]["cpu"], cpu, "{pool}: PMD cores");
+        // no memory limit: ovs-vswitchd grows with its AF_XDP pod ports, an OOM kill cuts the node
+        assert!(vs["resources"]["limits"].get("memory").is_none(), "{pool}");
         let vols = d["spec"]["template"]["spec"]["volumes"]
             .as_array()
             .expect("volumes");

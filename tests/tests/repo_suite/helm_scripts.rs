@@ -1099,8 +1099,9 @@ fn the_uplink_script_keeps_the_bridge_mappings_and_removes_its_own() {
             ])
             .expect("remove the mapping");
             wait_until(
+                // the keeper's next pass: 8 s apart once its addresses are in place
                 &format!("{what}: the mapping back"),
-                Duration::from_secs(10),
+                Duration::from_secs(20),
                 || mappings().as_deref() == Some(case.running),
             );
         }

@@ -224,3 +224,28 @@ nodeAffinity:
 - --cluster-id={{ . }}
 {{- end }}
 {{- end -}}
+
+{{/* The CPU ovs-vswitchd of a DPDK pool asks for ({dp: the pool's datapath config, v:
+  .Values}): one core per PMD CPU when pmdCpus dedicates cores (they busy-poll: "2-3,6" is
+  3), pmdCount cores when pmdMaxSleep is 0 (busy polling by choice), else the adaptive-sleep
+  figure of ovs.resources.vswitchd. */}}
+{{- define "zovn.vswitchdCpu" -}}
+{{- $dp := .dp -}}
+{{- $base := ((.v.ovs.resources.vswitchd | default dict).requests | default dict).cpu | default "100m" -}}
+{{- if $dp.pmdCpus -}}
+{{- $n := 0 -}}
+{{- range splitList "," (toString $dp.pmdCpus) -}}
+{{- $r := splitList "-" (trim .) -}}
+{{- if eq (len $r) 2 -}}
+{{- $n = add $n (add1 (sub (atoi (index $r 1)) (atoi (index $r 0)))) -}}
+{{- else if trim . -}}
+{{- $n = add1 $n -}}
+{{- end -}}
+{{- end -}}
+{{- $n -}}
+{{- else if and (hasKey $dp "pmdMaxSleep") (eq (toString $dp.pmdMaxSleep) "0") -}}
+{{- $dp.pmdCount | default 1 -}}
+{{- else -}}
+{{- $base -}}
+{{- end -}}
+{{- end -}}

@@ -83,6 +83,9 @@ spec:
           readinessProbe:
             exec: {command: [ovs-appctl, -t, /var/run/openvswitch/ovsdb-server.ctl, version]}
             periodSeconds: 10
+          {{- with $v.ovs.resources.ovsdbServer }}
+          resources: {{- toYaml . | nindent 12 }}
+          {{- end }}
           # only unix sockets and files: no capability
           securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
           volumeMounts:
@@ -112,19 +115,26 @@ spec:
             periodSeconds: 10
           {{- if $dpdk }}
           resources:
-            # hugepages need requests == limits and a memory request beside them
-            requests: &vswitchd-res
+            # hugepages need requests == limits and a memory request beside them; no memory
+            # limit: ovs-vswitchd grows with its AF_XDP pod ports (the agent's budget caps
+            # them), and an OOM kill would cut every pod of the node. CPU: the PMD cores
+            # pmdCpus dedicates (busy polling), else what an adaptive-sleep node uses.
+            requests:
               memory: {{ $p.memory | default "1Gi" }}
+              cpu: {{ include "zovn.vswitchdCpu" (dict "dp" $dp "v" $v) }}
               {{- if $hp.size }}
               hugepages-{{ $hp.size }}: {{ $hp.amount }}
               {{- end }}
-            limits: *vswitchd-res
+            {{- if $hp.size }}
+            limits:
+              hugepages-{{ $hp.size }}: {{ $hp.amount }}
+            {{- end }}
           securityContext:
             # DPDK PMDs bind NICs through VFIO (/dev/vfio) and need physical addresses of
             # hugepages: not expressible with capabilities alone
             privileged: true
           {{- else }}
-          {{- with $v.node.resources }}
+          {{- with $v.ovs.resources.vswitchd }}
           resources: {{- toYaml . | nindent 12 }}
           {{- end }}
           securityContext:
@@ -159,6 +169,9 @@ spec:
           readinessProbe:
             exec: {command: [ovn-appctl, -t, ovn-controller, version]}
             periodSeconds: 10
+          {{- with $v.ovs.resources.ovnController }}
+          resources: {{- toYaml . | nindent 12 }}
+          {{- end }}
           # OVSDB and OpenFlow over unix sockets, SB over TCP: no capability
           securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
           volumeMounts:
@@ -190,6 +203,9 @@ spec:
           readinessProbe:
             exec: {command: [test, -e, /var/run/zstack-ovn/uplink-ready]}
             periodSeconds: 5
+          {{- with $v.ovs.resources.uplink }}
+          resources: {{- toYaml . | nindent 12 }}
+          {{- end }}
           securityContext:
             capabilities:
               drop: [ALL]
