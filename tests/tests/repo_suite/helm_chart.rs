@@ -1004,6 +1004,34 @@ fn schema_refuses_bad_values_naming_the_key() {
             &["--set", "gateway.mode=gw"],
             &["gateway.mode", "must be one of the following"],
         ),
+        // the DPDK pool's CPU request counts pmdCpus: a malformed or reversed list is refused
+        (
+            &[
+                "--set",
+                "nodePools[0].name=p",
+                "--set",
+                "nodePools[0].nodeSelector.a=b",
+                "--set-string",
+                "nodePools[0].datapathConfig.pmdCpus=2-3;x",
+            ],
+            &[
+                "nodePools.0.datapathConfig.pmdCpus",
+                "Does not match pattern",
+            ],
+        ),
+        (
+            &[
+                "--set",
+                "nodePools[0].name=p",
+                "--set",
+                "nodePools[0].nodeSelector.a=b",
+                "--set",
+                "nodePools[0].datapathConfig.datapath=dpdk",
+                "--set-string",
+                "nodePools[0].datapathConfig.pmdCpus=3-1",
+            ],
+            &["datapathConfig.pmdCpus \"3-1\": range 3-1 is reversed"],
+        ),
         // shared needs br-phy, which only tunnel.interface builds (auto by default)
         (
             &["--set", "gateway.mode=shared,tunnel.interface="],

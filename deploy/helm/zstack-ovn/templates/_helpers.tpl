@@ -237,7 +237,12 @@ nodeAffinity:
 {{- range splitList "," (toString $dp.pmdCpus) -}}
 {{- $r := splitList "-" (trim .) -}}
 {{- if eq (len $r) 2 -}}
-{{- $n = add $n (add1 (sub (atoi (index $r 1)) (atoi (index $r 0)))) -}}
+{{- $a := atoi (trim (index $r 0)) -}}
+{{- $b := atoi (trim (index $r 1)) -}}
+{{- if lt $b $a -}}
+{{- fail (printf "datapathConfig.pmdCpus %q: range %s is reversed" (toString $dp.pmdCpus) (trim .)) -}}
+{{- end -}}
+{{- $n = add $n (add1 (sub $b $a)) -}}
 {{- else if trim . -}}
 {{- $n = add1 $n -}}
 {{- end -}}
