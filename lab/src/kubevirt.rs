@@ -12,6 +12,7 @@ use crate::object_names::{DEFAULT_NAMESPACE, NameError, check_subdomain};
 
 /// `apiVersion` of VirtualMachineInstances.
 pub const KUBEVIRT_V1: &str = "kubevirt.io/v1";
+pub use crate::pods::vm_pod::{VM_BOOT_ANNOTATION, VmBoot};
 /// KubeVirt: the VMI a virt-launcher pod runs.
 pub use api::keys::KUBEVIRT_DOMAIN as DOMAIN_KEY;
 /// The vhost-user request annotation.
@@ -49,6 +50,60 @@ pub enum VmiError {
     Name(#[from] NameError),
     #[error("VirtualMachineInstance {name}: no spec")]
     NoSpec { name: String },
+}
+
+/// Guest memory when the VMI names none.
+pub const DEFAULT_GUEST_MIB: u32 = 256;
+
+/// `256Mi`, `1Gi`, `512M` → MiB (`None`: not a size this understands).
+fn mebibytes(q: &str) -> Option<u32> {
+    let q = q.trim();
+    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
+    let (n, unit) = q.split_at(split);
+    let n: u64 = n.parse().ok()?;
+    let mib = match unit {
+        "Mi" => n,
+        "Gi" => n * 1024,
+        "M" => n * 1_000_000 / (1 << 20),
+        "G" => n * 1_000_000_000 / (1 << 20),
+        "" => n / (1 << 20),
+        _ => return None,
+    };
+    u32::try_from(mib).ok().filter(|m| *m > 0)
+}
+
+/// What a VMI with a boot source asks of its QEMU: KubeVirt's
+/// `spec.domain.firmware.kernelBoot` (a kernel and initrd from a container image, plus
+/// `kernelArgs`), `spec.domain.cpu.cores` and `spec.domain.memory.guest`. `None`: the VMI
+/// has no `kernelBoot`, nothing to boot (the lab's testpmd stands in for it).
+pub fn vm_boot(spec: &Value) -> Option<VmBoot> {
+    let kb = spec.pointer("/domain/firmware/kernelBoot")?;
+    let image = kb
+        .pointer("/container/image")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let cpus = spec
+        .pointer("/domain/cpu/cores")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .unwrap_or(1)
+        .max(1);
+    let memory_mib = spec
+        .pointer("/domain/memory/guest")
+        .and_then(Value::as_str)
+        .and_then(mebibytes)
+        .unwrap_or(DEFAULT_GUEST_MIB);
+    Some(VmBoot {
+        image,
+        kernel_args: kb
+            .get("kernelArgs")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        cpus,
+        memory_mib,
+    })
 }
 
 /// The virt-launcher Pod KubeVirt creates for a VMI: the VMI's labels and annotations
@@ -93,6 +148,11 @@ pub fn launcher_pod(vmi: &Value) -> Result<Pod, VmiError> {
         .unwrap_or_default();
     let mut annotations = meta.annotations.clone().unwrap_or_default();
     annotations.insert(DOMAIN_KEY.into(), name.clone());
+    if let Some(boot) = vm_boot(spec) {
+        annotations.insert(VM_BOOT_ANNOTATION.into(), json!(boot).to_string());
+    } else {
+        annotations.remove(VM_BOOT_ANNOTATION);
+    }
     let default_nad = networks.iter().find_map(|n| {
         let m = n.get("multus")?;
         (m.get("default").and_then(Value::as_bool) == Some(true))
@@ -238,6 +298,31 @@ mod tests {
         assert_eq!(spec.node_name.as_deref(), Some("node1"));
         let port = &spec.containers[0].ports.as_ref().unwrap()[0];
         assert_eq!(port.container_port, 22);
+    }
+
+    #[test]
+    fn a_kernel_boot_vmi_carries_its_boot_request() {
+        let mut v: Value = serde_json::from_str(VMI).unwrap();
+        let ann = launcher_pod(&v).unwrap().metadata.annotations.unwrap();
+        assert!(!ann.contains_key(VM_BOOT_ANNOTATION), "nothing to boot");
+        v["spec"]["domain"]["firmware"] = json!({"kernelBoot": {"kernelArgs": "zovn.run=x",
+            "container": {"image": "zovn/vm-guest", "kernelPath": "/vmlinux"}}});
+        v["spec"]["domain"]["memory"] = json!({"guest": "1Gi"});
+        let ann = launcher_pod(&v).unwrap().metadata.annotations.unwrap();
+        let boot = VmBoot::of_annotations(&ann).unwrap();
+        assert_eq!(
+            boot,
+            VmBoot {
+                image: "zovn/vm-guest".into(),
+                kernel_args: "zovn.run=x".into(),
+                cpus: 4,
+                memory_mib: 1024
+            }
+        );
+        assert_eq!(mebibytes("256Mi"), Some(256));
+        assert_eq!(mebibytes("512M"), Some(488));
+        assert_eq!(mebibytes("lots"), None);
+        assert_eq!(mebibytes("0Mi"), None);
     }
 
     #[test]

@@ -125,3 +125,56 @@ pub fn ping(z: &Zovn, from: &str, ip: &str) {
     ]);
     assert!(out.contains(" 0% packet loss"), "{from} → {ip}: {out}");
 }
+
+/// The real-component gate of a QEMU guest test: QEMU >= 10 (Debian 12's 7.2 segfaults with
+/// TCG + vhost-user + MSI-X) and qboot (`scripts/install-deps.sh` installs both), and the
+/// guest image (`scripts/vm-guest-image.sh`, run through the lab); see
+/// [`crate::require_real`].
+pub fn qemu_available(test: &str) -> bool {
+    let version = std::process::Command::new(lab::pods::vm_pod::QEMU)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    let major = version
+        .split("version ")
+        .nth(1)
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    let missing = match major {
+        None => Some(format!("{} not found", lab::pods::vm_pod::QEMU)),
+        Some(m) if m < 10 => Some(format!("QEMU {m} is older than 10")),
+        Some(_) if !Path::new("/usr/share/qemu/qboot.rom").exists() => {
+            Some("/usr/share/qemu/qboot.rom missing".into())
+        }
+        Some(_) => lab::pods::vm_pod::guest_image()
+            .err()
+            .map(|e| format!("no guest image: {e}")),
+    };
+    let Some(reason) = missing else {
+        return true;
+    };
+    assert!(
+        std::env::var("ZOVN_REQUIRE_REAL").as_deref() != Ok("1"),
+        "{test}: real components required (ZOVN_REQUIRE_REAL=1) but {reason} \
+         (scripts/install-deps.sh)"
+    );
+    eprintln!("SKIP {test}: {reason} (scripts/install-deps.sh)");
+    false
+}
+
+/// The names of the `dpdkvhostuserclient` Interfaces in the OVS database `db` (space
+/// separated, as `--bare` prints them; empty when none).
+pub fn vhost_port_names(db: &str) -> String {
+    vsctl(
+        db,
+        &[
+            "--bare",
+            "--columns=name",
+            "find",
+            "Interface",
+            "type=dpdkvhostuserclient",
+        ],
+    )
+}

@@ -147,6 +147,7 @@ impl LabStore {
                     ports,
                     network,
                     secondary,
+                    vm: crate::pods::vm_pod::VmBoot::of_annotations(&info.annotations),
                 })
             })
             .collect()

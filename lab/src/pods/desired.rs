@@ -32,6 +32,9 @@ pub struct DesiredPod {
     pub network: Option<Result<String, NadUnresolved>>,
     /// Its Multus secondary networks, in order ([`super::networks`]).
     pub secondary: Vec<SecondarySpec>,
+    /// A virt-launcher pod whose VMI has a boot source: the runtime runs QEMU behind its
+    /// vhost-user `eth0` instead of testpmd ([`super::vm_pod`]).
+    pub vm: Option<super::vm_pod::VmBoot>,
 }
 
 impl DesiredPod {

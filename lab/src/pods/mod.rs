@@ -14,6 +14,7 @@
 //! | [`probe`] | `zovn lab exec` / `zovn lab probe` from inside a pod netns |
 //! | [`networks`] | Multus secondary networks (`k8s.v1.cni.cncf.io/networks`): one ADD each, `network-status` |
 //! | [`vhost_pod`] | the "VM" of a vhost-user pod: testpmd virtio-user (server) ⇄ tap `eth0` / `net1`… |
+//! | [`vm_pod`] | a VMI with a boot source: a real QEMU guest on the vhost-user `eth0`, its console |
 
 pub mod cni_exec;
 pub mod desired;
@@ -24,6 +25,7 @@ pub mod record;
 pub mod responder;
 pub mod runtime;
 pub mod vhost_pod;
+pub mod vm_pod;
 
 pub use desired::{DesiredPod, PodSource};
 pub use record::{PodPhase, PodRecord, PodsFile, PortSpec, Proto};

@@ -228,6 +228,10 @@ pub fn teardown(layout: &Layout) -> Result<()> {
             warn!(pod = %rec.key, error = %e, "stopping the vhost-user testpmd failed");
             first.get_or_insert(e);
         }
+        if let Err(e) = super::vm_pod::stop(layout, &rec.netns) {
+            warn!(pod = %rec.key, error = %e, "stopping the QEMU guest failed");
+            first.get_or_insert(e);
+        }
         if let Err(e) = netns::delete(&rec.netns) {
             warn!(pod = %rec.key, netns = %rec.netns, error = %e, "deleting the pod netns failed");
             first.get_or_insert(e);

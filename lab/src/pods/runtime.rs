@@ -30,6 +30,7 @@ use super::desired::{DesiredPod, PodSource};
 use super::naming::{container_id, pod_netns};
 use super::record::{PodPhase, PodRecord, PodsFile};
 use super::responder;
+use super::vm_pod::VmBoot;
 use crate::error::{LabError, Result};
 use crate::netns;
 use crate::process::stop_daemon;
@@ -55,6 +56,7 @@ fn from_record(r: &PodRecord) -> DesiredPod {
         ports: r.ports.clone(),
         network: None,
         secondary: Vec::new(),
+        vm: None,
     }
 }
 
@@ -89,6 +91,8 @@ enum HelperError {
         ifname: String,
         source: LabError,
     },
+    #[error("pod {pod}: QEMU guest: {source}")]
+    Vm { pod: String, source: LabError },
     #[error("pod {pod}: start the responder: {source}")]
     Responder { pod: String, source: LabError },
 }
@@ -478,51 +482,68 @@ impl PodRuntime {
         let Some(rec) = self.record(&d.key) else {
             return Ok(());
         };
-        // (interface, its result, its network config)
-        let mut vhost: Vec<(Value, Option<String>)> = Vec::new();
+        // (its result, its network config, the VM it boots: the default network's only)
+        let mut vhost: Vec<(Value, Option<String>, Option<VmBoot>)> = Vec::new();
         if let Some(r) = &rec.result {
             let config = match &d.network {
                 Some(Ok(c)) => Some(c.clone()),
                 _ => None,
             };
-            vhost.push((r.clone(), config));
+            vhost.push((r.clone(), config, d.vm.clone()));
         }
         for a in super::networks::load(&self.layout, &rec.netns) {
             if let Some(r) = a.result {
-                vhost.push((r, Some(a.config)));
+                vhost.push((r, Some(a.config), None));
             }
         }
         let db = self.node(&rec.node).map(|n| n.ovs_db.clone());
-        for (result, config) in vhost {
+        for (result, config, vm) in vhost {
             let Some(mut att) = super::vhost_pod::attachment(&result) else {
                 continue;
             };
-            let running = super::vhost_pod::recorded(&self.layout, &rec.netns, &att.ifname)
-                .is_some_and(|r| r.is_alive());
+            let running = match vm {
+                Some(_) => super::vm_pod::recorded(&self.layout, &rec.netns),
+                None => super::vhost_pod::recorded(&self.layout, &rec.netns, &att.ifname),
+            }
+            .is_some_and(|r| r.is_alive());
             if running {
                 continue;
             }
             let (layout, key, ns) = (self.layout.clone(), d.key.clone(), rec.netns.clone());
             let (ifname, db) = (att.ifname.clone(), db.clone().unwrap_or_default());
+            let is_vm = vm.is_some();
             blocking(move || {
                 att.queues = super::vhost_pod::vm_queues(config.as_deref(), &db, &result);
-                super::vhost_pod::ensure(&layout, &key, &ns, &att)
+                match &vm {
+                    Some(boot) => super::vm_pod::ensure(&layout, &key, &ns, &att, boot),
+                    None => super::vhost_pod::ensure(&layout, &key, &ns, &att),
+                }
             })
             .await
-            .map_err(|source| HelperError::Vhost {
-                pod: d.key.clone(),
-                ifname,
-                source,
+            .map_err(|source| match is_vm {
+                true => HelperError::Vm {
+                    pod: d.key.clone(),
+                    source,
+                },
+                false => HelperError::Vhost {
+                    pod: d.key.clone(),
+                    ifname,
+                    source,
+                },
             })?;
         }
         Ok(())
     }
 
-    /// Starts the pod's responder unless it runs (or the pod declares no ports).
+    /// Starts the pod's responder unless it runs (or the pod declares no ports, or is a
+    /// VM: its guest serves its ports).
     async fn ensure_responder(&self, d: &DesiredPod) -> std::result::Result<(), HelperError> {
         let Some(rec) = self.record(&d.key) else {
             return Ok(());
         };
+        if d.vm.is_some() {
+            return Ok(());
+        }
         if rec.ports.is_empty() || rec.responder.as_ref().is_some_and(|r| r.is_alive()) {
             return Ok(());
         }
@@ -631,6 +652,10 @@ impl PodRuntime {
         let (layout, ns) = (self.layout.clone(), rec.netns.clone());
         if let Err(e) = blocking(move || super::vhost_pod::stop(&layout, &ns)).await {
             warn!(pod = %d.key, error = %e, "stopping the vhost-user testpmd failed");
+        }
+        let (layout, ns) = (self.layout.clone(), rec.netns.clone());
+        if let Err(e) = blocking(move || super::vm_pod::stop(&layout, &ns)).await {
+            warn!(pod = %d.key, error = %e, "stopping the QEMU guest failed");
         }
         if let Some(node) = self.node(&rec.node) {
             self.del_until_done(d, node, &rec).await;

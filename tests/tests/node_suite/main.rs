@@ -15,3 +15,4 @@ mod vhost_hugepages;
 mod vhost_pod;
 mod vhost_refusals;
 mod vhost_secondary;
+mod vm_guest;

@@ -26,16 +26,7 @@ use tests::zovn::{alive, assert_down_clean, pod_ip, wait_until};
 
 /// (uuid, vhost-server-path, iface-id, link_state) of every dpdkvhostuserclient Interface.
 fn vhost_ifaces(db: &str) -> BTreeMap<String, (String, String, String, String)> {
-    let names = vsctl(
-        db,
-        &[
-            "--bare",
-            "--columns=name",
-            "find",
-            "Interface",
-            "type=dpdkvhostuserclient",
-        ],
-    );
+    let names = tests::vhost_lab::vhost_port_names(db);
     names
         .split_whitespace()
         .map(|n| {

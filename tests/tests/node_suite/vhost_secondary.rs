@@ -372,17 +372,7 @@ fn vhost_user_on_a_secondary_network() {
     let vm_file = examples.join("20-vmi-vm2.yaml");
     z.ok(&["delete", "-f", vm_file.to_str().expect("utf-8")]);
     wait_until("net1's port removed", Duration::from_secs(30), || {
-        vsctl(
-            &db1,
-            &[
-                "--bare",
-                "--columns=name",
-                "find",
-                "Interface",
-                "type=dpdkvhostuserclient",
-            ],
-        )
-        .is_empty()
+        tests::vhost_lab::vhost_port_names(&db1).is_empty()
     });
     let sock_dir = PathBuf::from(&sock).parent().expect("dir").to_path_buf();
     wait_until("socket dir removed", Duration::from_secs(10), || {
