@@ -10,7 +10,11 @@
 //!   (ping, TCP to their responders), same node and across nodes;
 //! - ovs-vswitchd killed and restarted under the running guest: traffic resumes by itself
 //!   (QEMU is the server, OVS reconnects), measured;
-//! - deleting the VMI: QEMU, its files, the OVS port, the socket dir and the LSP are gone;
+//! - NetworkPolicy on the VM's port: an isolating policy stops the pods' traffic to the
+//!   guest, admitting one pod restores that pod's;
+//! - multiqueue: a 2-vCPU VMI with `networkInterfaceMultiqueue` negotiates 2 queue pairs
+//!   with OVS and the guest sends on both (one ping per vCPU) and receives;
+//! - deleting the VMIs: QEMU, its files, the OVS port, the socket dir and the LSP are gone;
 //!   `down` leaves nothing.
 
 use std::path::Path;
@@ -37,7 +41,7 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: web2, namespace: default}
+metadata: {name: web2, namespace: default, labels: {app: web2}}
 spec:
   nodeName: node2
   containers: [{name: c, image: x, ports: [{containerPort: 80}]}]
@@ -58,6 +62,64 @@ spec:
       interfaces: [{name: default, binding: {name: vhostuser}}]
   networks: [{name: default, pod: {}}]
 "#;
+
+/// Isolates guest1 (ingress), then admits web2 only.
+const DENY: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: guest1-isolated, namespace: default}
+spec:
+  podSelector: {matchLabels: {vm.kubevirt.io/name: guest1}}
+  policyTypes: [Ingress]
+"#;
+const ADMIT_WEB2: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: guest1-from-web2, namespace: default}
+spec:
+  podSelector: {matchLabels: {vm.kubevirt.io/name: guest1}}
+  policyTypes: [Ingress]
+  ingress: [{from: [{podSelector: {matchLabels: {app: web2}}}]}]
+"#;
+
+/// A 2-vCPU guest asking for one queue pair per vCPU.
+const MQ_VMI: &str = r#"
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: guest2, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: node1}
+  domain:
+    cpu: {cores: 2}
+    memory: {guest: 256Mi}
+    firmware:
+      kernelBoot:
+        container: {image: zovn/vm-guest}
+    devices:
+      networkInterfaceMultiqueue: true
+      interfaces: [{name: default, binding: {name: vhostuser}}]
+  networks: [{name: default, pod: {}}]
+"#;
+
+/// The interrupt counts of the guest's virtio-net queues (`virtio0-input.0` → count),
+/// from its `/proc/interrupts`.
+fn queue_interrupts(console: &Console) -> std::collections::BTreeMap<String, u64> {
+    let (rc, out) = console
+        .run("grep virtio /proc/interrupts", Duration::from_secs(60))
+        .expect("console");
+    assert_eq!(rc, 0, "{out}");
+    out.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let name = w.last()?;
+            if !(name.contains("-input.") || name.contains("-output.")) {
+                return None;
+            }
+            let n = w.iter().skip(1).map_while(|x| x.parse::<u64>().ok()).sum();
+            Some((name.to_string(), n))
+        })
+        .collect()
+}
 
 fn now_ms() -> u64 {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock");
@@ -232,6 +294,105 @@ fn a_qemu_guest_on_vhost_user_boots_carries_traffic_and_survives_vswitchd() {
     assert!(qemu.is_alive(), "the same QEMU");
     assert_eq!(vhost_port_names(&db1), port, "one port, the same");
 
+    // NetworkPolicy on the VM's port: isolated, then web2 admitted
+    let write = |name: &str, body: &str| {
+        let f = s.dir.path().join(name);
+        std::fs::write(&f, body).expect("write");
+        f.to_str().expect("utf-8").to_string()
+    };
+    let deny = write("deny.yaml", DENY);
+    z.ok(&["apply", "-f", &deny]);
+    wait_until("guest1 isolated", Duration::from_secs(30), || {
+        !answered(&z, "default/web2", &vm_ip) && !answered(&z, "default/web1", &vm_ip)
+    });
+    let admit = write("admit.yaml", ADMIT_WEB2);
+    z.ok(&["apply", "-f", &admit]);
+    wait_until("web2 admitted to guest1", Duration::from_secs(30), || {
+        answered(&z, "default/web2", &vm_ip)
+    });
+    assert!(
+        !answered(&z, "default/web1", &vm_ip),
+        "web1 is still not admitted"
+    );
+    z.ok(&["delete", "-f", &deny]);
+    z.ok(&["delete", "-f", &admit]);
+    wait_until("guest1 open again", Duration::from_secs(30), || {
+        answered(&z, "default/web1", &vm_ip)
+    });
+
+    // multiqueue: 2 vCPUs, 2 queue pairs negotiated, traffic on both
+    let mq = write("mq.yaml", MQ_VMI);
+    z.ok(&["apply", "-f", &mq]);
+    let mq_launcher = lab::kubevirt::launcher_name("default", "guest2");
+    let mq_key = format!("default/{mq_launcher}");
+    let pods = z.wait_ready(&[mq_key.as_str()], Duration::from_secs(300));
+    let (mq_ip, mq_ns) = (pod_ip(&pods[&mq_key]), netns_of(&pods[&mq_key]));
+    let mq_port = vsctl(
+        &db1,
+        &[
+            "--bare",
+            "--columns=name",
+            "find",
+            "Interface",
+            &format!("external_ids:iface-id=default_{mq_launcher}"),
+        ],
+    );
+    wait_until(
+        "guest2's port negotiated 2 queue pairs",
+        Duration::from_secs(30),
+        || {
+            vsctl(
+                &db1,
+                &["get", "Interface", &mq_port, "status:num_of_vrings"],
+            ) == "4"
+        },
+    );
+    let mq_console = Console::of(&layout, &mq_ns);
+    let (rc, out) = mq_console
+        .run(
+            "nproc; ls /sys/class/net/eth0/queues",
+            Duration::from_secs(60),
+        )
+        .expect("console");
+    assert!(
+        rc == 0 && out.contains("rx-1") && out.contains("tx-1"),
+        "the guest's eth0 has 2 queue pairs: {out}"
+    );
+    let before = queue_interrupts(&mq_console);
+    for cpu in ["1", "2"] {
+        let (rc, out) = mq_console
+            .run(
+                &format!("taskset {cpu} ping -c 20 -i 0.05 -W 2 {web2}"),
+                Duration::from_secs(60),
+            )
+            .expect("console");
+        assert_eq!(rc, 0, "guest2 (vCPU mask {cpu}) → web2: {out}");
+    }
+    ping(&z, "default/web1", &mq_ip);
+    let after = queue_interrupts(&mq_console);
+    eprintln!("guest2 queue interrupts before {before:?} after {after:?}");
+    for q in ["output.0", "output.1"] {
+        let (name, n) = after
+            .iter()
+            .find(|(k, _)| k.ends_with(q))
+            .unwrap_or_else(|| panic!("no {q} queue in {after:?}"));
+        assert!(
+            *n > before.get(name).copied().unwrap_or(0),
+            "{name} carried no traffic: {before:?} → {after:?}"
+        );
+    }
+    let rx: u64 = after
+        .iter()
+        .filter(|(k, _)| k.contains("-input."))
+        .map(|(k, n)| n - before.get(k).copied().unwrap_or(0))
+        .sum();
+    assert!(rx > 0, "guest2 received: {before:?} → {after:?}");
+    let mq_pid = i64::from(vm_pod::recorded(&layout, &mq_ns).expect("QEMU").pid);
+    z.ok(&["delete", "-f", &mq]);
+    wait_until("guest2's QEMU stopped", Duration::from_secs(30), || {
+        !tests::zovn::alive(mq_pid)
+    });
+
     // delete the VMI: QEMU, its files, the port, the socket dir, the LSP are gone
     let files = VmFiles::of(&layout, &vm_ns);
     let sock_dir = Path::new(sock.trim_matches('"'))
@@ -280,5 +441,5 @@ fn a_qemu_guest_on_vhost_user_boots_carries_traffic_and_survives_vswitchd() {
     let lsps = String::from_utf8_lossy(&lsps.stdout);
     assert!(!lsps.contains(&launcher), "the LSP is gone: {lsps}");
 
-    assert_down_clean(&dir, &s.prefix, &[pid]);
+    assert_down_clean(&dir, &s.prefix, &[pid, mq_pid]);
 }
