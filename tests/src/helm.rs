@@ -4,8 +4,10 @@
 //!   `make deps`) puts helm v3.17.2 at `${ZOVN_CACHE:-/var/cache/zovn}/helm-3.17.2/helm`.
 //!   [`require_helm`] finds it there (or at `$ZOVN_HELM`); when it is missing the test skips
 //!   with the reason, or fails under `ZOVN_REQUIRE_REAL=1`.
-//! - **Profiles.** The chart's `ci/*-values.yaml` (helm's convention for CI values files):
-//!   `single`, `ha`, `external-tls`, `dpdk-pools`.
+//! - **Profiles.** `single`, `ha`, `external-tls`, `dpdk-pools`: the shipped profiles
+//!   ([`SHIPPED_PROFILES`], `values-standalone.yaml` and the like beside `values.yaml`), each
+//!   with its CI additions from the chart's `ci/*-values.yaml` (helm's convention for CI
+//!   values files) given after it ([`profile_files`]).
 //! - [`render`] runs `helm template` against Kubernetes 1.20.2 (the tests' apiserver) and
 //!   parses every document into JSON values; [`lint`] runs `helm lint --strict`.
 //! - The tests render release [`RELEASE`] into [`NAMESPACE`] ([`render_profile`]), find
@@ -31,19 +33,47 @@ pub const NAMESPACE: &str = "kube-system";
 /// The ConfigMap holding the start scripts (release [`RELEASE`]).
 pub const SCRIPTS_CONFIGMAP: &str = "zs-zstack-ovn-scripts";
 
-/// The four value profiles under the chart's `ci/` directory.
+/// The four value profiles the tests render ([`profile_files`]).
 pub const PROFILES: &[&str] = &["single", "ha", "external-tls", "dpdk-pools"];
+
+/// The profiles shipped beside the chart's `values.yaml`, written in its own keys
+/// (docs/install.md).
+pub const SHIPPED_PROFILES: &[&str] = &[
+    "values-standalone.yaml",
+    "values-standalone-ha.yaml",
+    "values-external.yaml",
+];
 
 /// `deploy/helm/zstack-ovn` in this source tree.
 pub fn chart_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/zstack-ovn")
 }
 
-/// The values file of `profile`.
-pub fn profile_values(profile: &str) -> PathBuf {
-    chart_dir()
-        .join("ci")
-        .join(format!("{profile}-values.yaml"))
+/// The values files of `profile`, in the order helm takes them: a shipped profile, then
+/// what CI adds to it under `ci/`.
+pub fn profile_files(profile: &str) -> Vec<PathBuf> {
+    let chart = chart_dir();
+    let ci = |f: &str| chart.join("ci").join(f);
+    match profile {
+        "single" => vec![chart.join("values-standalone.yaml")],
+        "ha" => vec![
+            chart.join("values-standalone-ha.yaml"),
+            ci("ha-values.yaml"),
+        ],
+        "external-tls" => vec![
+            chart.join("values-external.yaml"),
+            ci("external-tls-values.yaml"),
+        ],
+        other => vec![ci(&format!("{other}-values.yaml"))],
+    }
+}
+
+/// `-f FILE` for each of `files`.
+fn file_args(files: &[PathBuf]) -> Vec<String> {
+    files
+        .iter()
+        .flat_map(|f| ["-f".to_string(), f.to_string_lossy().into_owned()])
+        .collect()
 }
 
 /// Where `scripts/install-helm.sh` puts helm (or `$ZOVN_HELM`).
@@ -126,13 +156,24 @@ pub fn render_with(
     namespace: &str,
     extra: &[&str],
 ) -> Result<Vec<Value>> {
-    let values = profile_values(profile);
-    let values = values.to_string_lossy();
-    let mut args = vec!["-f", &*values];
+    render_files(helm, &profile_files(profile), release, namespace, extra)
+        .with_context(|| format!("profile {profile}"))
+}
+
+/// Renders the values `files` (in order) with extra helm arguments and returns every object.
+pub fn render_files(
+    helm: &Path,
+    files: &[PathBuf],
+    release: &str,
+    namespace: &str,
+    extra: &[&str],
+) -> Result<Vec<Value>> {
+    let fargs = file_args(files);
+    let mut args: Vec<&str> = fargs.iter().map(String::as_str).collect();
     args.extend_from_slice(extra);
     let r = template(helm, release, namespace, &args)?;
     if !r.ok {
-        bail!("helm template {profile}: {}", r.stderr);
+        bail!("helm template {files:?}: {}", r.stderr);
     }
     parse_documents(&r.stdout)
 }
@@ -156,20 +197,17 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>> {
 
 /// `helm lint --strict` of `profile` (Kubernetes 1.20.2).
 pub fn lint(helm: &Path, profile: &str) -> Result<HelmRun> {
-    let chart = chart_dir();
-    let values = profile_values(profile);
-    run(
-        helm,
-        &[
-            "lint",
-            "--strict",
-            &chart.to_string_lossy(),
-            "-f",
-            &values.to_string_lossy(),
-            "--kube-version",
-            crate::kube::KUBE_VERSION,
-        ],
-    )
+    lint_files(helm, &profile_files(profile))
+}
+
+/// `helm lint --strict` with the values `files` (Kubernetes 1.20.2).
+pub fn lint_files(helm: &Path, files: &[PathBuf]) -> Result<HelmRun> {
+    let chart = chart_dir().to_string_lossy().into_owned();
+    let fargs = file_args(files);
+    let mut args = vec!["lint", "--strict", &chart];
+    args.extend(fargs.iter().map(String::as_str));
+    args.extend(["--kube-version", crate::kube::KUBE_VERSION]);
+    run(helm, &args)
 }
 
 /// The objects of `kind`.

@@ -6,6 +6,7 @@
 
 mod docs;
 mod helm_chart;
+mod helm_legacy_values;
 mod helm_scripts;
 mod layering;
 mod tool_cli;

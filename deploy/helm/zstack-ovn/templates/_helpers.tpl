@@ -30,6 +30,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" $repo $tag -}}
 {{- end -}}
 
+{{/* imagePullPolicy of a component: its image override's pullPolicy, else image.pullPolicy
+     (dict "ctx" . "override" .Values.controller.image) */}}
+{{- define "zovn.pullPolicy" -}}
+{{- dig "pullPolicy" "" (.override | default dict) | default .ctx.Values.image.pullPolicy -}}
+{{- end -}}
+
 {{/* "true" when the chart's own PKI secures OVN (standalone mode, ovn.standalone.tls) */}}
 {{- define "zovn.pki" -}}
 {{- if and (eq .Values.ovn.mode "standalone") .Values.ovn.standalone.tls.enabled -}}

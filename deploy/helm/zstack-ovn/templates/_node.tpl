@@ -17,12 +17,13 @@ each on its own and its logs stay separate.
 {{- $p := .pool -}}
 {{- $fn := include "zovn.fullname" $ -}}
 {{- $img := include "zovn.image" (dict "ctx" $ "override" $v.node.image) -}}
+{{- $pull := include "zovn.pullPolicy" (dict "ctx" $ "override" $v.node.image) -}}
 {{- $dp := $p.datapathConfig | default $v.node.datapathConfig | default dict -}}
 {{- $dpdk := false -}}
 {{- if and $p.name (has ($dp.datapath | default "auto") (list "dpdk" "auto")) -}}{{- $dpdk = true -}}{{- end -}}
 {{- $hp := $p.hugepages | default dict -}}
 {{- $vhostRoot := $p.vhostSocketRoot | default $v.vhost.socketRoot -}}
-{{- $tunnelIf := $p.tunnelInterface | default $v.tunnel.interface -}}
+{{- $tunnelIf := $p.tunnelInterface | default (include "zovn.tunnelInterface" $) -}}
 {{- $comp := replace "node" "ovs" .suffix -}}
 {{- $name := printf "%s-%s" $fn $comp -}}
 {{- $sel := dict "ctx" $ "component" $comp -}}
@@ -76,7 +77,7 @@ spec:
       containers:
         - name: ovsdb-server
           image: {{ $img }}
-          imagePullPolicy: {{ $v.image.pullPolicy }}
+          imagePullPolicy: {{ $pull }}
           command: [/bin/bash, /zovn/scripts/node-ovsdb.sh]
           env:
             {{- include "zovn.downwardEnv" $ | nindent 12 }}
@@ -94,7 +95,7 @@ spec:
             - {name: ovs-etc, mountPath: /etc/openvswitch}
         - name: ovs-vswitchd
           image: {{ $img }}
-          imagePullPolicy: {{ $v.image.pullPolicy }}
+          imagePullPolicy: {{ $pull }}
           command: [/bin/bash, /zovn/scripts/node-vswitchd.sh]
           env:
             {{- include "zovn.downwardEnv" $ | nindent 12 }}
@@ -162,7 +163,7 @@ spec:
             {{- end }}
         - name: ovn-controller
           image: {{ $img }}
-          imagePullPolicy: {{ $v.image.pullPolicy }}
+          imagePullPolicy: {{ $pull }}
           command: [/bin/bash, /zovn/scripts/node-ovn-controller.sh]
           env:
             {{- include "zovn.downwardEnv" $ | nindent 12 }}
@@ -185,7 +186,7 @@ spec:
         # ovn-bridge-mappings; on uninstall only, puts them back on the NIC (node-uplink.sh)
         - name: uplink
           image: {{ $img }}
-          imagePullPolicy: {{ $v.image.pullPolicy }}
+          imagePullPolicy: {{ $pull }}
           command: [/bin/bash, /zovn/scripts/node-uplink.sh]
           env:
             - {name: TUNNEL_INTERFACE, value: {{ $tunnelIf | quote }}}
@@ -245,12 +246,13 @@ spec:
 {{- $p := .pool -}}
 {{- $fn := include "zovn.fullname" $ -}}
 {{- $img := include "zovn.image" (dict "ctx" $ "override" $v.node.image) -}}
+{{- $pull := include "zovn.pullPolicy" (dict "ctx" $ "override" $v.node.image) -}}
 {{- $dp := $p.datapathConfig | default $v.node.datapathConfig | default dict -}}
 {{- $dpdk := false -}}
 {{- if and $p.name (has ($dp.datapath | default "auto") (list "dpdk" "auto")) -}}{{- $dpdk = true -}}{{- end -}}
 {{- $hp := $p.hugepages | default dict -}}
 {{- $vhostRoot := $p.vhostSocketRoot | default $v.vhost.socketRoot -}}
-{{- $tunnelIf := $p.tunnelInterface | default $v.tunnel.interface -}}
+{{- $tunnelIf := $p.tunnelInterface | default (include "zovn.tunnelInterface" $) -}}
 {{- $comp := .suffix -}}
 {{- $name := printf "%s-%s" $fn $comp -}}
 {{- $sel := dict "ctx" $ "component" $comp -}}
@@ -316,7 +318,7 @@ spec:
         # the CNI shim into the host's cni.binDir before the agent writes the conflist
         - name: install-cni
           image: {{ $img }}
-          imagePullPolicy: {{ $v.image.pullPolicy }}
+          imagePullPolicy: {{ $pull }}
           command: [/bin/sh, -c, "cp -f /usr/local/bin/zstack-ovn-cni /host/cni-bin/.zstack-ovn-cni.tmp && mv -f /host/cni-bin/.zstack-ovn-cni.tmp /host/cni-bin/zstack-ovn-cni"]
           securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
           volumeMounts:
@@ -324,7 +326,7 @@ spec:
       containers:
         - name: agent
           image: {{ $img }}
-          imagePullPolicy: {{ $v.image.pullPolicy }}
+          imagePullPolicy: {{ $pull }}
           command: [/usr/local/bin/zstack-ovnkube-node]
           args:
             - --node-name=$(NODE_NAME)
