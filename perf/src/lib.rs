@@ -29,6 +29,8 @@
 //! - [`host`]: running host tools, the heavy-test lock, lab teardown.
 //! - [`vhost_bench`]: 64 B packet rate through the OVS-DPDK PMD between two vhost-user
 //!   ports, created by the node agent versus by hand with `ovs-vsctl` (target ≥ 0.95×).
+//! - [`vm_bench`]: a real QEMU guest (TCG) on vhost-user vs testpmd as the VM, TCP from a
+//!   pod on the other node both ways, and the guest's boot split.
 //! - [`pod_burst`]: issue #17's user test per datapath (fresh 2-node lab, N pods at once,
 //!   apply → all Ready, moves to AF_XDP, traffic of running pods during a burst), with
 //!   [`phase_log`] (the agents' churn log lines), [`traffic_gap`] (ping/iperf3 probe) and
@@ -52,4 +54,5 @@ pub mod service_lb;
 pub mod traffic_gap;
 pub mod udp_probe;
 pub mod vhost_bench;
+pub mod vm_bench;
 pub mod vswitchd_ports;

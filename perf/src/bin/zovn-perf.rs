@@ -36,6 +36,11 @@
 //! `zovn-perf vhost [--seconds 5] [--rounds 3] [--json FILE]` measures the 64 B packet
 //! rate through the OVS-DPDK PMD between two vhost-user ports made by the node agent and
 //! between two made by hand, with testpmd as the guest.
+//!
+//! `zovn-perf vm [--seconds 30] [--rounds 2] [--json FILE]` measures TCP (iperf3, both
+//! directions) between a pod on node2 and a real QEMU guest (TCG) on node1's vhost-user
+//! port, against testpmd playing the VM on the same kind of port in the same run, and the
+//! guest's boot split.
 
 use std::path::PathBuf;
 
@@ -233,6 +238,19 @@ enum Cmd {
         seconds: u32,
         /// Rounds of (agent, by hand); the median is reported.
         #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// A real QEMU guest (TCG) vs testpmd as the VM on vhost-user ports of node1: iperf3
+    /// both ways from a pod on node2, ratios, and the guest's boot split.
+    Vm {
+        /// iperf3 seconds per sample.
+        #[arg(long, default_value_t = 30)]
+        seconds: u32,
+        /// Rounds of (guest, testpmd), order alternating; medians are reported.
+        #[arg(long, default_value_t = 2)]
         rounds: usize,
         /// Also write the report as JSON to this file.
         #[arg(long)]
@@ -526,6 +544,25 @@ async fn main() -> Result<()> {
             let report = tokio::task::spawn_blocking(move || perf::node_memory::run(cfg))
                 .await
                 .context("node-memory worker")?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::Vm {
+            seconds,
+            rounds,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::vm_bench::Config {
+                dir: dir.clone(),
+                seconds,
+                rounds,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::vm_bench::run(cfg))
+                .await
+                .context("vm worker")?;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
