@@ -6,8 +6,9 @@
 # examples/lab/ (Namespaces, Subnets, Pods: each pod a network namespace wired through the
 # real CNI plugin), show what was decided (pod addresses, Subnet status), the reachability
 # matrix (same node and across the Geneve tunnel), every pod's egress to the lab's external
-# host (the address the outside saw), `zovn trace`, `zovn status` and `zovn capture`, the OVN rows, tear
-# everything down.
+# host (the address the outside saw), a KubeVirt VM booting a real QEMU guest on node1's
+# vhost-user port (examples/vm/) answering a pod on node2, `zovn trace`, `zovn status` and
+# `zovn capture`, the OVN rows, tear everything down.
 set -euo pipefail
 DIR=${1:-/tmp/zovn-lab}; NODES=${2:-2}
 if [ "$NODES" = 2 ]; then DATAPATHS=${3:-dpdk,kernel}; else DATAPATHS=${3:-auto}; fi
@@ -46,6 +47,29 @@ step "egress                 (every pod to the external host 198.51.100.10:8080,
 for pod in $($ZOVN lab get pods --dir "$DIR" | awk 'NR>1 {print $1}'); do
   printf '  %-22s -> %s\n' "$pod" "$($ZOVN lab probe "$pod" 198.51.100.10:8080 --dir "$DIR" 2>&1 | tail -n1)"
 done
+
+QMAJOR=$(qemu-system-x86_64 --version 2>/dev/null | sed -nE '1s/.*version ([0-9]+)\..*/\1/p')
+if [[ $DATAPATHS == dpdk,* ]] && [ "${QMAJOR:-0}" -ge 10 ]; then
+  step "a KubeVirt VM on vhost-user   (examples/vm/: a real QEMU guest behind node1's OVS-DPDK)"
+  $ZOVN lab apply -f examples/vm/ --dir "$DIR"
+  VM=""
+  for _ in $(seq 600); do
+    VM=$($ZOVN lab get pods --dir "$DIR" | awk '$1 ~ /^demo\/virt-launcher-guest1-/ && $7 == "true" {print $1, $3}')
+    [ -n "$VM" ] && break
+    sleep 0.5
+  done
+  if [ -n "$VM" ]; then
+    VMIP=${VM##* }; VMIP=${VMIP%%,*}; VMIP=${VMIP%%/*}
+    echo "  $VM ready; boot timeline (ms after QEMU's start):"
+    cat "$DIR"/pods/run/*.vm-boot.json | tr -d '\n ' | sed 's/^/  /'; echo
+    echo "  demo/db (node2) -> guest1 $VMIP:"
+    $ZOVN lab exec demo/db --dir "$DIR" -- ping -c 3 -W 5 "$VMIP" | sed 's/^/    /'
+  else
+    echo "  guest1 not ready: $($ZOVN lab get pods --dir "$DIR" | grep virt-launcher-guest1)"
+  fi
+else
+  step "a KubeVirt VM on vhost-user: skipped (needs node1 on dpdk and QEMU >= 10: scripts/install-deps.sh)"
+fi
 
 step "zovn trace blue/client demo/db:5432   (why a packet is delivered or dropped, and by what)"
 $ZOVN trace blue/client demo/db:5432 --dir "$DIR" || true

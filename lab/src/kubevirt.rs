@@ -326,6 +326,18 @@ mod tests {
     }
 
     #[test]
+    fn the_vm_example_boots_the_labs_guest() {
+        let v: Value =
+            serde_norway::from_str(include_str!("../../examples/vm/10-vmi-guest1.yaml")).unwrap();
+        let pod = launcher_pod(&v).unwrap();
+        let boot = VmBoot::of_annotations(&pod.metadata.annotations.unwrap()).unwrap();
+        assert_eq!(boot.image, crate::pods::vm_pod::GUEST_IMAGE);
+        assert_eq!(boot.kernel_args, "zovn.run=\"iperf3 -s -D\"");
+        assert_eq!((boot.cpus, boot.memory_mib), (1, 256));
+        assert_eq!(pod.spec.unwrap().node_name.as_deref(), Some("node1"));
+    }
+
+    #[test]
     fn vmi_on_a_default_nad_names_it() {
         let mut v: Value = serde_json::from_str(VMI).unwrap();
         v["spec"]["networks"] =

@@ -261,18 +261,17 @@ pub fn run(cfg: Config) -> Result<Report> {
         lab::kubevirt::launcher_name("default", "guest")
     );
     let at = wait_pods(&lab_dir, &["default/client", "default/tvm", &launcher])?;
-    let [(client, _), (tvm_ns, tvm_ip), (guest_ns, guest_ip)] = [
-        at[0].clone(),
-        at[1].clone(),
-        at[2].clone(),
-    ];
+    let [(client, _), (tvm_ns, tvm_ip), (guest_ns, guest_ip)] =
+        [at[0].clone(), at[1].clone(), at[2].clone()];
     let layout = lab::state::Layout::new(&lab_dir);
-    let tl = lab::pods::vm_pod::timeline(&layout, &guest_ns)
-        .context("the guest's boot timeline")?;
+    let tl =
+        lab::pods::vm_pod::timeline(&layout, &guest_ns).context("the guest's boot timeline")?;
     let t = Instant::now();
     loop {
         let ok = Command::new("ip")
-            .args(["netns", "exec", &client, "ping", "-c", "1", "-W", "1", &guest_ip])
+            .args([
+                "netns", "exec", &client, "ping", "-c", "1", "-W", "1", &guest_ip,
+            ])
             .output()
             .is_ok_and(|o| o.status.success());
         if ok {
