@@ -23,3 +23,4 @@ mod services_lab;
 mod trace_lab;
 mod uplink_lab;
 mod vlan_underlay_lab;
+mod vxlan_lab;
