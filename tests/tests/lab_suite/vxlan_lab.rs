@@ -102,6 +102,13 @@ fn vxlan_carries_pods_services_policies_and_egress_on_every_datapath() {
     let keys = ["default/web1", "default/web2", "default/web3"];
     let pods = z.wait_ready(&keys, Duration::from_secs(120));
     let addr: Vec<(String, String)> = keys.iter().map(|k| ips(&pods[*k])).collect();
+    // the AF_XDP and DPDK nodes' pods on AF_XDP ports (fast start moves them after Ready)
+    wait_until("web2 and web3 on AF_XDP", Duration::from_secs(60), || {
+        let pods = z.pods();
+        ["default/web2", "default/web3"]
+            .iter()
+            .all(|k| pods[*k]["metadata"]["annotations"]["lab.zstack.io/datapath"] == "afxdp/veth")
+    });
 
     // pod ↔ pod across every pair of nodes: TCP and UDP over IPv4, TCP over IPv6
     for a in 1..=3 {
