@@ -9,6 +9,7 @@ mod default_subnet_lab;
 mod dpdk_uplink_lab;
 mod egress_lab;
 mod egress_shared_lab;
+mod examples_lab;
 mod external_clients_lab;
 mod external_mode_faults_lab;
 mod external_mode_lab;
