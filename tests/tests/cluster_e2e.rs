@@ -7,7 +7,9 @@
 //! failed is not run and counts as failed; the test ends with `N passed, M failed`):
 //!
 //! 1. `install`: `helm install` (the real Helm engine) with a standalone single central,
-//!    2 controller replicas with leader election, the default node DaemonSet (node2) and
+//!    `tunnel.type: vxlan` (zstack-ovn-kubernetes' default: every step after it runs on
+//!    VXLAN, each node's tunnel port checked; `single-nic` and `external-mode` install with
+//!    the default Geneve), 2 controller replicas with leader election, the default node DaemonSet (node2) and
 //!    the node pool `dpdk` (node1: DPDK datapath, 2 MiB hugepages, vhost-user on): every
 //!    pod of the release Running and Ready, both nodes Ready, each agent's
 //!    `network.zstack.io/datapath-status` (node1: `dpdk`); the time from `helm install` to
@@ -363,7 +365,7 @@ pub(crate) fn values(api_server: &str, previous: bool) -> String {
          datapathConfig: {{datapath: dpdk, socketMem: [256], socketLimit: [512]{sleep}}}\n    \
          hugepages: {{size: 2Mi, amount: 512Mi}}\n    memory: 1Gi\n    vhost: true\n\
          kubernetes:\n  apiServer: {api_server}\n\
-         tunnel:\n  interface: {}\n",
+         tunnel:\n  type: vxlan\n  interface: {}\n",
         // The data NIC carries the tunnel endpoints. With the default (auto: eth0, the NIC
         // kubelet reaches the API server through) node1 went NotReady during the 50-pod
         // burst: its own traffic rode the DPDK node's userspace path through the AF_XDP
@@ -477,6 +479,34 @@ async fn install(e: &E2e) -> Result<()> {
         },
     )
     .await?;
+    // the pass on VXLAN (zstack-ovn-kubernetes' default tunnel): every step after this runs
+    // on it; `single-nic` (the README's install) and `external-mode` run on Geneve
+    for i in 1..=2 {
+        let find = |ty: &str| {
+            tests::e2e::ovs_vsctl(
+                c,
+                i,
+                &[
+                    "--bare",
+                    "--columns=name",
+                    "find",
+                    "Interface",
+                    &format!("type={ty}"),
+                ],
+            )
+        };
+        let vxlan = wait_until(
+            &format!("node{i}'s VXLAN tunnel port"),
+            Duration::from_secs(60),
+            || async { Ok(Some(find("vxlan")?).filter(|p| !p.trim().is_empty())) },
+        )
+        .await?;
+        let geneve = find("geneve")?;
+        if !geneve.trim().is_empty() {
+            bail!("node{i} has Geneve tunnel ports ({geneve:?}) with tunnel.type vxlan");
+        }
+        println!("  node{i} tunnel: vxlan ({})", vxlan.trim());
+    }
     println!(
         "  install{}: helm install returned in {helm_secs:.1} s, all {RELEASE_PODS} release pods Ready {ready_secs:.1} s after it; datapath node1 {} node2 {}",
         e.previous
