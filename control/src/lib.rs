@@ -4,7 +4,7 @@
 //! Services with their Endpoints, NetworkPolicies, Multus NetworkAttachmentDefinitions) into the OVN Northbound database. Pure translators
 //! produce the desired rows, a reconciler diffs them against an [`ovsdb`] replica and writes
 //! batched transactions touching only rows it owns. Ships the `zstack-ovnkube-controller`
-//! binary and `crdgen` (writes `deploy/helm/zstack-ovn/crds/subnet.yaml` from the Rust types).
+//! binary, `zstack-ovn-dbexporter` (OVN central's metrics) and `crdgen` (writes `deploy/helm/zstack-ovn/crds/subnet.yaml` from the Rust types).
 //!
 //! What the controller shares with the node agent (annotation keys and codecs, the Subnet
 //! CRD types, the Service model, persistent names and their hash) lives in the contract
@@ -22,6 +22,8 @@
 //! | [`controller`] | the level-triggered pass: validate, IPAM, translate, reconcile, write back |
 //! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease (client-go's protocol) |
 //! | [`metrics`] | the controller's Prometheus metrics |
+//! | [`logging`] | the binaries' `tracing` setup (`RUST_LOG`, `--log-json`) |
+//! | [`ovn_db_metrics`] | OVN central's health (Raft role, term, lag, sizes; ovn-northd active) for `zstack-ovn-dbexporter` |
 //! | [`chassis`] | SB chassis cleanup when a node is deleted |
 //! | [`chassis_signer`] | approves and signs the node agents' per-chassis OVN certificates |
 //! | [`agent_identity`] | which node an agent's request comes from (its pod-bound token) |
@@ -44,11 +46,13 @@ pub mod crd;
 pub mod desired;
 pub mod ipam;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod multus;
 pub mod names;
 pub mod netpol;
+pub mod ovn_db_metrics;
 pub mod reconcile;
 pub mod services;
 pub mod source;

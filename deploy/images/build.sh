@@ -8,8 +8,8 @@
 #      in $ZOVN_IMAGE_CACHE (default /var/cache/zovn/images/) under the sha256 of everything
 #      that shapes it (suite, mirrors, variant, packages, dpkg options): a warm build only
 #      re-adds it. Delete the file (or set ZOVN_IMAGE_REFRESH=1) to pick up Debian updates;
-#   2. release binaries: cargo build --release (zstack-ovnkube-controller, zstack-ovnkube-node,
-#      zstack-ovn-cni) in $ZOVN_IMAGE_TARGET_DIR (default
+#   2. release binaries: cargo build --release (zstack-ovnkube-controller,
+#      zstack-ovn-dbexporter, zstack-ovnkube-node, zstack-ovn-cni) in $ZOVN_IMAGE_TARGET_DIR (default
 #      /var/cache/zovn/target-release, kept across clones, emptied past
 #      $ZOVN_IMAGE_TARGET_MAX_GIB, default 12), debug info stripped on the way into the image;
 #   3. layer 2, ours: /usr/local/bin/<the four binaries>, always rebuilt (cheap);
@@ -70,7 +70,7 @@ PACKAGES=(
 # libraries installed there, and the build fails if the binary misses a library.
 EXTRACT=(dpdk-dev:/usr/bin/dpdk-testpmd)
 # the operator's zovn CLI is not here: it runs on the operator's machine (make install-cli)
-BINS=(zstack-ovnkube-controller zstack-ovnkube-node zstack-ovn-cni)
+BINS=(zstack-ovnkube-controller zstack-ovn-dbexporter zstack-ovnkube-node zstack-ovn-cni)
 DPKG_OPTS=(
   'path-exclude=/usr/share/man/*'
   'path-exclude=/usr/share/info/*'

@@ -13,11 +13,14 @@
 //! - [`ops`]: transaction operations, conditions, mutations and results.
 //! - [`replica`]: the in-memory copy a monitor keeps current, with bounded `wait_for`.
 //! - [`monitor`], [`rpc`], [`codec`], [`transport`], [`server`], [`error`]: the layers below.
+//! - [`cluster_status`]: the parser of ovsdb-server's `cluster/status` report (Raft role,
+//!   term, log, lag, connections).
 //! - [`pmd_stats`]: parsers of ovs-vswitchd's `dpif-netdev/pmd-stats-show` and
 //!   `pmd-rxq-show` reports (the agent's metrics and `zovn status` read them).
 //!
 //! Every fallible entry point returns an error; nothing panics on server input.
 
+pub mod cluster_status;
 pub mod codegen;
 #[rustfmt::skip]
 pub mod nb;

@@ -507,6 +507,9 @@ async fn install(e: &E2e) -> Result<()> {
         }
         println!("  node{i} tunnel: vxlan ({})", vxlan.trim());
     }
+    if e.previous.is_none() {
+        central_metrics(e).await?;
+    }
     println!(
         "  install{}: helm install returned in {helm_secs:.1} s, all {RELEASE_PODS} release pods Ready {ready_secs:.1} s after it; datapath node1 {} node2 {}",
         e.previous
@@ -516,6 +519,47 @@ async fn install(e: &E2e) -> Result<()> {
         status[0],
         status[1]
     );
+    Ok(())
+}
+
+/// The central pod's `dbexporter` (the chart's `ovn.standalone.metricsPort`, 9479, on its
+/// node's address): NB and SB up with a file size, its ovn-northd up and active.
+pub(crate) async fn central_metrics(e: &E2e) -> Result<()> {
+    let central = pods_ready(
+        e,
+        SYS,
+        "app.kubernetes.io/component=central",
+        1,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let node = node_of(&central[0]);
+    let i: usize = node
+        .trim_start_matches("node")
+        .parse()
+        .with_context(|| format!("central on node {node:?}"))?;
+    let addr = format!("{}:9479", lab::kubecluster::node_mgmt_ip(i));
+    let page = wait_until(
+        &format!("OVN central's metrics on {addr}"),
+        Duration::from_secs(60),
+        || async {
+            let Ok(page) = tests::e2e::metrics_page(&addr) else {
+                return Ok(None);
+            };
+            let has = |l: &str| page.lines().any(|x| x == l);
+            let ok = has("zstack_ovn_db_up{db=\"nb\"} 1")
+                && has("zstack_ovn_db_up{db=\"sb\"} 1")
+                && has("zstack_ovn_northd_active 1")
+                && page.contains("zstack_ovn_db_file_bytes{db=\"nb\"}");
+            Ok(ok.then_some(page))
+        },
+    )
+    .await?;
+    let sizes: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("zstack_ovn_db_file_bytes"))
+        .collect();
+    println!("  OVN central's metrics on {addr}: NB, SB up, northd active; {sizes:?}");
     Ok(())
 }
 

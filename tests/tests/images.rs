@@ -32,6 +32,7 @@ const PROGRAMS: &[&str] = &[
     "/usr/local/bin/zstack-ovnkube-controller",
     "/usr/local/bin/zstack-ovnkube-node",
     "/usr/local/bin/zstack-ovn-cni",
+    "/usr/local/bin/zstack-ovn-dbexporter",
     "/usr/sbin/ovsdb-server",
     "/usr/lib/openvswitch-switch/ovs-vswitchd",
     "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
@@ -64,6 +65,7 @@ fn versions(version: &str) -> Vec<(&'static str, String)> {
     vec![
         ("/usr/local/bin/zstack-ovnkube-controller", version.into()),
         ("/usr/local/bin/zstack-ovnkube-node", version.into()),
+        ("/usr/local/bin/zstack-ovn-dbexporter", version.into()),
         (
             "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk",
             "DPDK".into(),

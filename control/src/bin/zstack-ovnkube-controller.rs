@@ -382,20 +382,7 @@ async fn connect(args: &Args, remote: &str) -> Result<Client> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    if args.log_json {
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .init();
-    } else {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            // colours only on a terminal: a log file or collector gets plain text
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-            .init();
-    }
+    control::logging::init(args.log_json);
     let cfg = cluster_config(&args)?;
     if args.cluster_id.is_empty() {
         bail!("--cluster-id must not be empty: it marks the rows this controller owns");

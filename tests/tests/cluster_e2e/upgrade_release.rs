@@ -282,6 +282,8 @@ pub(crate) async fn upgrade_release(e: &E2e) -> Result<()> {
         "  release {} → {cur} complete: every release pod on {cur}, the 3 test pods kept their uid and address",
         prev.version
     );
+    // the current release's central pod serves OVN's own metrics
+    super::central_metrics(e).await?;
 
     let nss: Api<Namespace> = Api::all(e.client.clone());
     nss.delete(UNS, &DeleteParams::default()).await?;

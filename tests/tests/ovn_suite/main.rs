@@ -9,6 +9,7 @@ mod control_controller;
 mod control_reconcile;
 mod control_secondary;
 mod netpol_reconcile;
+mod ovn_db_exporter;
 mod ovn_rbac;
 mod ovsdb_cluster;
 mod ovsdb_server;

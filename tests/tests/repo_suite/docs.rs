@@ -365,7 +365,11 @@ fn every_flag_and_subcommand_of_the_binaries_is_in_flags_md() {
     let page = read(&repo_root().join("docs/reference/flags.md"));
     // (section title, binary, subcommand path)
     let mut wanted: Vec<(String, PathBuf, Vec<String>)> = Vec::new();
-    for bin in ["zstack-ovnkube-controller", "zstack-ovnkube-node"] {
+    for bin in [
+        "zstack-ovnkube-controller",
+        "zstack-ovn-dbexporter",
+        "zstack-ovnkube-node",
+    ] {
         wanted.push((bin.into(), tests::workspace_bin(bin), Vec::new()));
     }
     wanted.push((

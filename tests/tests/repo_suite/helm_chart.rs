@@ -84,7 +84,45 @@ fn standalone_single_runs_nb_sb_and_northd_in_one_pod() {
         .iter()
         .map(|c| c["name"].clone())
         .collect();
-    assert_eq!(cs, vec![json!("nbdb"), json!("sbdb"), json!("northd")]);
+    assert_eq!(
+        cs,
+        vec![
+            json!("nbdb"),
+            json!("sbdb"),
+            json!("northd"),
+            json!("dbexporter")
+        ]
+    );
+    // the OVN database metrics: the chart's own image, this pod's NB, SB and northd
+    let x = container(central, "dbexporter");
+    assert_eq!(x["command"], json!(["zstack-ovn-dbexporter"]));
+    assert_eq!(x["image"], "zstack-ovn/zstack-ovn:0.2.0");
+    assert_has_args(
+        &args(x),
+        &[
+            "--listen=$(HOST_IP):9479",
+            "--nb-ctl=/var/run/ovn/ovnnb_db.ctl",
+            "--nb-file=/var/lib/ovn/ovnnb_db.db",
+            "--sb-ctl=/var/run/ovn/ovnsb_db.ctl",
+            "--sb-file=/var/lib/ovn/ovnsb_db.db",
+            "--northd-ctl=/var/run/ovn/ovn-northd.ctl",
+        ],
+    );
+    assert_eq!(x["readinessProbe"]["httpGet"]["port"], 9479);
+    let off = helm::render_with(
+        &helm,
+        "single",
+        "zs",
+        NS,
+        &["--set", "ovn.standalone.metricsPort=0"],
+    )
+    .expect("render");
+    let central_off = named(&off, "Deployment", "zs-zstack-ovn-central").expect("central");
+    assert_eq!(
+        containers(central_off).len(),
+        3,
+        "metricsPort 0: no dbexporter"
+    );
     assert!(of_kind(&objs, "StatefulSet").is_empty());
     assert!(named(&objs, "Service", "zs-zstack-ovn-nbdb").is_some());
     assert!(named(&objs, "Service", "zs-zstack-ovn-sbdb").is_some());
@@ -485,6 +523,28 @@ fn standalone_ha_is_a_parallel_raft_statefulset_with_a_pdb() {
                 "{name}-{i}"
             );
         }
+        // each member's metrics: its own database, NB on 9479 and SB on 9480 (an NB and an
+        // SB member may share a node); the northd beside SB's members (the chart's PKI)
+        let x = container(s, "dbexporter");
+        let (db, metrics, northd) = if port == 6641 {
+            ("nb", 9479, false)
+        } else {
+            ("sb", 9480, true)
+        };
+        let xa = args(x);
+        assert_has_args(
+            &xa,
+            &[
+                &format!("--listen=$(HOST_IP):{metrics}"),
+                &format!("--{db}-ctl=/var/run/ovn/ovn{db}_db.ctl"),
+            ],
+        );
+        assert_eq!(
+            xa.iter().any(|a| a.starts_with("--northd-ctl=")),
+            northd,
+            "{name}: {xa:?}"
+        );
+        assert_eq!(xa.len(), if northd { 4 } else { 3 }, "{name}: {xa:?}");
         let pdb = named(&objs, "PodDisruptionBudget", name).expect("PDB");
         // the test apiserver is 1.20.2: policy/v1 came in 1.21
         assert_eq!(pdb["apiVersion"], "policy/v1beta1");
