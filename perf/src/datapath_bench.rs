@@ -992,7 +992,7 @@ pub fn iperf_gbps(json_text: &str) -> Result<(f64, u64)> {
 }
 
 /// `qperf` output → test name → value in SI base units (seconds for `latency`,
-/// bits/s for `bw` with `-ub`).
+/// bits/s for `bw` and `udp_bw`'s `recv_bw` with `-ub`).
 pub fn parse_qperf(text: &str) -> Result<BTreeMap<String, f64>> {
     let mut out = BTreeMap::new();
     let mut test: Option<String> = None;
@@ -1005,7 +1005,8 @@ pub fn parse_qperf(text: &str) -> Result<BTreeMap<String, f64>> {
             continue;
         };
         let key = key.trim();
-        if key != "latency" && key != "bw" {
+        // udp_bw reports what was sent and what arrived: the receiver's rate counts
+        if key != "latency" && key != "bw" && key != "recv_bw" {
             continue;
         }
         let t = test
@@ -1076,6 +1077,9 @@ mod tests {
         assert!((q["tcp_bw"] - 2.21e9).abs() < 1.0);
         let q = parse_qperf("tcp_bw:\n    bw  =  1.24 MB/sec\n").unwrap();
         assert!((q["tcp_bw"] - 9.92e6).abs() < 1.0);
+        let q = parse_qperf("udp_bw:\n    send_bw  =  2.5 Gb/sec\n    recv_bw  =  1.5 Gb/sec\n")
+            .unwrap();
+        assert_eq!(q["udp_bw"], 1.5e9, "the receiver's rate");
         assert!(parse_qperf("tcp_bw:\n    bw  =  1 furlongs\n").is_err());
         assert!(parse_qperf("").is_err());
     }

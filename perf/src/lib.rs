@@ -29,6 +29,8 @@
 //! - [`host`]: running host tools, the heavy-test lock, lab teardown.
 //! - [`vhost_bench`]: 64 B packet rate through the OVS-DPDK PMD between two vhost-user
 //!   ports, created by the node agent versus by hand with `ovs-vsctl` (target ≥ 0.95×).
+//! - [`matrix_bench`]: per datapath, node ↔ node, pod ↔ pod on one node and across nodes:
+//!   iperf3, qperf `tcp_lat`/`udp_lat`/`udp_bw` (zstack-ovn-kubernetes' benchmark matrix).
 //! - [`vm_bench`]: a real QEMU guest (TCG) on vhost-user vs testpmd as the VM, TCP from a
 //!   pod on the other node both ways, and the guest's boot split.
 //! - [`pod_burst`]: issue #17's user test per datapath (fresh 2-node lab, N pods at once,
@@ -44,6 +46,7 @@ pub mod datapath_bench;
 pub mod egress_bench;
 pub mod guard_bench;
 pub mod host;
+pub mod matrix_bench;
 pub mod netpol_bench;
 pub mod node_memory;
 pub mod ovsdb_insert;

@@ -37,6 +37,11 @@
 //! rate through the OVS-DPDK PMD between two vhost-user ports made by the node agent and
 //! between two made by hand, with testpmd as the guest.
 //!
+//! `zovn-perf matrix [--datapaths kernel,afxdp,dpdk] [--seconds 10] [--qperf-seconds 5]
+//! [--rounds 2] [--json FILE]` measures node ↔ node, pod ↔ pod on one node and across
+//! nodes per datapath (one 2-node lab each): iperf3 TCP, qperf tcp_lat/udp_lat (1 B) and
+//! udp_bw (1 KiB).
+//!
 //! `zovn-perf vm [--seconds 30] [--rounds 2] [--json FILE]` measures TCP (iperf3, both
 //! directions) between a pod on node2 and a real QEMU guest (TCG) on node1's vhost-user
 //! port, against testpmd playing the VM on the same kind of port in the same run, and the
@@ -238,6 +243,25 @@ enum Cmd {
         seconds: u32,
         /// Rounds of (agent, by hand); the median is reported.
         #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Per datapath (one 2-node lab each): node <-> node, pod <-> pod on one node and across
+    /// nodes, with iperf3 TCP, qperf tcp_lat/udp_lat (1 B) and udp_bw (1 KiB)
+    Matrix {
+        /// Datapaths (comma separated), one 2-node lab each.
+        #[arg(long, value_delimiter = ',', default_value = "kernel,afxdp,dpdk")]
+        datapaths: Vec<String>,
+        /// iperf3 seconds per sample.
+        #[arg(long, default_value_t = 10)]
+        seconds: u32,
+        /// qperf seconds per test.
+        #[arg(long, default_value_t = 5)]
+        qperf_seconds: u32,
+        /// Rounds (path order alternating); medians are reported.
+        #[arg(long, default_value_t = 2)]
         rounds: usize,
         /// Also write the report as JSON to this file.
         #[arg(long)]
@@ -544,6 +568,29 @@ async fn main() -> Result<()> {
             let report = tokio::task::spawn_blocking(move || perf::node_memory::run(cfg))
                 .await
                 .context("node-memory worker")?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json, report.to_json())?;
+        }
+        Cmd::Matrix {
+            datapaths,
+            seconds,
+            qperf_seconds,
+            rounds,
+            json,
+        } => {
+            let dir = tempfile_dir()?;
+            let cfg = perf::matrix_bench::Config {
+                dir: dir.clone(),
+                datapaths,
+                seconds,
+                qperf_seconds,
+                rounds,
+            };
+            let report = tokio::task::spawn_blocking(move || perf::matrix_bench::run(cfg))
+                .await
+                .context("matrix worker")?;
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             print!("{}", report.table());
