@@ -974,6 +974,24 @@ pub fn wait_listening(ns: &str, port: u16) -> Result<()> {
     }
 }
 
+/// `iperf3 -J -c to -t seconds` (one TCP stream) from netns `from`: the receiver's Gbit/s.
+pub fn iperf_client(from: &str, to: &str, seconds: u32) -> Result<f64> {
+    let o = run_ok(Command::new("ip").args([
+        "netns",
+        "exec",
+        from,
+        "iperf3",
+        "-J",
+        "-c",
+        to,
+        "-t",
+        &seconds.to_string(),
+    ]))?;
+    let (gbps, _) = iperf_gbps(&String::from_utf8_lossy(&o.stdout))
+        .with_context(|| format!("iperf3 {from} → {to}"))?;
+    Ok(gbps)
+}
+
 /// The receiver's rate of an `iperf3 -J` run, in Gbit/s, and the sender's TCP
 /// retransmissions.
 pub fn iperf_gbps(json_text: &str) -> Result<(f64, u64)> {

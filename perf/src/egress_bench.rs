@@ -19,18 +19,17 @@
 //! ovn-controller's patch port into `br-phy` (conntrack zone of the gateway rules) → the
 //! uplink → the underlay router → the external host, without the node's kernel.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
+use anyhow::{Context, Result, anyhow, ensure};
 use lab::apiserver::ApiClient;
 use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 
-use crate::datapath_bench::{iperf_gbps, median, parse_qperf, wait_listening};
-use crate::host::{heavy_lock, run_ok, teardown_lab};
+use crate::datapath_bench::{iperf_client, median, parse_qperf, wait_listening};
+use crate::host::{LabGuard, heavy_lock, run_ok, wait_pods};
 
 /// The lab's external host.
 pub const EXTERNAL: &str = "198.51.100.10";
@@ -155,43 +154,9 @@ impl Report {
     }
 }
 
-/// Servers and the lab, stopped on drop.
-struct Guard {
-    servers: Vec<Child>,
-    lab_dir: PathBuf,
-    started: bool,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        for mut c in self.servers.drain(..) {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = teardown_lab(&mut Vec::new(), &self.lab_dir, self.started);
-    }
-}
-
-fn server(g: &mut Guard, ns: &str, argv: &[&str]) -> Result<()> {
-    g.servers.push(crate::host::spawn_in_netns(ns, argv)?);
-    Ok(())
-}
-
 /// iperf3 -P1 Gbit/s and qperf tcp_lat (1 B) µs from netns `from` to `to`.
 fn measure(cfg: &Config, from: &str, to: &str) -> Result<(f64, f64)> {
-    let o = run_ok(Command::new("ip").args([
-        "netns",
-        "exec",
-        from,
-        "iperf3",
-        "-J",
-        "-c",
-        to,
-        "-t",
-        &cfg.seconds.to_string(),
-    ]))?;
-    let (gbps, _) = iperf_gbps(&String::from_utf8_lossy(&o.stdout))
-        .with_context(|| format!("iperf3 {from} → {to}"))?;
+    let gbps = iperf_client(from, to, cfg.seconds)?;
     let o = run_ok(Command::new("ip").args([
         "netns",
         "exec",
@@ -211,61 +176,6 @@ fn measure(cfg: &Config, from: &str, to: &str) -> Result<(f64, f64)> {
         .copied()
         .ok_or_else(|| anyhow!("qperf {from} → {to}: no tcp_lat"))?;
     Ok((gbps, lat * 1e6))
-}
-
-/// Waits until every pod is ready and (AF_XDP nodes) its port is open as AF_XDP; their
-/// (netns, IPv4) by name.
-fn wait_pods(
-    lab: &Lab,
-    lab_dir: &std::path::Path,
-    pods: &[(String, usize, bool)],
-) -> Result<BTreeMap<String, (String, String)>> {
-    let layout = lab::state::Layout::new(lab_dir);
-    let t = Instant::now();
-    loop {
-        let file = lab::pods::record::PodsFile::load(&layout.pods_file())?;
-        let mut out = BTreeMap::new();
-        for (name, node, afxdp) in pods {
-            let Some(r) = file.pod(&format!("default/{name}")).filter(|r| r.ready) else {
-                continue;
-            };
-            let Some(ip) = r
-                .ips
-                .iter()
-                .find(|a| !a.contains(':'))
-                .and_then(|a| a.split('/').next())
-            else {
-                continue;
-            };
-            if *afxdp {
-                let db = &lab.node(*node)?.db_remote;
-                let o = run_ok(Command::new("ovs-vsctl").args([
-                    "--db",
-                    db,
-                    "--bare",
-                    "--columns=type",
-                    "find",
-                    "Interface",
-                    &format!("external_ids:iface-id=default_{name}"),
-                ]))?;
-                if String::from_utf8_lossy(&o.stdout).trim() != "afxdp" {
-                    continue;
-                }
-            }
-            out.insert(name.clone(), (r.netns.clone(), ip.to_string()));
-        }
-        if out.len() == pods.len() {
-            return Ok(out);
-        }
-        if t.elapsed() > READY_TIMEOUT {
-            bail!(
-                "only {} of {} pods ready (and on AF_XDP) after {READY_TIMEOUT:?}",
-                out.len(),
-                pods.len()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Runs every mode of `cfg`, one lab after the other.
@@ -302,11 +212,7 @@ fn run_mode(cfg: &Config, mode: lab::Gateway) -> Result<Vec<PathFigures>> {
     let agent = lab::agent::agent_exe()?;
     let shim = lab::agent::shim_exe()?;
     let lab_dir = cfg.dir.join(format!("lab-{}", mode.as_str()));
-    let mut g = Guard {
-        servers: Vec::new(),
-        lab_dir: lab_dir.clone(),
-        started: true,
-    };
+    let mut g = LabGuard::new(&lab_dir);
     let mut lc = LabConfig::new(&lab_dir, "zeg");
     lc.nodes = cfg.datapaths.len();
     lc.datapath = cfg.datapaths.clone();
@@ -334,16 +240,16 @@ fn run_mode(cfg: &Config, mode: lab::Gateway) -> Result<Vec<PathFigures>> {
     ApiClient::connect(&lab_dir)?
         .apply(objects)
         .context("apply the Subnet and the pods")?;
-    let at = wait_pods(&lab, &lab_dir, &pods)?;
+    let at = wait_pods(&lab, &lab_dir, &pods, READY_TIMEOUT)?;
     let ext = lab.names().external_netns();
-    server(&mut g, &ext, &["iperf3", "-s", "-p", "5201"])?;
-    server(&mut g, &ext, &["qperf"])?;
+    g.server(&ext, &["iperf3", "-s", "-p", "5201"])?;
+    g.server(&ext, &["qperf"])?;
     wait_listening(&ext, 5201)?;
     wait_listening(&ext, 19765)?;
     for i in 1..=cfg.datapaths.len() {
         let (ns, _) = &at[&format!("s{i}")];
-        server(&mut g, ns, &["iperf3", "-s", "-p", "5201"])?;
-        server(&mut g, ns, &["qperf"])?;
+        g.server(ns, &["iperf3", "-s", "-p", "5201"])?;
+        g.server(ns, &["qperf"])?;
         wait_listening(ns, 5201)?;
         wait_listening(ns, 19765)?;
     }

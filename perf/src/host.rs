@@ -162,3 +162,92 @@ pub fn other_config(db: &str) -> Result<BTreeMap<String, String>> {
         .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
         .collect())
 }
+
+/// The servers a benchmark started and its lab: on drop the servers are killed and the lab
+/// is torn down, also after a failure.
+pub struct LabGuard {
+    pub servers: Vec<std::process::Child>,
+    pub lab_dir: PathBuf,
+}
+
+impl LabGuard {
+    pub fn new(lab_dir: &Path) -> LabGuard {
+        LabGuard {
+            servers: Vec::new(),
+            lab_dir: lab_dir.to_path_buf(),
+        }
+    }
+
+    /// Starts `argv` in netns `ns` until the guard drops.
+    pub fn server(&mut self, ns: &str, argv: &[&str]) -> Result<()> {
+        self.servers.push(spawn_in_netns(ns, argv)?);
+        Ok(())
+    }
+}
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        for mut c in self.servers.drain(..) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = teardown_lab(&mut Vec::new(), &self.lab_dir, true);
+    }
+}
+
+/// Waits (at most `timeout`) until every pod `default/<name>` of `pods` (name, node index,
+/// on AF_XDP) is ready and, where asked, its port on its node is an AF_XDP one; their
+/// (netns, IPv4) by name.
+pub fn wait_pods(
+    lab: &Lab,
+    lab_dir: &Path,
+    pods: &[(String, usize, bool)],
+    timeout: std::time::Duration,
+) -> Result<BTreeMap<String, (String, String)>> {
+    let layout = lab::state::Layout::new(lab_dir);
+    let t = std::time::Instant::now();
+    loop {
+        let file = lab::pods::record::PodsFile::load(&layout.pods_file())?;
+        let mut out = BTreeMap::new();
+        for (name, node, afxdp) in pods {
+            let Some(r) = file.pod(&format!("default/{name}")).filter(|r| r.ready) else {
+                continue;
+            };
+            let Some(ip) = r
+                .ips
+                .iter()
+                .find(|a| !a.contains(':'))
+                .and_then(|a| a.split('/').next())
+            else {
+                continue;
+            };
+            if *afxdp {
+                let db = &lab.node(*node)?.db_remote;
+                let o = run_ok(Command::new("ovs-vsctl").args([
+                    "--db",
+                    db,
+                    "--bare",
+                    "--columns=type",
+                    "find",
+                    "Interface",
+                    &format!("external_ids:iface-id=default_{name}"),
+                ]))?;
+                if String::from_utf8_lossy(&o.stdout).trim() != "afxdp" {
+                    continue;
+                }
+            }
+            out.insert(name.clone(), (r.netns.clone(), ip.to_string()));
+        }
+        if out.len() == pods.len() {
+            return Ok(out);
+        }
+        if t.elapsed() > timeout {
+            bail!(
+                "only {} of {} pods ready (and on AF_XDP where asked) after {timeout:?}",
+                out.len(),
+                pods.len()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}

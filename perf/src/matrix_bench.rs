@@ -14,16 +14,16 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
+use anyhow::{Context, Result, anyhow, ensure};
 use lab::apiserver::ApiClient;
 use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 
-use crate::datapath_bench::{iperf_gbps, median, parse_qperf, wait_listening};
-use crate::host::{heavy_lock, run_ok, spawn_in_netns, teardown_lab, which};
+use crate::datapath_bench::{iperf_client, median, parse_qperf, wait_listening};
+use crate::host::{LabGuard, heavy_lock, run_ok, wait_pods, which};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// The paths, in the order the table prints them.
@@ -151,37 +151,9 @@ impl Report {
     }
 }
 
-/// Servers and the lab, stopped on drop.
-struct Guard {
-    servers: Vec<Child>,
-    lab_dir: PathBuf,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        for mut c in self.servers.drain(..) {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = teardown_lab(&mut Vec::new(), &self.lab_dir, true);
-    }
-}
-
 /// One sample of every test from netns `from` to `to`.
 fn measure(cfg: &Config, from: &str, to: &str, s: &mut Samples) -> Result<()> {
-    let o = run_ok(Command::new("ip").args([
-        "netns",
-        "exec",
-        from,
-        "iperf3",
-        "-J",
-        "-c",
-        to,
-        "-t",
-        &cfg.seconds.to_string(),
-    ]))?;
-    let (gbps, _) = iperf_gbps(&String::from_utf8_lossy(&o.stdout))
-        .with_context(|| format!("iperf3 {from} → {to}"))?;
+    let gbps = iperf_client(from, to, cfg.seconds)?;
     s.tcp_gbps.push(gbps);
     let q = cfg.qperf_seconds.to_string();
     let o = run_ok(Command::new("ip").args([
@@ -203,57 +175,6 @@ fn measure(cfg: &Config, from: &str, to: &str, s: &mut Samples) -> Result<()> {
         .with_context(|| format!("qperf udp_bw {from} → {to}"))?;
     s.udp_gbps.push(get(&bw, "udp_bw")? / 1e9);
     Ok(())
-}
-
-/// Until every pod is ready (on `afxdp` or `dpdk`: its port an AF_XDP one): name →
-/// (netns, IPv4).
-fn wait_pods(
-    lab: &Lab,
-    lab_dir: &std::path::Path,
-    pods: &[(&str, usize)],
-    afxdp: bool,
-) -> Result<BTreeMap<String, (String, String)>> {
-    let layout = lab::state::Layout::new(lab_dir);
-    let t = Instant::now();
-    loop {
-        let file = lab::pods::record::PodsFile::load(&layout.pods_file())?;
-        let mut out = BTreeMap::new();
-        for (name, node) in pods {
-            let Some(r) = file.pod(&format!("default/{name}")).filter(|r| r.ready) else {
-                continue;
-            };
-            let Some(ip) = r.ips.iter().find(|a| !a.contains(':')) else {
-                continue;
-            };
-            if afxdp {
-                let o = run_ok(Command::new("ovs-vsctl").args([
-                    "--db",
-                    &lab.node(*node)?.db_remote,
-                    "--bare",
-                    "--columns=type",
-                    "find",
-                    "Interface",
-                    &format!("external_ids:iface-id=default_{name}"),
-                ]))?;
-                if String::from_utf8_lossy(&o.stdout).trim() != "afxdp" {
-                    continue;
-                }
-            }
-            let ip = ip.split('/').next().unwrap_or(ip).to_string();
-            out.insert(name.to_string(), (r.netns.clone(), ip));
-        }
-        if out.len() == pods.len() {
-            return Ok(out);
-        }
-        if t.elapsed() > READY_TIMEOUT {
-            bail!(
-                "{} of {} pods ready (on AF_XDP: {afxdp}) after {READY_TIMEOUT:?}",
-                out.len(),
-                pods.len()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 /// Runs every datapath's lab, one after the other.
@@ -288,10 +209,7 @@ fn run_datapath(cfg: &Config, dp: &str) -> Result<BTreeMap<String, Samples>> {
     let agent = lab::agent::agent_exe()?;
     let shim = lab::agent::shim_exe()?;
     let lab_dir = cfg.dir.join(format!("lab-{dp}"));
-    let mut g = Guard {
-        servers: Vec::new(),
-        lab_dir: lab_dir.clone(),
-    };
+    let mut g = LabGuard::new(&lab_dir);
     let mut lc = LabConfig::new(&lab_dir, "zmx");
     lc.nodes = 2;
     lc.datapath = vec![dp.to_string(), dp.to_string()];
@@ -301,13 +219,16 @@ fn run_datapath(cfg: &Config, dp: &str) -> Result<BTreeMap<String, Samples>> {
     lab.start_agents(&agent, Some(&shim))
         .context("node agents")?;
     let (n1, n2) = (lab.node(1)?.clone(), lab.node(2)?.clone());
-    let pods = [("c1", 1), ("s1", 1), ("s2", 2)];
+    let pods: Vec<(String, usize, bool)> = [("c1", 1), ("s1", 1), ("s2", 2)]
+        .into_iter()
+        .map(|(n, i)| (n.to_string(), i, dp != "kernel"))
+        .collect();
     let mut objects = vec![
         json!({"apiVersion": "network.zstack.io/v1", "kind": "Subnet",
         "metadata": {"name": "matrix"}, "spec": {"cidr": "10.81.0.0/16", "default": true}}),
     ];
-    for (name, node) in pods {
-        let node = if node == 1 { &n1 } else { &n2 };
+    for (name, node, _) in &pods {
+        let node = if *node == 1 { &n1 } else { &n2 };
         objects.push(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"nodeName": node.system_id, "containers": [{"name": "c"}]}}));
@@ -315,11 +236,10 @@ fn run_datapath(cfg: &Config, dp: &str) -> Result<BTreeMap<String, Samples>> {
     ApiClient::connect(&lab_dir)?
         .apply(objects)
         .context("apply the Subnet and the pods")?;
-    let at = wait_pods(&lab, &lab_dir, &pods, dp != "kernel")?;
+    let at = wait_pods(&lab, &lab_dir, &pods, READY_TIMEOUT)?;
     for ns in [&at["s1"].0, &at["s2"].0, &n2.netns] {
-        g.servers
-            .push(spawn_in_netns(ns, &["iperf3", "-s", "-p", "5201"])?);
-        g.servers.push(spawn_in_netns(ns, &["qperf"])?);
+        g.server(ns, &["iperf3", "-s", "-p", "5201"])?;
+        g.server(ns, &["qperf"])?;
         wait_listening(ns, 5201)?;
         wait_listening(ns, 19765)?;
     }

@@ -17,7 +17,7 @@
 //! (`pods/run/<netns>.vm-boot.json`) and the first ping from `client` answered.
 
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -26,7 +26,7 @@ use lab::{Lab, LabConfig};
 use serde_json::{Value, json};
 
 use crate::datapath_bench::{iperf_gbps, median, wait_listening};
-use crate::host::{heavy_lock, run_ok, spawn_in_netns, teardown_lab, which};
+use crate::host::{LabGuard, heavy_lock, run_ok, which};
 
 /// How long the three pods get to be ready (the guest boots under TCG).
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
@@ -114,22 +114,6 @@ impl Report {
             "boot_ms": {"booted": self.boot.booted_ms, "addr": self.boot.addr_ms,
                 "ready": self.boot.ready_ms, "first_ping": self.boot.first_ping_ms},
         })
-    }
-}
-
-/// Servers and the lab, stopped on drop.
-struct Guard {
-    servers: Vec<Child>,
-    lab_dir: PathBuf,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        for mut c in self.servers.drain(..) {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = teardown_lab(&mut Vec::new(), &self.lab_dir, true);
     }
 }
 
@@ -236,10 +220,7 @@ pub fn run(cfg: Config) -> Result<Report> {
     let agent = lab::agent::agent_exe()?;
     let shim = lab::agent::shim_exe()?;
     let lab_dir = cfg.dir.join("lab-vm");
-    let mut g = Guard {
-        servers: Vec::new(),
-        lab_dir: lab_dir.clone(),
-    };
+    let mut g = LabGuard::new(&lab_dir);
     let mut lc = LabConfig::new(&lab_dir, "zvm");
     lc.nodes = 2;
     lc.datapath = vec!["dpdk".into(), "kernel".into()];
@@ -288,8 +269,7 @@ pub fn run(cfg: Config) -> Result<Report> {
         ready_ms: tl.ready_ms.unwrap_or_default(),
         first_ping_ms: now_ms().saturating_sub(tl.started_unix_ms),
     };
-    g.servers
-        .push(spawn_in_netns(&tvm_ns, &["iperf3", "-s", "-p", "5201"])?);
+    g.server(&tvm_ns, &["iperf3", "-s", "-p", "5201"])?;
     wait_listening(&tvm_ns, 5201)?;
     let mut report = Report {
         seconds: cfg.seconds,

@@ -532,25 +532,25 @@ async fn main() -> Result<()> {
             pmd_sleep_modes,
             json,
         } => {
-            let dir = tempfile_dir()?;
-            let cfg = perf::datapath_bench::Config {
-                dir: dir.clone(),
-                seconds,
-                qperf_seconds,
-                pmd_max_sleep,
-                afxdp_mode,
-                cpu_dma_latency,
-                afxdp_rx_cpus,
-                rounds,
-                pmd_sleep_modes,
-            };
-            let report = tokio::task::spawn_blocking(move || perf::datapath_bench::run(cfg))
-                .await
-                .context("datapath worker")?;
-            let _ = std::fs::remove_dir_all(&dir);
-            let report = report?;
-            print!("{}", report.table());
-            write_json(json, report.to_json())?;
+            scratch_bench(
+                "datapath",
+                json,
+                move |dir| {
+                    perf::datapath_bench::run(perf::datapath_bench::Config {
+                        dir,
+                        seconds,
+                        qperf_seconds,
+                        pmd_max_sleep,
+                        afxdp_mode,
+                        cpu_dma_latency,
+                        afxdp_rx_cpus,
+                        rounds,
+                        pmd_sleep_modes,
+                    })
+                },
+                |r| (r.table(), r.to_json()),
+            )
+            .await?;
         }
         Cmd::NodeMemory {
             steps,
@@ -558,20 +558,20 @@ async fn main() -> Result<()> {
             max_ports,
             json,
         } => {
-            let dir = tempfile_dir()?;
-            let cfg = perf::node_memory::Config {
-                dir: dir.clone(),
-                steps,
-                datapaths,
-                max_ports,
-            };
-            let report = tokio::task::spawn_blocking(move || perf::node_memory::run(cfg))
-                .await
-                .context("node-memory worker")?;
-            let _ = std::fs::remove_dir_all(&dir);
-            let report = report?;
-            print!("{}", report.table());
-            write_json(json, report.to_json())?;
+            scratch_bench(
+                "node-memory",
+                json,
+                move |dir| {
+                    perf::node_memory::run(perf::node_memory::Config {
+                        dir,
+                        steps,
+                        datapaths,
+                        max_ports,
+                    })
+                },
+                |r| (r.table(), r.to_json()),
+            )
+            .await?;
         }
         Cmd::Matrix {
             datapaths,
@@ -580,62 +580,81 @@ async fn main() -> Result<()> {
             rounds,
             json,
         } => {
-            let dir = tempfile_dir()?;
-            let cfg = perf::matrix_bench::Config {
-                dir: dir.clone(),
-                datapaths,
-                seconds,
-                qperf_seconds,
-                rounds,
-            };
-            let report = tokio::task::spawn_blocking(move || perf::matrix_bench::run(cfg))
-                .await
-                .context("matrix worker")?;
-            let _ = std::fs::remove_dir_all(&dir);
-            let report = report?;
-            print!("{}", report.table());
-            write_json(json, report.to_json())?;
+            scratch_bench(
+                "matrix",
+                json,
+                move |dir| {
+                    perf::matrix_bench::run(perf::matrix_bench::Config {
+                        dir,
+                        datapaths,
+                        seconds,
+                        qperf_seconds,
+                        rounds,
+                    })
+                },
+                |r| (r.table(), r.to_json()),
+            )
+            .await?;
         }
         Cmd::Vm {
             seconds,
             rounds,
             json,
         } => {
-            let dir = tempfile_dir()?;
-            let cfg = perf::vm_bench::Config {
-                dir: dir.clone(),
-                seconds,
-                rounds,
-            };
-            let report = tokio::task::spawn_blocking(move || perf::vm_bench::run(cfg))
-                .await
-                .context("vm worker")?;
-            let _ = std::fs::remove_dir_all(&dir);
-            let report = report?;
-            print!("{}", report.table());
-            write_json(json, report.to_json())?;
+            scratch_bench(
+                "vm",
+                json,
+                move |dir| {
+                    perf::vm_bench::run(perf::vm_bench::Config {
+                        dir,
+                        seconds,
+                        rounds,
+                    })
+                },
+                |r| (r.table(), r.to_json()),
+            )
+            .await?;
         }
         Cmd::Vhost {
             seconds,
             rounds,
             json,
         } => {
-            let dir = tempfile_dir()?;
-            let cfg = perf::vhost_bench::Config {
-                dir: dir.clone(),
-                seconds,
-                rounds,
-            };
-            let report = tokio::task::spawn_blocking(move || perf::vhost_bench::run(cfg))
-                .await
-                .context("vhost worker")?;
-            let _ = std::fs::remove_dir_all(&dir);
-            let report = report?;
-            print!("{}", report.table());
-            write_json(json, report.to_json())?;
+            scratch_bench(
+                "vhost",
+                json,
+                move |dir| {
+                    perf::vhost_bench::run(perf::vhost_bench::Config {
+                        dir,
+                        seconds,
+                        rounds,
+                    })
+                },
+                |r| (r.table(), r.to_json()),
+            )
+            .await?;
         }
     }
     Ok(())
+}
+
+/// Runs the blocking benchmark `run` in a fresh scratch directory (removed afterwards),
+/// then prints its table and writes its JSON (`show`: both of the report).
+async fn scratch_bench<R: Send + 'static>(
+    what: &'static str,
+    json: Option<PathBuf>,
+    run: impl FnOnce(PathBuf) -> Result<R> + Send + 'static,
+    show: impl Fn(&R) -> (String, serde_json::Value),
+) -> Result<()> {
+    let dir = tempfile_dir()?;
+    let scratch = dir.clone();
+    let report = tokio::task::spawn_blocking(move || run(scratch))
+        .await
+        .with_context(|| format!("{what} worker"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let (table, value) = show(&report?);
+    print!("{table}");
+    write_json(json, value)
 }
 
 fn write_json(path: Option<PathBuf>, value: serde_json::Value) -> Result<()> {
