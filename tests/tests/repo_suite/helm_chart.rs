@@ -1032,6 +1032,11 @@ fn schema_refuses_bad_values_naming_the_key() {
         return;
     };
     let cases: &[(&[&str], &[&str])] = &[
+        // an HA SB member's exporter listens on metricsPort + 1
+        (
+            &["--set", "ovn.standalone.metricsPort=65535"],
+            &["ovn.standalone.metricsPort", "65534"],
+        ),
         (
             &[
                 "--set",
