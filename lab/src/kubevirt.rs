@@ -50,6 +50,10 @@ pub enum VmiError {
     Name(#[from] NameError),
     #[error("VirtualMachineInstance {name}: no spec")]
     NoSpec { name: String },
+    #[error(
+        "VirtualMachineInstance {name}: spec.domain.memory.guest {value}: expected a size such as 256Mi or 1Gi"
+    )]
+    GuestMemory { name: String, value: String },
 }
 
 /// Guest memory when the VMI names none.
@@ -75,9 +79,12 @@ fn mebibytes(q: &str) -> Option<u32> {
 /// What a VMI with a boot source asks of its QEMU: KubeVirt's
 /// `spec.domain.firmware.kernelBoot` (a kernel and initrd from a container image, plus
 /// `kernelArgs`), `spec.domain.cpu.cores` and `spec.domain.memory.guest`. `None`: the VMI
-/// has no `kernelBoot`, nothing to boot (the lab's testpmd stands in for it).
-pub fn vm_boot(spec: &Value) -> Option<VmBoot> {
-    let kb = spec.pointer("/domain/firmware/kernelBoot")?;
+/// has no `kernelBoot`, nothing to boot (the lab's testpmd stands in for it). A guest
+/// memory that is not a size is refused, naming it (`name`: the VMI's).
+pub fn vm_boot(name: &str, spec: &Value) -> Result<Option<VmBoot>, VmiError> {
+    let Some(kb) = spec.pointer("/domain/firmware/kernelBoot") else {
+        return Ok(None);
+    };
     let image = kb
         .pointer("/container/image")
         .and_then(Value::as_str)
@@ -89,12 +96,17 @@ pub fn vm_boot(spec: &Value) -> Option<VmBoot> {
         .and_then(|c| u16::try_from(c).ok())
         .unwrap_or(1)
         .max(1);
-    let memory_mib = spec
-        .pointer("/domain/memory/guest")
-        .and_then(Value::as_str)
-        .and_then(mebibytes)
-        .unwrap_or(DEFAULT_GUEST_MIB);
-    Some(VmBoot {
+    let memory_mib = match spec.pointer("/domain/memory/guest") {
+        None => DEFAULT_GUEST_MIB,
+        Some(v) => v
+            .as_str()
+            .and_then(mebibytes)
+            .ok_or_else(|| VmiError::GuestMemory {
+                name: name.to_string(),
+                value: v.to_string(),
+            })?,
+    };
+    Ok(Some(VmBoot {
         image,
         kernel_args: kb
             .get("kernelArgs")
@@ -103,7 +115,7 @@ pub fn vm_boot(spec: &Value) -> Option<VmBoot> {
             .to_string(),
         cpus,
         memory_mib,
-    })
+    }))
 }
 
 /// The virt-launcher Pod KubeVirt creates for a VMI: the VMI's labels and annotations
@@ -148,7 +160,7 @@ pub fn launcher_pod(vmi: &Value) -> Result<Pod, VmiError> {
         .unwrap_or_default();
     let mut annotations = meta.annotations.clone().unwrap_or_default();
     annotations.insert(DOMAIN_KEY.into(), name.clone());
-    if let Some(boot) = vm_boot(spec) {
+    if let Some(boot) = vm_boot(&name, spec)? {
         annotations.insert(VM_BOOT_ANNOTATION.into(), json!(boot).to_string());
     } else {
         annotations.remove(VM_BOOT_ANNOTATION);
@@ -318,6 +330,11 @@ mod tests {
                 cpus: 4,
                 memory_mib: 1024
             }
+        );
+        v["spec"]["domain"]["memory"] = json!({"guest": "lots"});
+        assert_eq!(
+            launcher_pod(&v).unwrap_err().to_string(),
+            "VirtualMachineInstance vm1: spec.domain.memory.guest \"lots\": expected a size such as 256Mi or 1Gi"
         );
         assert_eq!(mebibytes("256Mi"), Some(256));
         assert_eq!(mebibytes("512M"), Some(488));
