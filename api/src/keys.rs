@@ -116,6 +116,11 @@ pub fn uninstall_ack_key(node: &str) -> String {
     format!("{UNINSTALL_ACK_PREFIX}{}-{hash}", &node[..cut])
 }
 
+/// Event reason (on a Node, from its agent's pinger): a peer node's tunnel endpoint or
+/// its sampled pods stopped answering.
+pub const REASON_PEER_UNREACHABLE: &str = "PeerUnreachable";
+/// Event reason (on a Node, from its agent's pinger): an unreachable peer answers again.
+pub const REASON_PEER_REACHABLE: &str = "PeerReachable";
 /// Event reason: a Service the controller cannot fully use.
 pub const REASON_SERVICE_PROBLEM: &str = "ServiceProblem";
 /// Event reason (on a Node, from its agent): a Service address (externalIP or ingress IP)

@@ -40,5 +40,6 @@ pub mod capture;
 pub mod datapath;
 pub mod host;
 pub mod ovs;
+pub mod pinger;
 pub mod source;
 pub mod uninstall;

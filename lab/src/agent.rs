@@ -110,6 +110,8 @@ pub fn agent_args(
         s(node.dir.join("run/ovs-vswitchd.ctl")),
         "--metrics-addr".into(),
         format!("127.0.0.1:{AGENT_METRICS_PORT}"),
+        "--pinger-interval-ms".into(),
+        cfg.pinger_interval_ms.to_string(),
     ]);
     if !cfg.external_ip_cidrs.is_empty() {
         a.extend([

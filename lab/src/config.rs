@@ -110,6 +110,11 @@ pub struct LabConfig {
     /// controller's `--platform-security-groups`, `zovn lab up --platform-security-groups`).
     #[serde(default)]
     pub platform_security_groups: bool,
+    /// The agents' pinger (`--pinger-interval-ms`, `zovn lab up --pinger-interval-ms`):
+    /// milliseconds between rounds; 0 (the default): off, so the suites' packet counts
+    /// see only their own traffic.
+    #[serde(default)]
+    pub pinger_interval_ms: u64,
 }
 
 /// The lab's gateway mode (`zovn lab up --gateway-mode`).
@@ -182,6 +187,7 @@ impl LabConfig {
             mode: ControllerMode::Standalone,
             external_ip_cidrs: Vec::new(),
             platform_security_groups: false,
+            pinger_interval_ms: 0,
         }
     }
 

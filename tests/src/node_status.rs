@@ -51,3 +51,14 @@ pub fn has_event(evs: &[Value], object: &str, reason: &str, text: &str) -> bool 
             && e["message"].as_str().is_some_and(|m| m.contains(text))
     })
 }
+
+/// Node `from`'s pinger row for peer `to` in `zovn status -o json` (`Null`: none yet).
+pub fn pinger_probe(status: &Value, from: &str, to: &str) -> Value {
+    status["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|r| r["node"] == from))
+        .and_then(|r| r["pinger"].as_array())
+        .and_then(|p| p.iter().find(|x| x["peer"] == to))
+        .cloned()
+        .unwrap_or(Value::Null)
+}

@@ -45,6 +45,8 @@ pub struct Metrics {
     /// `zstack_ovn_afxdp_ports{kind=in_use|max}` (see [`crate::attach::afxdp_budget`];
     /// `max` absent while unlimited).
     pub afxdp_ports: Family<Labels, prometheus_client::metrics::gauge::Gauge>,
+    /// `zstack_ovn_pinger_*` (see [`crate::pinger`]).
+    pub pinger: crate::pinger::metrics::PingerMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -140,7 +142,9 @@ impl Metrics {
             "Pod ports on AF_XDP (kind=in_use, fast-start ports waiting to move included) and the node's budget (kind=max)",
             afxdp_ports.clone(),
         );
+        let pinger = crate::pinger::metrics::PingerMetrics::register(&mut registry);
         Metrics {
+            pinger,
             afxdp_ports,
             pmd_max_sleep,
             pmd_sleep_switches,

@@ -421,6 +421,18 @@ impl Agent {
             .await;
     }
 
+    /// Runs forever: the pinger (see [`crate::pinger`]).
+    pub async fn run_pinger(self: Arc<Self>, cfg: crate::pinger::PingerConfig) {
+        crate::pinger::run(
+            &self.cfg.node_name,
+            &self.ovs,
+            self.ctx.pods(),
+            &self.ctx.metrics().pinger,
+            &cfg,
+        )
+        .await;
+    }
+
     /// Runs forever: every [`capture_mirror::GC_PERIOD`], removes the Mirrors and
     /// temporary ports of `zovn capture`s whose process is gone (see
     /// [`capture_mirror::gc`]), with a Normal event on the node for each capture removed.

@@ -155,6 +155,20 @@ struct Args {
     /// exit, then delete the tap devices its userspace bridges leave.
     #[arg(long)]
     uninstall_ovs_in_pod: bool,
+    /// Milliseconds between two rounds of the pinger, which probes the other nodes' tunnel
+    /// endpoints and a sample of their running pods (ICMP and TCP); 0: no pinger.
+    #[arg(long, default_value_t = 5000)]
+    pinger_interval_ms: u64,
+    /// Running pods the pinger probes per peer node.
+    #[arg(long, default_value_t = 2)]
+    pinger_pods_per_node: usize,
+    /// Probes the pinger starts per second, at most.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pinger_max_rate: u32,
+    /// The port of the pinger's TCP probes (a reset answers as well as an accept).
+    /// Default: the port of --metrics-addr (the peers' agents listen there), else 10665.
+    #[arg(long)]
+    pinger_tcp_port: Option<u16>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -553,6 +567,21 @@ async fn main() -> anyhow::Result<()> {
     // the Mirrors and ports of `zovn capture`s that were killed
     tokio::spawn(agent.clone().run_capture_gc());
     tokio::spawn(agent.clone().run_pmd_sleep());
+    if args.pinger_interval_ms > 0 {
+        let interval = Duration::from_millis(args.pinger_interval_ms);
+        tokio::spawn(
+            agent.clone().run_pinger(dataplane::pinger::PingerConfig {
+                interval,
+                pods_per_node: args.pinger_pods_per_node,
+                tcp_port: args
+                    .pinger_tcp_port
+                    .or(args.metrics_addr.map(|a| a.port()))
+                    .unwrap_or(10665),
+                timeout: interval.min(Duration::from_secs(1)),
+                max_rate: args.pinger_max_rate,
+            }),
+        );
+    }
     if let Some(ctl) = &args.vswitchd_ctl {
         // stale verdicts of the userspace revalidator (see dataplane::datapath::megaflow_guard)
         let ctl = dataplane::ovs::unixctl::Unixctl::new(ctl).with_timeout(Duration::from_secs(5));

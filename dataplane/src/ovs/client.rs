@@ -291,6 +291,30 @@ impl Ovs {
         })
     }
 
+    /// ovn-controller's tunnel ports to the other chassis (Ports whose
+    /// `external_ids:ovn-chassis-id` names a chassis, their Interface's
+    /// `options:remote_ip` its endpoint), as the replica shows them; see
+    /// [`crate::pinger`].
+    pub fn tunnel_ports(&self) -> Vec<super::TunnelPort> {
+        self.replica.read(|v| {
+            let ifaces: Vec<Interface> = rows::<Interface>(v).collect();
+            rows::<Port>(v)
+                .filter_map(|p| {
+                    let chassis = p.external_ids.get("ovn-chassis-id")?;
+                    let i = ifaces.iter().find(|i| p.interfaces.contains(&i.uuid))?;
+                    let remote = i.options.get("remote_ip")?.parse().ok()?;
+                    // `<chassis>@<encap ip>` when a chassis has several encapsulations
+                    let chassis = chassis.split('@').next().unwrap_or(chassis).to_string();
+                    Some(super::TunnelPort {
+                        chassis,
+                        remote_ip: remote,
+                        kind: i.type_.clone(),
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// A `Datapath` row by uuid.
     pub fn datapath(&self, uuid: &Uuid) -> Option<Datapath> {
         self.replica

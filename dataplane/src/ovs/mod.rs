@@ -35,7 +35,7 @@ pub use client::Ovs;
 /// Whether an `ovs_version` gets the agent's `ct_zero_snat` correction.
 pub use ct_zero_snat::affected as ct_zero_snat_affected;
 pub use node_ovs::NodeOvs;
-pub use spec::{IfaceView, OvnConfig, OwnedPort, PortSpec};
+pub use spec::{IfaceView, OvnConfig, OwnedPort, PortSpec, TunnelPort};
 
 /// The local database.
 pub const DB: &str = "Open_vSwitch";

@@ -217,3 +217,14 @@ mod tests {
         );
     }
 }
+
+/// One of ovn-controller's tunnel ports (see [`super::Ovs::tunnel_ports`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TunnelPort {
+    /// The remote chassis' name (its `system-id`).
+    pub chassis: String,
+    /// Its tunnel endpoint.
+    pub remote_ip: std::net::IpAddr,
+    /// `geneve`, `vxlan`, `stt`.
+    pub kind: String,
+}

@@ -332,6 +332,43 @@ impl PodSource for KubeSource {
         })
     }
 
+    /// One list of the Nodes and one page (500) of the running pods: bounded whatever
+    /// the cluster's size (a node whose pods are not on that page gets no pod probes).
+    fn peer_view(
+        &self,
+        per_node: usize,
+    ) -> BoxFuture<'_, Result<crate::pinger::targets::PeerView, SourceError>> {
+        Box::pin(async move {
+            let e = |what: &str, x: kube::Error| SourceError::Kube(format!("list {what}: {x}"));
+            let nodes = kube::Api::<Node>::all(self.client.clone())
+                .list_metadata(&kube::api::ListParams::default())
+                .await
+                .map_err(|x| e("nodes", x))?;
+            let pods = kube::Api::<Pod>::all(self.client.clone())
+                .list(
+                    &kube::api::ListParams::default()
+                        .fields("status.phase=Running")
+                        .limit(500),
+                )
+                .await
+                .map_err(|x| e("pods", x))?;
+            let nodes: Vec<serde_json::Value> = nodes
+                .items
+                .iter()
+                .filter_map(|n| serde_json::to_value(n).ok())
+                .collect();
+            let pods: Vec<serde_json::Value> = pods
+                .items
+                .iter()
+                .filter_map(|p| serde_json::to_value(p).ok())
+                .collect();
+            Ok(crate::pinger::targets::PeerView {
+                chassis_of: crate::pinger::targets::chassis_of(nodes.iter()),
+                pods: crate::pinger::targets::sample_pods(pods.iter(), per_node),
+            })
+        })
+    }
+
     fn subnet_cidrs(&self) -> BoxFuture<'_, Result<Vec<IpNet>, SourceError>> {
         Box::pin(async move {
             let store = self.subnets.ready().await?;

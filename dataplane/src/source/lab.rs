@@ -190,6 +190,20 @@ impl PodSource for LabSource {
         })
     }
 
+    fn peer_view(
+        &self,
+        per_node: usize,
+    ) -> BoxFuture<'_, Result<crate::pinger::targets::PeerView, SourceError>> {
+        Box::pin(async move {
+            let nodes = self.get(ResourceKind::Node).await?;
+            let pods = self.all_pods().await?;
+            Ok(crate::pinger::targets::PeerView {
+                chassis_of: crate::pinger::targets::chassis_of(nodes.iter()),
+                pods: crate::pinger::targets::sample_pods(pods.iter(), per_node),
+            })
+        })
+    }
+
     fn services(&self) -> BoxFuture<'_, Result<Vec<api::services::ServiceInfo>, SourceError>> {
         Box::pin(async move {
             let mut out = Vec::new();

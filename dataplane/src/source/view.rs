@@ -81,6 +81,17 @@ pub trait PodSource: Send + Sync {
         None
     }
 
+    /// Every Node's chassis and a sample of `per_node` running pods per node, for the
+    /// pinger ([`crate::pinger::targets`]). The default has none (the pinger then probes
+    /// the tunnel endpoints, named by their chassis).
+    fn peer_view(
+        &self,
+        per_node: usize,
+    ) -> BoxFuture<'_, Result<crate::pinger::targets::PeerView, SourceError>> {
+        let _ = per_node;
+        Box::pin(async { Ok(Default::default()) })
+    }
+
     /// Merges `annotations` into the Node's annotations.
     fn annotate_node<'a>(
         &'a self,

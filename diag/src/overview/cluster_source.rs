@@ -82,6 +82,7 @@ fn node_row(k: &Kubectl, node: &Value, agent: Option<&ReleasePod>) -> NodeRow {
         .and_then(|a| a.arg("agent", "--metrics-addr"))
         .and_then(|m| m.rsplit(':').next()?.parse().ok())
         .unwrap_or(METRICS_PORT);
+    let metrics = agent.and_then(|a| k.pod_proxy_get(&a.namespace, &a.name, port, "metrics").ok());
     NodeRow {
         node: name,
         agent_alive: agent.is_some_and(|a| a.ready),
@@ -91,9 +92,13 @@ fn node_row(k: &Kubectl, node: &Value, agent: Option<&ReleasePod>) -> NodeRow {
         pmd_busy_percent: exec(&["ovs-appctl", "-t", &ctl, "dpif-netdev/pmd-stats-show"])
             .as_deref()
             .and_then(pmd_busy),
-        stale_flow_purges: agent
-            .and_then(|a| k.pod_proxy_get(&a.namespace, &a.name, port, "metrics").ok())
-            .and_then(|m| counter(&m, "zstack_ovn_stale_megaflow_purges_total")),
+        stale_flow_purges: metrics
+            .as_deref()
+            .and_then(|m| counter(m, "zstack_ovn_stale_megaflow_purges_total")),
+        pinger: metrics
+            .as_deref()
+            .map(super::pinger::peer_probes)
+            .unwrap_or_default(),
     }
 }
 

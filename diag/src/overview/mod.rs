@@ -9,6 +9,7 @@
 //!   into the release's pods.
 
 pub mod cluster_source;
+pub mod pinger;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -75,6 +76,9 @@ pub struct NodeRow {
     /// Datapath flows the megaflow guard purged (stale verdicts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale_flow_purges: Option<u64>,
+    /// What its pinger measured to the other nodes (empty: pinger off, or no metrics).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pinger: Vec<pinger::PeerProbe>,
 }
 
 /// A pod that needs the operator.
@@ -274,6 +278,12 @@ pub fn text(o: &Overview) -> String {
         s += &cut(&format!("  why: {}", n.reason), 80);
         s.push('\n');
     }
+    s += &pinger::matrix(
+        &o.nodes
+            .iter()
+            .map(|n| (n.node.clone(), n.pinger.clone()))
+            .collect::<Vec<_>>(),
+    );
     s += "SUBNET            PHASE    CIDR                LOGICAL SWITCH\n";
     if let Some(n) = &o.subnets_note {
         s += &cut(&format!("  {n}"), 80);
@@ -348,6 +358,7 @@ mod tests {
                 uplink: "zovnu1/afxdp".into(),
                 pmd_busy_percent: Some(12.5),
                 stale_flow_purges: Some(0),
+                pinger: Vec::new(),
             }],
             subnets: vec![subnet_row(&serde_json::json!({
                 "metadata": {"name": "a-platform-subnet-with-a-long-name"},

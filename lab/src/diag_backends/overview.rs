@@ -16,7 +16,7 @@ use diag::overview::{
 };
 
 /// `GET /metrics` from `127.0.0.1:port` inside netns `ns` (the node agent listens there).
-fn metrics_in(ns: &str, port: u16) -> Option<String> {
+pub fn metrics_in(ns: &str, port: u16) -> Option<String> {
     let f = std::fs::File::open(Path::new("/run/netns").join(ns)).ok()?;
     std::thread::spawn(move || {
         nix::sched::setns(f.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).ok()?;
@@ -76,6 +76,7 @@ pub fn gather(dir: &Path) -> anyhow::Result<Overview> {
             .iter()
             .find(|a| a.netns.as_deref() == Some(n.netns.as_str()))
             .is_some_and(|a| a.is_alive());
+        let metrics = metrics_in(&n.netns, crate::agent::AGENT_METRICS_PORT);
         nodes.push(NodeRow {
             node: n.system_id.clone(),
             agent_alive,
@@ -83,8 +84,13 @@ pub fn gather(dir: &Path) -> anyhow::Result<Overview> {
             reason,
             uplink,
             pmd_busy_percent: pmd_busy_at(&n.dir.join("run/ovs-vswitchd.ctl")),
-            stale_flow_purges: metrics_in(&n.netns, crate::agent::AGENT_METRICS_PORT)
-                .and_then(|m| counter(&m, "zstack_ovn_stale_megaflow_purges_total")),
+            stale_flow_purges: metrics
+                .as_deref()
+                .and_then(|m| counter(m, "zstack_ovn_stale_megaflow_purges_total")),
+            pinger: metrics
+                .as_deref()
+                .map(diag::overview::pinger::peer_probes)
+                .unwrap_or_default(),
         });
     }
     Ok(Overview {

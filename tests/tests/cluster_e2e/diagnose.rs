@@ -136,7 +136,39 @@ fn status(e: &E2e, plugins: &Path) -> Result<()> {
     if n1["stale_flow_purges"].as_u64().is_none() {
         bail!("node1's agent metrics were not read: {n1}");
     }
-    Ok(())
+    pinger_matrix(e)
+}
+
+/// The chart's pinger (every 5 s): each agent measured the other node's tunnel endpoint
+/// and a pod there, as `zovn status` reads from its metrics (the pod sample may take one
+/// refresh, 15 s, after the pods started).
+fn pinger_matrix(e: &E2e) -> Result<()> {
+    let t = Instant::now();
+    let mut last = Value::Null;
+    while t.elapsed() < Duration::from_secs(60) {
+        let out = Command::new(tests::workspace_bin("zovn"))
+            .args(["status", "-o", "json", "--kubeconfig"])
+            .arg(&e.kc)
+            .output()?;
+        last = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let probe = |from: &str, to: &str| tests::node_status::pinger_probe(&last, from, to);
+        let (a, b) = (probe("node1", "node2"), probe("node2", "node1"));
+        let measured = |p: &Value| {
+            p["node_reachable"] == true
+                && p["pod_reachable"] == true
+                && p["node_rtt_ms"].is_number()
+                && p["pod_rtt_ms"].is_number()
+        };
+        if measured(&a) && measured(&b) {
+            println!(
+                "  pinger after {:.1} s: node1→node2 {a}; node2→node1 {b}",
+                t.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    bail!("the agents' pinger did not measure each other's endpoint and pods: {last:#}")
 }
 
 /// Polls `kubectl zovn trace ARGS` until `ok` holds (30 s); the last (code, stdout).

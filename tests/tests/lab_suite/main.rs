@@ -19,6 +19,7 @@ mod lab_apply;
 mod lab_external;
 mod lab_pods;
 mod netpol_lab;
+mod pinger_lab;
 mod services_host_lab;
 mod services_lab;
 mod trace_lab;

@@ -201,6 +201,10 @@ pub struct UpArgs {
     /// (`spec.securityGroups`; the controller's `--platform-security-groups`).
     #[arg(long)]
     pub platform_security_groups: bool,
+    /// The agents' pinger: milliseconds between its rounds of probes to the other nodes
+    /// (`zovn status` shows the matrix); 0 (the default): off.
+    #[arg(long, default_value_t = 0)]
+    pub pinger_interval_ms: u64,
 }
 
 /// `zovn lab up --mode`.

@@ -37,6 +37,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<()> {
             .allowed()
             .to_vec(),
         platform_security_groups: a.platform_security_groups,
+        pinger_interval_ms: a.pinger_interval_ms,
     };
     println!("lab up in {}", dir.display());
     let mut lab = Lab::up_with_progress(cfg, |s| {

@@ -346,6 +346,9 @@ spec:
             - --cni-shim=/usr/local/bin/zstack-ovn-cni
             # the node's address only (not every address of the host: pods reach some)
             - --metrics-addr=$(HOST_IP):{{ $v.node.metricsPort }}
+            - --pinger-interval-ms={{ $v.node.pinger.intervalMs }}
+            - --pinger-pods-per-node={{ $v.node.pinger.podsPerNode }}
+            - --pinger-max-rate={{ $v.node.pinger.maxRate }}
             - --datapath-config=/etc/zstack-ovn/datapath.yaml
             - --gateway-mode={{ $v.gateway.mode }}
             - --service-external-ip-cidrs={{ join "," $v.services.externalIPs.allowedCIDRs }}
