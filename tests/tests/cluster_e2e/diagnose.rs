@@ -30,7 +30,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use tests::e2e::objects::{create, ip_of, name};
+use tests::e2e::objects::{create, ip_of, name, sleeper};
 use tests::e2e::{kubectl, wait_until};
 
 use super::{E2e, NS, web_pods};
@@ -255,8 +255,22 @@ async fn finish_capture(mut c: std::process::Child, bound: Duration) -> Result<(
 }
 
 async fn capture(e: &E2e, plugins: &Path) -> Result<()> {
-    let (n1, n2) = web_pods(e).await?;
-    let (target, from) = (&n1[0], name(&n2[0]));
+    let (_, n2) = web_pods(e).await?;
+    // a pod of its own on the DPDK node, named after the web pods there: node2's pinger
+    // probes the first 2 pods of node1 by name (the web pods), whose probes would count
+    // towards --count
+    create(
+        &e.pods(NS),
+        sleeper(
+            NS,
+            "zz-capture",
+            Some("node1"),
+            json!({"e2e-capture": "yes"}),
+        ),
+    )
+    .await?;
+    let captured = super::pods_ready(e, NS, "e2e-capture=yes", 1, Duration::from_secs(120)).await?;
+    let (target, from) = (&captured[0], name(&n2[0]));
     let ip = ip_of(target);
     let file = std::env::temp_dir().join(format!("zovn-e2e-{}.pcap", std::process::id()));
     let t = Instant::now();
@@ -330,6 +344,9 @@ async fn capture(e: &E2e, plugins: &Path) -> Result<()> {
         || async { Ok(capture_rows(e, 1)?.is_empty().then_some(())) },
     )
     .await?;
+    e.pods(NS)
+        .delete("zz-capture", &DeleteParams::default())
+        .await?;
     Ok(())
 }
 
